@@ -1,0 +1,11 @@
+#pragma once
+// ember: a from-scratch C++17 deep-learning engine in the spirit of PyTorch.
+// The one header a program needs: #include <ember/ember.h>
+#include "cuda/cuda.h"
+#include "tensor/allocator.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/generator.h"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"

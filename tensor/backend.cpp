@@ -1,0 +1,34 @@
+#include "tensor/backend.h"
+
+namespace ember {
+
+void Backend::unsupported(const char* kernel) const {
+  throw Error(detail::concat(kernel, ": not available on the ", name(), " back end"));
+}
+
+Allocator* Backend::allocator() { unsupported("allocator"); }
+void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
+void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }
+void Backend::copy_across(const Tensor&, const Tensor&, bool) { unsupported("copy_across"); }
+void Backend::binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&, const Scalar&) { unsupported("binary"); }
+void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double, double) { unsupported("unary"); }
+void Backend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { unsupported("where"); }
+void Backend::reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&) { unsupported("reduce"); }
+void Backend::gemm(const Tensor&, const Tensor&, const Tensor&, double, double) { unsupported("gemm"); }
+void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  unsupported("conv2d");
+}
+void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("max_pool2d"); }
+void Backend::avg_pool2d(const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("avg_pool2d"); }
+void Backend::adaptive_avg_pool2d(const Tensor&, const Tensor&) { unsupported("adaptive_avg_pool2d"); }
+void Backend::softmax(const Tensor&, const Tensor&, int64_t, bool) { unsupported("softmax"); }
+void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
+void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
+void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }
+void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }
+void Backend::random_normal(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_normal"); }
+void Backend::random_int(const Tensor&, int64_t, int64_t, uint64_t, uint64_t) { unsupported("random_int"); }
+
+Backend& backend(Device device) { return device.is_cpu() ? cpu_backend() : cuda_backend(); }
+
+}  // namespace ember

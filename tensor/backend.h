@@ -1,0 +1,108 @@
+#pragma once
+// The kernel interface. Note [One kernel interface]: every device-dependent piece of
+// work in ember is one of these calls. Ops (tensor/ops/) validate arguments, work out
+// shapes and dtypes, allocate outputs and then call a Backend; back ends (tensor/cpu/,
+// cuda/) only compute. Kernels know nothing about autograd. A kernel a back end does not
+// provide throws an ember::Error naming the kernel and the device.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace ember {
+
+enum class BinaryOp : int8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,  // arithmetic: out has the inputs' dtype
+  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr  // out is bool
+};
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+enum class UnaryOp : int8_t {
+  Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu,
+  Sign, Square, Reciprocal, Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
+};
+
+enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };
+
+struct Conv2dParams {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+struct Pool2dParams {
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg_pool2d only
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual Allocator* allocator();
+
+  // ---- copy and fill ----
+  // dst[i] = cast(src[i]); same shape (src may be an expanded view), any dtypes, same device.
+  virtual void copy(const Tensor& src, const Tensor& dst);
+  // dst[i] = value, for any layout of dst.
+  virtual void fill(const Tensor& dst, const Scalar& value);
+  // Copies between this device and the host (dst or src is a CPU tensor); same shape, dtype.
+  virtual void copy_across(const Tensor& src, const Tensor& dst, bool non_blocking);
+
+  // ---- elementwise ----
+  // out[i] = a[i] op b[i] (alpha scales b for Add/Sub). a, b: views broadcast to out's shape,
+  // of one dtype; out: that dtype, or bool for comparisons.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const Scalar& alpha);
+  // out[i] = op(a[i]); a and out share shape and dtype.
+  virtual void unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1);
+  // out[i] = cond[i] ? a[i] : b[i]; cond bool, all broadcast to out's shape.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // ---- reductions ----
+  // in: [K, R] (any strides) -> out: [K] contiguous, reducing each row; for Max/Min/Arg*
+  // `indices` ([K] int64, or undefined) receives the position of the first extreme.
+  virtual void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices);
+
+  // ---- matmul ----
+  // c[b] = beta * c[b] + alpha * a[b] @ b[b]; a: [B, M, K], b: [B, K, N], c: [B, M, N], any strides.
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+
+  // ---- convolution and pooling (NCHW) ----
+  // input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> out [N, O, Ho, Wo]
+  virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                      const Conv2dParams& p);
+  // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch)
+  virtual void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
+  virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
+  virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
+
+  // ---- softmax ----
+  // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.
+  virtual void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
+
+  // ---- indexing (index: int64, validated by the kernel against the indexed size) ----
+  // out = src.index_select(dim, index)
+  virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+  // out[..i..] = src[..index[..i..]..] along dim
+  virtual void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+  // self[..index[..i..]..] += src[..i..] along dim, in place
+  virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+  // ---- random (counter-based Philox; see tensor/generator.h) ----
+  // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).
+  virtual void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
+  virtual void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
+  virtual void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+
+ protected:
+  [[noreturn]] void unsupported(const char* kernel) const;
+};
+
+// The back end that runs kernels for `device`.
+Backend& backend(Device device);
+Backend& cpu_backend();
+// Defined by cuda/cuda_backend.cpp, or by cuda/stub_backend.cpp when built without CUDA.
+Backend& cuda_backend();
+
+}  // namespace ember

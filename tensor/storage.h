@@ -1,0 +1,41 @@
+#pragma once
+// A Storage is one block of device memory shared by a tensor and all its views.
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensor/allocator.h"
+#include "tensor/device.h"
+
+namespace ember {
+
+class StorageImpl {
+ public:
+  // Memory from `allocator`, returned to it on destruction.
+  StorageImpl(size_t nbytes, Device device, Allocator* allocator)
+      : data_(allocator->allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(allocator) {}
+  // Borrowed memory (from_blob): `deleter`, when given, runs on destruction.
+  StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
+      : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
+  ~StorageImpl() {
+    if (allocator_) allocator_->deallocate(data_, nbytes_);
+    else if (deleter_) deleter_(data_);
+  }
+  StorageImpl(const StorageImpl&) = delete;
+  StorageImpl& operator=(const StorageImpl&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Allocator* allocator_ = nullptr;
+  std::function<void(void*)> deleter_;
+};
+
+using Storage = std::shared_ptr<StorageImpl>;
+
+}  // namespace ember
