@@ -189,10 +189,8 @@ class Tensor {
   Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor var(bool unbiased = true) const;
-  Tensor var(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
-  Tensor std(bool unbiased = true) const;
-  Tensor std(const Shape& dims, bool unbiased = true, bool keepdim = false) const;
+  Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;  // {} = all dims
+  Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor norm(double p = 2.0) const;
   Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;

@@ -96,9 +96,7 @@ Tensor Tensor::amax(const Shape& dims, bool keepdim) const { return ember::amax(
 Tensor Tensor::amin(const Shape& dims, bool keepdim) const { return ember::amin(*this, dims, keepdim); }
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return ember::argmax(*this, dim, keepdim); }
 Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const { return ember::argmin(*this, dim, keepdim); }
-Tensor Tensor::var(bool unbiased) const { return ember::var(*this, {}, unbiased); }
 Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const { return ember::var(*this, dims, unbiased, keepdim); }
-Tensor Tensor::std(bool unbiased) const { return ember::std(*this, {}, unbiased); }
 Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const { return ember::std(*this, dims, unbiased, keepdim); }
 Tensor Tensor::norm(double p) const { return ember::norm(*this, p); }
 Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const { return ember::norm(*this, p, dims, keepdim); }

@@ -1,0 +1,68 @@
+#include "helpers.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace ember::testing {
+
+std::map<std::string, Tensor> load_reference(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EMBER_CHECK(in, "load_reference: cannot open ", path);
+  auto read = [&](void* p, size_t n) {
+    in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
+    EMBER_CHECK(in.gcount() == static_cast<std::streamsize>(n), "load_reference: ", path, " is truncated");
+  };
+  char magic[8];
+  read(magic, 8);
+  EMBER_CHECK(std::memcmp(magic, "EMBREF01", 8) == 0, "load_reference: ", path, " is not an EMBREF01 file");
+  uint32_t count;
+  read(&count, 4);
+  std::map<std::string, Tensor> out;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t len;
+    read(&len, 4);
+    EMBER_CHECK(len < 4096, "load_reference: bad name length");
+    std::string name(len, '\0');
+    read(name.data(), len);
+    uint8_t code;
+    uint32_t ndim;
+    read(&code, 1);
+    read(&ndim, 4);
+    EMBER_CHECK(code < kNumDTypes && ndim <= 16, "load_reference: bad header for ", name);
+    Shape shape(ndim);
+    read(shape.data(), 8 * ndim);
+    uint64_t nbytes;
+    read(&nbytes, 8);
+    Tensor t = empty(shape, static_cast<DType>(code));
+    EMBER_CHECK(nbytes == t.nbytes(), "load_reference: byte count mismatch for ", name);
+    if (nbytes) read(t.data_ptr(), nbytes);
+    out.emplace(name, t);
+  }
+  return out;
+}
+
+const std::map<std::string, Tensor>& reference() {
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/ops.bin"));
+  return *ref;
+}
+
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "dtype " << actual.dtype() << " != expected " << expected.dtype();
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.sizes()) << " != expected "
+                                         << shape_str(expected.sizes());
+  const auto a = actual.to(kFloat64).contiguous().to_vector<double>();
+  const auto e = expected.to(kFloat64).contiguous().to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(e[i]) && std::isnan(a[i])) continue;
+    if (a[i] == e[i]) continue;  // also equal infinities
+    if (!(std::fabs(a[i] - e[i]) <= atol + rtol * std::fabs(e[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " != expected " << e[i]
+                                           << "\nactual:   " << actual << "\nexpected: " << expected;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace ember::testing

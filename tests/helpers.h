@@ -1,0 +1,37 @@
+#pragma once
+// Shared test helpers: the reference-file reader and tensor comparisons.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include <ember/ember.h>
+
+namespace ember::testing {
+
+// Reads an "EMBREF01" file written by tools/gen_reference.py (format in that script).
+std::map<std::string, Tensor> load_reference(const std::string& path);
+const std::map<std::string, Tensor>& reference();  // tests/reference/ops.bin, loaded once
+
+// Same dtype, same shape, and every element within atol + rtol * |expected| (NaN == NaN).
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
+                                     double atol = 1e-6);
+
+// The message of the ember::Error that f throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ember::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace ember::testing
+
+#define EXPECT_ERROR_CONTAINS(stmt, text)                                                   \
+  do {                                                                                      \
+    const std::string msg_ = ::ember::testing::error_of([&] { (void)(stmt); });           \
+    EXPECT_NE(msg_.find(text), std::string::npos) << "error was: '" << msg_ << "'";       \
+  } while (0)

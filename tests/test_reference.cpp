@@ -1,0 +1,209 @@
+// Every op against PyTorch: inputs and outputs come from tests/reference/ops.bin,
+// written by tools/gen_reference.py. Each case below applies the same op as the script.
+#include <functional>
+#include <limits>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using Inputs = std::vector<Tensor>;
+using Outputs = std::vector<Tensor>;
+using CaseFn = std::function<Outputs(const Inputs&)>;
+
+template <class F>
+CaseFn one(F f) {
+  return [f](const Inputs& in) { return Outputs{f(in)}; };
+}
+CaseFn unary_case(Tensor (*f)(const Tensor&)) {
+  return [f](const Inputs& in) { return Outputs{f(in[0])}; };
+}
+
+const std::map<std::string, CaseFn>& cases() {
+  static auto* table = new std::map<std::string, CaseFn>{
+      // elementwise
+      {"add_bcast", one([](const Inputs& x) { return x[0] + x[1]; })},
+      {"add_alpha", one([](const Inputs& x) { return add(x[0], x[1], 2.5); })},
+      {"sub_bcast", one([](const Inputs& x) { return x[0] - x[1]; })},
+      {"mul_bcast", one([](const Inputs& x) { return x[0] * x[1]; })},
+      {"div_bcast", one([](const Inputs& x) { return x[0] / x[1]; })},
+      {"add_noncontig", one([](const Inputs& x) { return x[0] + x[1].t(); })},
+      {"mul_slice_scalar", one([](const Inputs& x) { return x[0].slice(0, 0, std::nullopt, 2).slice(1, 1, 4) * 3.0; })},
+      {"pow_tensor", one([](const Inputs& x) { return x[0].pow(x[1]); })},
+      {"pow_scalar", one([](const Inputs& x) { return x[0].pow(2.5); })},
+      {"maximum", one([](const Inputs& x) { return maximum(x[0], x[1]); })},
+      {"minimum", one([](const Inputs& x) { return minimum(x[0], x[1]); })},
+      {"eq", one([](const Inputs& x) { return x[0] == x[1]; })},
+      {"lt_bcast", one([](const Inputs& x) { return x[0] < x[1]; })},
+      {"ge_scalar", one([](const Inputs& x) { return x[0] >= 0.1; })},
+      {"where", one([](const Inputs& x) { return where(x[0], x[1], x[2]); })},
+      {"masked_fill", one([](const Inputs& x) { return x[0].masked_fill(x[1], -7.5); })},
+      {"clamp", one([](const Inputs& x) { return x[0].clamp(-0.5, 0.5); })},
+      {"clamp_min", one([](const Inputs& x) { return x[0].clamp(0.2); })},
+      // type promotion and casts
+      {"promote_int_double", one([](const Inputs& x) { return x[0] + x[1]; })},
+      {"promote_long_scalar_float", one([](const Inputs& x) { return x[0] + 2.5; })},
+      {"promote_uint8_long", one([](const Inputs& x) { return x[0] + x[1]; })},
+      {"promote_bool_int", one([](const Inputs& x) { return x[0] + x[1]; })},
+      {"promote_int_div", one([](const Inputs& x) { return x[0] / x[1]; })},
+      {"promote_half_zero_dim_double", one([](const Inputs& x) { return x[0] * x[1]; })},
+      {"promote_int8_uint8_mul", one([](const Inputs& x) { return (x[0] * x[1]).to(kInt32); })},
+      {"int_pow", one([](const Inputs& x) { return x[0].pow(x[1]); })},
+      {"half_add", one([](const Inputs& x) { return x[0] + x[1]; })},
+      {"bf16_mul", one([](const Inputs& x) { return x[0] * x[1]; })},
+      {"cast_half", one([](const Inputs& x) { return x[0].to(kFloat16); })},
+      {"cast_bf16", one([](const Inputs& x) { return x[0].to(kBFloat16); })},
+      {"cast_double_float", one([](const Inputs& x) { return x[0].to(kFloat32); })},
+      {"cast_float_int", one([](const Inputs& x) { return x[0].to(kInt32); })},
+      {"cast_int_uint8", one([](const Inputs& x) { return x[0].to(kUInt8); })},
+      {"cast_to_bool", one([](const Inputs& x) { return x[0].to(kBool); })},
+      // reductions
+      {"sum_all", one([](const Inputs& x) { return x[0].sum(); })},
+      {"sum_dims_keepdim", one([](const Inputs& x) { return x[0].sum({0, 2}, true); })},
+      {"sum_transposed", one([](const Inputs& x) { return x[0].t().sum({1}); })},
+      {"sum_columns", one([](const Inputs& x) { return x[0].sum({0}); })},
+      {"sum_int", one([](const Inputs& x) { return x[0].sum({1}); })},
+      {"sum_bool", one([](const Inputs& x) { return x[0].sum(); })},
+      {"mean_last", one([](const Inputs& x) { return x[0].mean({-1}); })},
+      {"mean_double", one([](const Inputs& x) { return x[0].mean({0, 1}); })},
+      {"prod_dim", one([](const Inputs& x) { return x[0].prod(1); })},
+      {"max_dim", [](const Inputs& x) { auto [v, i] = x[0].max(1); return Outputs{v, i}; }},
+      {"min_dim_keepdim", [](const Inputs& x) { auto [v, i] = x[0].min(0, true); return Outputs{v, i}; }},
+      {"max_ties", [](const Inputs& x) { auto [v, i] = x[0].max(1); return Outputs{v, i}; }},
+      {"amax_dims", one([](const Inputs& x) { return x[0].amax({0, 2}); })},
+      {"argmax_dim", one([](const Inputs& x) { return x[0].argmax(1); })},
+      {"argmax_all", one([](const Inputs& x) { return x[0].argmax(); })},
+      {"argmin_dim", one([](const Inputs& x) { return x[0].argmin(0); })},
+      {"var_dim", one([](const Inputs& x) { return x[0].var({1}); })},
+      {"var_biased_all", one([](const Inputs& x) { return x[0].var({}, false); })},
+      {"std_dim_keepdim", one([](const Inputs& x) { return x[0].std({0}, true, true); })},
+      {"norm_2", one([](const Inputs& x) { return x[0].norm(); })},
+      {"norm_1_dim", one([](const Inputs& x) { return x[0].norm(1, {1}); })},
+      {"norm_inf_dim", one([](const Inputs& x) { return x[0].norm(std::numeric_limits<double>::infinity(), {0}); })},
+      {"norm_3", one([](const Inputs& x) { return x[0].norm(3); })},
+      {"logsumexp", one([](const Inputs& x) { return x[0].logsumexp({1}); })},
+      {"logsumexp_keepdim", one([](const Inputs& x) { return x[0].logsumexp({0, 2}, true); })},
+      {"sum_empty", one([](const Inputs& x) { return x[0].sum({0}); })},
+      {"prod_empty", one([](const Inputs& x) { return x[0].prod(1); })},
+      {"mean_empty", one([](const Inputs& x) { return x[0].mean(); })},
+      {"all_any", [](const Inputs& x) { return Outputs{all(x[0], {1}), any(x[0], {0})}; }},
+      // matmul
+      {"mm", one([](const Inputs& x) { return mm(x[0], x[1]); })},
+      {"mm_transposed", one([](const Inputs& x) { return x[0].t().matmul(x[1].t()); })},
+      {"mm_double", one([](const Inputs& x) { return mm(x[0], x[1]); })},
+      {"matmul_dot", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_mv", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_vm", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_batched_2d", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_broadcast", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_vec_batched", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_batched_vec", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"bmm", one([](const Inputs& x) { return bmm(x[0], x[1]); })},
+      {"addmm", one([](const Inputs& x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); })},
+      {"linear", one([](const Inputs& x) { return linear(x[0], x[1], x[2]); })},
+      {"matmul_int", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      {"matmul_half", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
+      // softmax
+      {"softmax_last", one([](const Inputs& x) { return x[0].softmax(-1); })},
+      {"softmax_dim0", one([](const Inputs& x) { return x[0].softmax(0); })},
+      {"log_softmax_mid", one([](const Inputs& x) { return x[0].log_softmax(1); })},
+      {"log_softmax_double", one([](const Inputs& x) { return x[0].log_softmax(1); })},
+      // convolution and pooling
+      {"conv2d_basic", one([](const Inputs& x) { return conv2d(x[0], x[1], x[2]); })},
+      {"conv2d_stride_pad", one([](const Inputs& x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}); })},
+      {"conv2d_dilation", one([](const Inputs& x) { return conv2d(x[0], x[1], {}, {1, 1}, {1, 1}, {2, 2}); })},
+      {"conv2d_groups", one([](const Inputs& x) { return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1}, {1, 1}, 2); })},
+      {"conv2d_1x1", one([](const Inputs& x) { return conv2d(x[0], x[1], x[2]); })},
+      {"conv2d_double", one([](const Inputs& x) { return conv2d(x[0], x[1], {}, {1, 1}, {1, 1}); })},
+      {"max_pool2d", [](const Inputs& x) { auto [v, i] = max_pool2d_with_indices(x[0], {3, 3}, {{2, 2}}, {1, 1}); return Outputs{v, i}; }},
+      {"max_pool2d_ceil", [](const Inputs& x) { auto [v, i] = max_pool2d_with_indices(x[0], {3, 3}, {{2, 2}}, {0, 0}, {1, 1}, true); return Outputs{v, i}; }},
+      {"max_pool2d_dilation", [](const Inputs& x) { auto [v, i] = max_pool2d_with_indices(x[0], {2, 2}, {{1, 1}}, {0, 0}, {2, 2}); return Outputs{v, i}; }},
+      {"avg_pool2d", one([](const Inputs& x) { return avg_pool2d(x[0], {2, 2}); })},
+      {"avg_pool2d_pad", one([](const Inputs& x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); })},
+      {"avg_pool2d_pad_exclude", one([](const Inputs& x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, false, false); })},
+      {"avg_pool2d_ceil", one([](const Inputs& x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {0, 0}, true); })},
+      {"adaptive_avg_pool2d", one([](const Inputs& x) { return adaptive_avg_pool2d(x[0], {3, 2}); })},
+      {"adaptive_avg_pool2d_global", one([](const Inputs& x) { return adaptive_avg_pool2d(x[0], {1, 1}); })},
+      // indexing and joining
+      {"index_select", one([](const Inputs& x) { return x[0].index_select(1, x[1]); })},
+      {"gather", one([](const Inputs& x) { return x[0].gather(1, x[1]); })},
+      {"scatter_add", one([](const Inputs& x) { return x[0].scatter_add(0, x[1], x[2]); })},
+      {"embedding", one([](const Inputs& x) { return embedding(x[0], x[1]); })},
+      {"one_hot", one([](const Inputs& x) { return one_hot(x[0], 5); })},
+      {"tril", one([](const Inputs& x) { return x[0].tril(-1); })},
+      {"triu", one([](const Inputs& x) { return x[0].triu(1); })},
+      {"cat_promote", one([](const Inputs& x) { return cat({x[0], x[1]}, 1); })},
+      {"stack", one([](const Inputs& x) { return stack({x[0], x[1]}, 1); })},
+  };
+  static bool unary_added = [] {
+    const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
+        {"neg", neg},   {"abs", abs},         {"exp", exp},         {"log", log},         {"log1p", log1p},
+        {"sqrt", sqrt}, {"rsqrt", rsqrt},     {"sin", sin},         {"cos", cos},         {"tanh", tanh},
+        {"sigmoid", sigmoid}, {"relu", relu}, {"silu", silu},       {"sign", sign},       {"square", square},
+        {"reciprocal", reciprocal}};
+    for (const auto& [name, f] : unary) {
+      (*table)[std::string("unary_") + name] = unary_case(f);
+      (*table)[std::string("unary64_") + name] = unary_case(f);
+    }
+    for (const char* prefix : {"unary_", "unary64_"}) {
+      (*table)[std::string(prefix) + "gelu"] = one([](const Inputs& x) { return gelu(x[0]); });
+      (*table)[std::string(prefix) + "gelu_tanh"] = one([](const Inputs& x) { return gelu(x[0], "tanh"); });
+    }
+    return true;
+  }();
+  (void)unary_added;
+  return *table;
+}
+
+// Case names present in the reference file.
+std::vector<std::string> reference_cases() {
+  std::vector<std::string> names;
+  for (const auto& [key, t] : testing::reference()) {
+    const auto dot = key.rfind(".in0");
+    if (dot != std::string::npos && dot + 4 == key.size()) names.push_back(key.substr(0, dot));
+  }
+  return names;
+}
+
+double rtol_for(DType d) {
+  switch (d) {
+    case kFloat64: return 1e-10;
+    case kFloat32: return 2e-5;
+    case kFloat16: return 2e-3;
+    case kBFloat16: return 1e-2;
+    default: return 0;
+  }
+}
+
+class ReferenceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceTest, MatchesPyTorch) {
+  const std::string name = GetParam();
+  const auto& ref = testing::reference();
+  auto it = cases().find(name);
+  ASSERT_NE(it, cases().end()) << "no C++ case for reference case " << name;
+  Inputs in;
+  for (int i = 0; ref.count(name + ".in" + std::to_string(i)); ++i) in.push_back(ref.at(name + ".in" + std::to_string(i)));
+  const Outputs out = it->second(in);
+  int n_expected = 0;
+  while (ref.count(name + ".out" + std::to_string(n_expected))) ++n_expected;
+  ASSERT_EQ(static_cast<int>(out.size()), n_expected);
+  for (int i = 0; i < n_expected; ++i) {
+    const Tensor& expected = ref.at(name + ".out" + std::to_string(i));
+    const double rtol = rtol_for(expected.dtype());
+    EXPECT_TRUE(testing::all_close(out[i], expected, rtol, rtol)) << name << " output " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ReferenceTest, ::testing::ValuesIn(reference_cases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(Reference, EveryCaseHasAReferenceEntry) {
+  const auto names = reference_cases();
+  for (const auto& [name, fn] : cases())
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name << " missing from ops.bin";
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Generates tests/reference/ops.bin: inputs and PyTorch's outputs for ember's op tests.
+
+Run with Debian's PyTorch (apt-get install python3-torch):
+    /usr/bin/python3 tools/gen_reference.py
+The C++ test (tests/test_reference.cpp) applies the same op to the same inputs and
+compares. Each case "name" stores tensors "name.in0", "name.in1", ... and "name.out0", ...
+
+File format "EMBREF01" (all little-endian):
+    8 bytes magic "EMBREF01", u32 count, then per tensor:
+    u32 name length, name bytes, u8 dtype code, u32 ndim, i64 dims[ndim], u64 nbytes, raw data.
+dtype codes follow ember::DType: bool 0, uint8 1, int8 2, int32 3, int64 4, float16 5,
+bfloat16 6, float32 7, float64 8.
+"""
+import os
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+CODES = {torch.bool: 0, torch.uint8: 1, torch.int8: 2, torch.int32: 3, torch.int64: 4,
+         torch.float16: 5, torch.bfloat16: 6, torch.float32: 7, torch.float64: 8}
+
+entries = []
+
+
+def put(name, t):
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        raw = t.view(torch.int16).numpy().tobytes()
+    else:
+        raw = t.numpy().tobytes()
+    entries.append((name, CODES[t.dtype], list(t.shape), raw))
+
+
+def case(name, inputs, fn):
+    """Stores inputs and fn(*inputs) (a tensor or a tuple of tensors)."""
+    for i, t in enumerate(inputs):
+        put(f"{name}.in{i}", t)
+    out = fn(*inputs)
+    if not isinstance(out, (tuple, list)):
+        out = (out,)
+    for i, t in enumerate(out):
+        put(f"{name}.out{i}", t)
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype)
+
+
+def pos(*shape, dtype=torch.float32):
+    return torch.rand(*shape, dtype=dtype) + 0.5
+
+
+def main():
+    torch.manual_seed(1234)
+    # ---- elementwise, broadcasting, non-contiguous inputs ----
+    case("add_bcast", [r(3, 1, 4), r(2, 4)], lambda a, b: a + b)
+    case("add_alpha", [r(2, 3), r(3)], lambda a, b: torch.add(a, b, alpha=2.5))
+    case("sub_bcast", [r(4, 1), r(1, 5)], lambda a, b: a - b)
+    case("mul_bcast", [r(2, 3, 4), r(3, 1)], lambda a, b: a * b)
+    case("div_bcast", [r(3, 4), pos(4)], lambda a, b: a / b)
+    case("add_noncontig", [r(4, 3), r(3, 4)], lambda a, b: a + b.t())
+    case("mul_slice_scalar", [r(6, 5)], lambda a: a[::2, 1:4] * 3.0)
+    case("pow_tensor", [pos(3, 4), r(4)], lambda a, b: a.pow(b))
+    case("pow_scalar", [pos(5)], lambda a: a.pow(2.5))
+    case("maximum", [r(3, 4), r(4)], torch.maximum)
+    case("minimum", [r(3, 1), r(1, 4)], torch.minimum)
+    case("eq", [torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, 0.0, 3.0, 5.0])], lambda a, b: a == b)
+    case("lt_bcast", [r(3, 1), r(4)], lambda a, b: a < b)
+    case("ge_scalar", [r(5)], lambda a: a >= 0.1)
+    case("where", [r(3, 4) > 0, r(3, 1), r(4)], torch.where)
+    case("masked_fill", [r(3, 4), r(4) > 0], lambda a, m: a.masked_fill(m, -7.5))
+    case("clamp", [r(10)], lambda a: a.clamp(-0.5, 0.5))
+    case("clamp_min", [r(10)], lambda a: a.clamp(min=0.2))
+    for name, fn, gen in [
+        ("neg", torch.neg, r), ("abs", torch.abs, r), ("exp", torch.exp, r), ("log", torch.log, pos),
+        ("log1p", torch.log1p, pos), ("sqrt", torch.sqrt, pos), ("rsqrt", torch.rsqrt, pos),
+        ("sin", torch.sin, r), ("cos", torch.cos, r), ("tanh", torch.tanh, r),
+        ("sigmoid", torch.sigmoid, r), ("relu", torch.relu, r), ("gelu", F.gelu, r),
+        ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), r), ("silu", F.silu, r),
+        ("sign", torch.sign, r), ("square", torch.square, r), ("reciprocal", torch.reciprocal, pos)]:
+        case("unary_" + name, [gen(4, 5)], fn)
+        case("unary64_" + name, [gen(3, 2, dtype=torch.float64)], fn)
+    # ---- type promotion ----
+    case("promote_int_double", [torch.tensor([1, 2, 3], dtype=torch.int32), r(3, dtype=torch.float64)],
+         lambda a, b: a + b)
+    case("promote_long_scalar_float", [torch.tensor([1, 2, 3])], lambda a: a + 2.5)
+    case("promote_uint8_long", [torch.tensor([200, 100], dtype=torch.uint8), torch.tensor([100, -300])],
+         lambda a, b: a + b)
+    case("promote_bool_int", [torch.tensor([True, False]), torch.tensor([3, 4], dtype=torch.int32)],
+         lambda a, b: a + b)
+    case("promote_int_div", [torch.tensor([7, -7, 9]), torch.tensor([2, 2, 3])], lambda a, b: a / b)
+    case("promote_half_zero_dim_double", [r(3).half(), torch.tensor(2.0, dtype=torch.float64)], lambda a, b: a * b)
+    case("promote_int8_uint8_mul", [torch.tensor([-3, 100], dtype=torch.int8),
+                                     torch.tensor([200, 3], dtype=torch.uint8)], lambda a, b: (a * b).to(torch.int32))
+    case("int_pow", [torch.tensor([2, -3, 5]), torch.tensor([10, 3, 0])], torch.pow)
+    case("half_add", [r(6).half(), r(6).half()], lambda a, b: a + b)
+    case("bf16_mul", [r(6).bfloat16(), r(6).bfloat16()], lambda a, b: a * b)
+    # ---- conversions: float16 / bfloat16 rounding edge cases ----
+    edge = torch.tensor([0.0, -0.0, 1.0, 65504.0, 65519.0, 65520.0, 1e5, 1e-8, 5.9604645e-8, 2.9802322e-8,
+                         1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 3.14159265,
+                         -2.71828, 6.1035156e-5, 6.0975552e-5, 3.3895314e38, 3.3961776e38,
+                         float("inf"), float("-inf"), float("nan")], dtype=torch.float32)
+    case("cast_half", [edge], lambda a: a.half())
+    case("cast_bf16", [edge], lambda a: a.bfloat16())
+    case("cast_double_float", [torch.tensor([1.0 + 2 ** -30, 1e-50, 1e300, -3.5], dtype=torch.float64)],
+         lambda a: a.float())
+    case("cast_float_int", [torch.tensor([2.7, -2.7, 300.5, -1.5])], lambda a: a.to(torch.int32))
+    case("cast_int_uint8", [torch.tensor([-1, 256, 255, 1000])], lambda a: a.to(torch.uint8))
+    case("cast_to_bool", [torch.tensor([0.0, -0.0, 0.5, float("nan")])], lambda a: a.bool())
+    # ---- reductions ----
+    case("sum_all", [r(4, 5)], lambda a: a.sum())
+    case("sum_dims_keepdim", [r(2, 3, 4)], lambda a: a.sum((0, 2), keepdim=True))
+    case("sum_transposed", [r(5, 6)], lambda a: a.t().sum(1))
+    case("sum_columns", [r(50, 7)], lambda a: a.sum(0))
+    case("sum_int", [torch.tensor([[1, 2], [3, 4]], dtype=torch.int32)], lambda a: a.sum(1))
+    case("sum_bool", [r(10) > 0], lambda a: a.sum())
+    case("mean_last", [r(3, 4, 5)], lambda a: a.mean(-1))
+    case("mean_double", [r(3, 4, dtype=torch.float64)], lambda a: a.mean((0, 1)))
+    case("prod_dim", [pos(3, 4)], lambda a: a.prod(1))
+    case("max_dim", [r(4, 6)], lambda a: torch.max(a, 1))
+    case("min_dim_keepdim", [r(4, 6)], lambda a: torch.min(a, 0, keepdim=True))
+    case("max_ties", [torch.tensor([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 1.0, 5.0]])], lambda a: torch.max(a, 1))
+    case("amax_dims", [r(2, 3, 4)], lambda a: a.amax((0, 2)))
+    case("argmax_dim", [r(4, 6)], lambda a: a.argmax(1))
+    case("argmax_all", [r(4, 6)], lambda a: a.argmax())
+    case("argmin_dim", [r(4, 6)], lambda a: a.argmin(0))
+    case("var_dim", [r(4, 6)], lambda a: a.var(1))
+    case("var_biased_all", [r(4, 6)], lambda a: a.var(unbiased=False))
+    case("std_dim_keepdim", [r(4, 6)], lambda a: a.std(0, keepdim=True))
+    case("norm_2", [r(4, 6)], lambda a: a.norm())
+    case("norm_1_dim", [r(4, 6)], lambda a: a.norm(p=1, dim=1))
+    case("norm_inf_dim", [r(4, 6)], lambda a: a.norm(p=float("inf"), dim=0))
+    case("norm_3", [r(4, 6)], lambda a: a.norm(p=3))
+    case("logsumexp", [r(4, 6) * 50], lambda a: a.logsumexp(1))
+    case("logsumexp_keepdim", [r(3, 4, 5)], lambda a: a.logsumexp((0, 2), keepdim=True))
+    case("sum_empty", [torch.zeros(0, 3)], lambda a: a.sum(0))
+    case("prod_empty", [torch.zeros(3, 0)], lambda a: a.prod(1))
+    case("mean_empty", [torch.zeros(0)], lambda a: a.mean())
+    case("all_any", [torch.tensor([[True, False], [True, True]])], lambda a: (a.all(1), a.any(0)))
+    # ---- matmul ----
+    case("mm", [r(5, 7), r(7, 3)], torch.mm)
+    case("mm_transposed", [r(7, 5), r(3, 7)], lambda a, b: a.t() @ b.t())
+    case("mm_double", [r(4, 6, dtype=torch.float64), r(6, 2, dtype=torch.float64)], torch.mm)
+    case("matmul_dot", [r(6), r(6)], torch.matmul)
+    case("matmul_mv", [r(3, 6), r(6)], torch.matmul)
+    case("matmul_vm", [r(6), r(6, 4)], torch.matmul)
+    case("matmul_batched_2d", [r(2, 3, 4), r(4, 5)], torch.matmul)
+    case("matmul_broadcast", [r(2, 1, 4, 5), r(3, 5, 6)], torch.matmul)
+    case("matmul_vec_batched", [r(5), r(2, 5, 3)], torch.matmul)
+    case("matmul_batched_vec", [r(2, 3, 5), r(5)], torch.matmul)
+    case("bmm", [r(3, 4, 5), r(3, 5, 2)], torch.bmm)
+    case("addmm", [r(3), r(2, 4), r(4, 3)], lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0))
+    case("linear", [r(2, 3, 5), r(4, 5), r(4)], F.linear)
+    case("matmul_int", [torch.tensor([[1, 2], [3, 4]]), torch.tensor([[5], [6]])], torch.matmul)
+    case("matmul_half", [r(3, 8).half(), r(8, 2).half()], lambda a, b: (a.float() @ b.float()).half())
+    # ---- softmax ----
+    case("softmax_last", [r(4, 7) * 10], lambda a: a.softmax(-1))
+    case("softmax_dim0", [r(3, 4, 5)], lambda a: a.softmax(0))
+    case("log_softmax_mid", [r(3, 4, 5) * 10], lambda a: a.log_softmax(1))
+    case("log_softmax_double", [r(4, 9, dtype=torch.float64)], lambda a: a.log_softmax(1))
+    # ---- convolution and pooling ----
+    case("conv2d_basic", [r(2, 3, 7, 7), r(4, 3, 3, 3), r(4)], lambda x, w, b: F.conv2d(x, w, b))
+    case("conv2d_stride_pad", [r(2, 3, 8, 7), r(5, 3, 3, 2), r(5)],
+         lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2)))
+    case("conv2d_dilation", [r(1, 2, 9, 9), r(3, 2, 3, 3)], lambda x, w: F.conv2d(x, w, dilation=2, padding=1))
+    case("conv2d_groups", [r(2, 4, 6, 6), r(6, 2, 3, 3), r(6)], lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2))
+    case("conv2d_1x1", [r(3, 8, 5, 5), r(4, 8, 1, 1), r(4)], lambda x, w, b: F.conv2d(x, w, b))
+    case("conv2d_double", [r(1, 2, 5, 5, dtype=torch.float64), r(2, 2, 3, 3, dtype=torch.float64)],
+         lambda x, w: F.conv2d(x, w, padding=1))
+    case("max_pool2d", [r(2, 3, 9, 9)], lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True))
+    case("max_pool2d_ceil", [r(1, 2, 8, 8)], lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True, return_indices=True))
+    case("max_pool2d_dilation", [r(1, 2, 9, 9)], lambda x: F.max_pool2d(x, 2, 1, dilation=2, return_indices=True))
+    case("avg_pool2d", [r(2, 3, 8, 8)], lambda x: F.avg_pool2d(x, 2))
+    case("avg_pool2d_pad", [r(1, 2, 7, 7)], lambda x: F.avg_pool2d(x, 3, 2, padding=1))
+    case("avg_pool2d_pad_exclude", [r(1, 2, 7, 7)], lambda x: F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False))
+    case("avg_pool2d_ceil", [r(1, 2, 8, 8)], lambda x: F.avg_pool2d(x, 3, 2, ceil_mode=True))
+    case("adaptive_avg_pool2d", [r(2, 3, 5, 7)], lambda x: F.adaptive_avg_pool2d(x, (3, 2)))
+    case("adaptive_avg_pool2d_global", [r(2, 3, 4, 4)], lambda x: F.adaptive_avg_pool2d(x, 1))
+    # ---- indexing, joining ----
+    case("index_select", [r(3, 5), torch.tensor([4, 0, 4, 2])], lambda x, i: x.index_select(1, i))
+    case("gather", [r(3, 5), torch.tensor([[0, 4], [1, 1], [3, 2]])], lambda x, i: x.gather(1, i))
+    case("scatter_add", [r(3, 4), torch.tensor([[0, 1, 2, 0], [2, 2, 1, 0]]), r(2, 4)],
+         lambda x, i, s: x.scatter_add(0, i, s))
+    case("embedding", [r(10, 3), torch.tensor([[1, 9], [0, 1]])], lambda w, i: F.embedding(i, w))
+    case("one_hot", [torch.tensor([0, 3, 1])], lambda i: F.one_hot(i, 5))
+    case("tril", [r(4, 5)], lambda x: x.tril(-1))
+    case("triu", [r(2, 4, 3)], lambda x: x.triu(1))
+    case("cat_promote", [r(2, 3), r(2, 1, dtype=torch.float64)], lambda a, b: torch.cat([a, b], 1))
+    case("stack", [r(2, 3), r(2, 3)], lambda a, b: torch.stack([a, b], 1))
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference", "ops.bin")
+    with open(path, "wb") as f:
+        f.write(b"EMBREF01")
+        f.write(struct.pack("<I", len(entries)))
+        for name, code, shape, raw in entries:
+            nb = name.encode()
+            f.write(struct.pack("<I", len(nb)))
+            f.write(nb)
+            f.write(struct.pack("<BI", code, len(shape)))
+            f.write(struct.pack(f"<{len(shape)}q", *shape))
+            f.write(struct.pack("<Q", len(raw)))
+            f.write(raw)
+    print(f"wrote {len(entries)} tensors to {os.path.normpath(path)} (torch {torch.__version__})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
