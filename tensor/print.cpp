@@ -102,7 +102,7 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
         if (static_cast<int64_t>(k) % per_line == 0) os << "\n" << std::string(static_cast<size_t>(indent + 1), ' ');
         else os << " ";
       }
-      if (idx[k] < 0) os << "...";
+      if (idx[k] < 0) os << " ...";  // PyTorch's marker in a row of numbers
       else os << f.padded(t.select(0, idx[k]).item().to_double());
     }
   } else {

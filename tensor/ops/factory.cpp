@@ -81,7 +81,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   double* p = host.data_ptr<double>();
   const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   // Symmetric evaluation, as PyTorch does: the first half from start, the second from end.
-  const int64_t half = steps / 2;
+  const int64_t half = steps == 1 ? 1 : steps / 2;
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
   return host.to(options.device_, options.dtype_);
