@@ -1,0 +1,75 @@
+// Allocator counters are exact: they count the bytes tensors asked for, nothing else.
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+TEST(Memory, ExactByteCounts) {
+  const MemoryStats before = memory::stats(kCPU);
+  {
+    Tensor a = empty({10, 10});            // 400 bytes
+    Tensor b = zeros({3}, kFloat64);       // 24 bytes
+    Tensor c = ones({7}, kFloat16);        // 14 bytes
+    const MemoryStats s = memory::stats(kCPU);
+    EXPECT_EQ(s.current_bytes - before.current_bytes, 400 + 24 + 14);
+    EXPECT_EQ(s.num_allocs - before.num_allocs, 3);
+    Tensor v = a.view({100}).slice(0, 10, 20).t();  // views allocate nothing
+    Tensor e = a.expand({10, 10});
+    EXPECT_EQ(memory::stats(kCPU).current_bytes - before.current_bytes, 438);
+    EXPECT_EQ(memory::stats(kCPU).num_allocs - before.num_allocs, 3);
+  }
+  const MemoryStats after = memory::stats(kCPU);
+  EXPECT_EQ(after.current_bytes, before.current_bytes);
+  EXPECT_EQ(after.num_frees - before.num_frees, 3);
+}
+
+TEST(Memory, PeakAndReset) {
+  memory::reset_peak(kCPU);
+  const int64_t base = memory::stats(kCPU).current_bytes;
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, base);
+  {
+    Tensor big = empty({1 << 20});  // 4 MiB
+    Tensor sum = big.fill_(1).sum();  // + one float for the result
+    EXPECT_EQ(memory::stats(kCPU).peak_bytes, base + (4 << 20) + 4);
+  }
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, base + (4 << 20) + 4);  // the peak stays
+  memory::reset_peak(kCPU);
+  EXPECT_EQ(memory::stats(kCPU).peak_bytes, base);
+}
+
+TEST(Memory, LargeBlocksAreCachedNotCounted) {
+  memory::empty_cache(kCPU);
+  EXPECT_EQ(memory::stats(kCPU).cached_bytes, 0);
+  const int64_t base = memory::stats(kCPU).current_bytes;
+  { Tensor a = empty({1 << 20}); }  // 4 MiB block goes to the cache
+  const MemoryStats s1 = memory::stats(kCPU);
+  EXPECT_EQ(s1.current_bytes, base);
+  EXPECT_EQ(s1.cached_bytes, 4 << 20);
+  // A steady loop of allocating ops reuses the block: no new system allocations.
+  Tensor x = ones({1 << 20});
+  { Tensor warm_up = x + x; }
+  const int64_t sys_before = memory::stats(kCPU).system_allocs;
+  for (int i = 0; i < 10; ++i) Tensor y = x + x;
+  EXPECT_EQ(memory::stats(kCPU).system_allocs, sys_before);
+  memory::empty_cache(kCPU);
+  EXPECT_EQ(memory::stats(kCPU).cached_bytes, 0);
+}
+
+TEST(Memory, FromBlobIsNotCounted) {
+  std::vector<float> buf(1000);
+  const int64_t base = memory::stats(kCPU).current_bytes;
+  Tensor t = from_blob(buf.data(), {1000});
+  EXPECT_EQ(memory::stats(kCPU).current_bytes, base);
+  Tensor c = t.clone();  // a copy is
+  EXPECT_EQ(memory::stats(kCPU).current_bytes, base + 4000);
+}
+
+TEST(Memory, EmptyTensorsAllocateNothing) {
+  const MemoryStats before = memory::stats(kCPU);
+  Tensor a = empty({0, 100});
+  EXPECT_EQ(memory::stats(kCPU).num_allocs, before.num_allocs);
+  EXPECT_EQ(a.data_ptr(), nullptr);
+}
+
+}  // namespace
+}  // namespace ember
