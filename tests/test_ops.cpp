@@ -1,0 +1,209 @@
+// Op semantics beyond the reference file: large tensors (the parallel schedules) against
+// naive oracles, NaN propagation, in-place behaviour and integer wrap-around.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using testing::all_close;
+
+// The naive oracles (DESIGN habit 7): plain loops in double.
+std::vector<double> naive_matmul(const Tensor& a, const Tensor& b) {
+  const auto A = a.to(kFloat64).to_vector<double>(), B = b.to(kFloat64).to_vector<double>();
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  std::vector<double> C(static_cast<size_t>(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) C[i * N + j] += A[i * K + k] * B[k * N + j];
+  return C;
+}
+
+Tensor naive_conv2d(const Tensor& x, const Tensor& w, int64_t stride, int64_t pad) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), kH = w.size(2), kW = w.size(3);
+  const int64_t Ho = (H + 2 * pad - kH) / stride + 1, Wo = (W + 2 * pad - kW) / stride + 1;
+  const auto X = x.to(kFloat64).to_vector<double>(), Wt = w.to(kFloat64).to_vector<double>();
+  std::vector<double> Y(static_cast<size_t>(N * O * Ho * Wo), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < kH; ++i)
+              for (int64_t j = 0; j < kW; ++j) {
+                const int64_t h = oh * stride - pad + i, ww = ow * stride - pad + j;
+                if (h >= 0 && h < H && ww >= 0 && ww < W)
+                  s += X[((n * C + c) * H + h) * W + ww] * Wt[((o * C + c) * kH + i) * kW + j];
+              }
+          Y[((n * O + o) * Ho + oh) * Wo + ow] = s;
+        }
+  return tensor(Y, Shape{N, O, Ho, Wo});
+}
+
+TEST(LargeOps, SumSchedulesMatchDoubleLoop) {
+  manual_seed(1);
+  const Tensor x = randn({1000, 300});
+  const auto v = x.to_vector<float>();
+  double total = 0;
+  std::vector<double> cols(300, 0.0), rows(1000, 0.0);
+  for (int64_t i = 0; i < 1000; ++i)
+    for (int64_t j = 0; j < 300; ++j) {
+      total += v[i * 300 + j];
+      cols[j] += v[i * 300 + j];
+      rows[i] += v[i * 300 + j];
+    }
+  EXPECT_NEAR(x.sum().item<double>(), total, 1e-3);                          // split-row schedule
+  EXPECT_TRUE(all_close(x.sum({0}), tensor(cols).to(kFloat32), 1e-5, 1e-4));  // column sweep
+  EXPECT_TRUE(all_close(x.sum({1}), tensor(rows).to(kFloat32), 1e-5, 1e-4));  // row schedule
+  EXPECT_TRUE(all_close(x.t().sum({0}), tensor(rows).to(kFloat32), 1e-5, 1e-4));
+  // One thread gives the same answers.
+  set_num_threads(1);
+  EXPECT_NEAR(x.sum().item<double>(), total, 1e-3);
+  EXPECT_TRUE(all_close(x.sum({0}), tensor(cols).to(kFloat32), 1e-5, 1e-4));
+  set_num_threads(2);
+}
+
+TEST(LargeOps, ExtremesAndArgs) {
+  Tensor x = arange(300000, kFloat32).view({1, -1});
+  x.select(1, 123457).fill_(1e9);
+  EXPECT_EQ(x.max().item<float>(), 1e9f);
+  EXPECT_EQ(x.argmax().item<int64_t>(), 123457);
+  EXPECT_EQ(std::get<1>(x.max(1)).item<int64_t>(), 123457);
+  Tensor m = randn({500, 400});
+  const auto [vals, idx] = m.min(0);
+  EXPECT_TRUE(all_close(vals, m.gather(0, idx.unsqueeze(0)).squeeze(0), 0, 0));
+  EXPECT_TRUE(all_close(vals, m.amin({0}), 0, 0));
+}
+
+TEST(LargeOps, ElementwiseBroadcastAndStrides) {
+  manual_seed(2);
+  const Tensor a = randn({400, 500}), b = randn({500});
+  const Tensor out = a + b;
+  const auto av = a.to_vector<float>(), bv = b.to_vector<float>(), ov = out.to_vector<float>();
+  for (size_t i = 0; i < av.size(); i += 997) EXPECT_EQ(ov[i], av[i] + bv[i % 500]);
+  // A transposed operand takes the strided path; the result is the same.
+  const Tensor at = a.t().contiguous().t();
+  EXPECT_TRUE(all_close(at + b, out, 0, 0));
+  EXPECT_TRUE(all_close(a.t() * 2.0, (a * 2.0).t(), 0, 0));
+}
+
+TEST(LargeOps, MatmulMatchesNaive) {
+  manual_seed(3);
+  const Tensor a = randn({130, 70}), b = randn({70, 90});
+  EXPECT_TRUE(all_close(mm(a, b), tensor(naive_matmul(a, b), Shape{130, 90}).to(kFloat32), 1e-4, 1e-4));
+  // Transposed operands are mapped, not copied, and give the same result.
+  const Tensor at = a.t().contiguous(), bt = b.t().contiguous();
+  EXPECT_TRUE(all_close(mm(at.t(), bt.t()), mm(a, b), 1e-5, 1e-5));
+  // Many small products run one per thread.
+  const Tensor ba = randn({64, 5, 6}), bb = randn({64, 6, 4});
+  const Tensor out = bmm(ba, bb);
+  for (int64_t i = 0; i < 64; i += 9) EXPECT_TRUE(all_close(out[i], mm(ba[i], bb[i]), 1e-6, 1e-6));
+  // A column of a matrix (stride != 1 in both dims) is copied first; still right.
+  const Tensor strided = randn({8, 6, 5}).select(2, 1);  // [8, 6], strides [30, 5]
+  EXPECT_TRUE(all_close(mm(strided, bb[0]), mm(strided.contiguous(), bb[0]), 1e-6, 1e-6));
+}
+
+TEST(LargeOps, ConvBatchParallelMatchesNaive) {
+  manual_seed(4);
+  const Tensor x = randn({4, 3, 11, 9}), w = randn({5, 3, 3, 3});
+  const Tensor y = conv2d(x, w, {}, {2, 2}, {1, 1});
+  EXPECT_TRUE(all_close(y, naive_conv2d(x, w, 2, 1).to(kFloat32), 1e-4, 1e-4));
+  // One sample at a time (the serial schedule) agrees with the batch.
+  for (int64_t n = 0; n < 4; ++n)
+    EXPECT_TRUE(all_close(conv2d(x.narrow(0, n, 1), w, {}, {2, 2}, {1, 1}), y.narrow(0, n, 1), 1e-5, 1e-5));
+  // 3-D input (no batch dim) works like PyTorch.
+  EXPECT_EQ(conv2d(x[0], w).sizes(), (Shape{5, 9, 7}));
+}
+
+TEST(LargeOps, SoftmaxRowsSumToOne) {
+  manual_seed(5);
+  const Tensor x = randn({100, 1000}) * 20.0;
+  const Tensor s = x.softmax(1);
+  EXPECT_TRUE(all_close(s.sum({1}), ones({100}), 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(x.log_softmax(1).exp(), s, 1e-4, 1e-6));
+  // Large logits do not overflow (the max is subtracted first).
+  const Tensor big = tensor({1000.0f, 1000.0f});
+  EXPECT_TRUE(all_close(big.softmax(0), tensor({0.5f, 0.5f}), 0, 0));
+}
+
+TEST(Semantics, NaNPropagates) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = tensor({1.0f, nan, 3.0f});
+  EXPECT_TRUE(std::isnan(x.max().item<float>()));
+  EXPECT_TRUE(std::isnan(x.min().item<float>()));
+  EXPECT_EQ(x.argmax().item<int64_t>(), 1);
+  EXPECT_TRUE(std::isnan(maximum(x, ones({3})).to_vector<float>()[1]));
+  EXPECT_TRUE(std::isnan(relu(x).to_vector<float>()[1]));
+  EXPECT_TRUE(std::isnan(x.clamp(0, 2).to_vector<float>()[1]));
+  EXPECT_TRUE(std::isnan(x.sum().item<float>()));
+  EXPECT_EQ((x == x).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
+}
+
+TEST(Semantics, InPlace) {
+  Tensor a = ones({2, 3});
+  a.add_(tensor({1.0, 2.0, 3.0}));  // float64 operand, result cast back to float32
+  EXPECT_EQ(a.dtype(), kFloat32);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{2, 3, 4, 2, 3, 4}));
+  a.select(1, 0).mul_(10);  // through a view
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{20, 3, 4, 20, 3, 4}));
+  Tensor i = ones({3}, kInt64);
+  i += 2;
+  i *= i;
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{9, 9, 9}));
+  Tensor f = zeros({2, 2});
+  f.copy_(tensor<int32_t>({5, 6}));  // broadcast + cast
+  EXPECT_EQ(f.to_vector<float>(), (std::vector<float>{5, 6, 5, 6}));
+  Tensor z = ones({4});
+  z.zero_();
+  EXPECT_EQ(z.sum().item<float>(), 0.0f);
+  Tensor c = tensor({-2.0f, 0.5f, 2.0f});
+  c.clamp_(-1, 1);
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{-1, 0.5f, 1}));
+  Tensor r = tensor({-1.0f, 2.0f});
+  r.relu_();
+  EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{0, 2}));
+}
+
+TEST(Semantics, IntegerWrapAndDivision) {
+  const Tensor big = tensor<int32_t>({std::numeric_limits<int32_t>::max()});
+  EXPECT_EQ((big + 1).to_vector<int32_t>()[0], std::numeric_limits<int32_t>::min());  // wraps like PyTorch
+  EXPECT_EQ((tensor<uint8_t>({250}) + tensor<uint8_t>({10})).to_vector<uint8_t>()[0], 4);
+  const Tensor q = tensor<int64_t>({7}) / tensor<int64_t>({2});
+  EXPECT_EQ(q.dtype(), kFloat32);
+  EXPECT_EQ(q.item<float>(), 3.5f);
+  EXPECT_EQ((tensor<int64_t>({3}) * 2.5).dtype(), kFloat32);
+  EXPECT_EQ(tensor<int64_t>({1, 2, 3}).sum().dtype(), kInt64);
+  EXPECT_EQ(tensor({true, true}).sum().item<int64_t>(), 2);
+}
+
+TEST(Semantics, ScalarOperatorsAndComparisons) {
+  const Tensor x = tensor({1.0f, 2.0f, 4.0f});
+  EXPECT_EQ((2.0 - x).to_vector<float>(), (std::vector<float>{1, 0, -2}));
+  EXPECT_EQ((8.0 / x).to_vector<float>(), (std::vector<float>{8, 4, 2}));
+  EXPECT_EQ((x > 1.5).dtype(), kBool);
+  EXPECT_EQ((x > 1.5).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1, 1}));
+  EXPECT_EQ(logical_not(x > 1.5).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0, 0}));
+  EXPECT_EQ(pow(2.0, x).to_vector<float>(), (std::vector<float>{2, 4, 16}));
+  EXPECT_EQ(x.pow(2).to_vector<float>(), (std::vector<float>{1, 4, 16}));
+}
+
+TEST(Semantics, ViewsOfZeroDimAndEmpty) {
+  const Tensor s = scalar_tensor(5.0);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.unsqueeze(0).sizes(), (Shape{1}));
+  EXPECT_EQ(s.sum().item<float>(), 5.0f);
+  EXPECT_EQ(s.softmax(0).item<float>(), 1.0f);
+  const Tensor e = zeros({0, 4});
+  EXPECT_EQ((e + 1).sizes(), (Shape{0, 4}));
+  EXPECT_EQ(e.sum({1}).sizes(), (Shape{0}));
+  EXPECT_EQ(e.sum().item<float>(), 0.0f);
+  EXPECT_EQ(mm(zeros({2, 0}), zeros({0, 3})).sum().item<float>(), 0.0f);  // K = 0: zeros
+  EXPECT_TRUE(std::isinf(zeros({0}).logsumexp({0}).item<float>()));
+}
+
+}  // namespace
+}  // namespace ember
