@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Command 2 of 2: build and run the whole test suite (what CI runs).
+#   tools/test.sh            Release build (with the CUDA code compiled when nvcc exists),
+#                            the GoogleTest suite, and an outside project built against an
+#                            installed ember through find_package(ember).
+#   EMBER_ASAN=1 tools/test.sh   also builds and runs the suite under ASan + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/deps.sh
+ember_ensure_deps
+jobs=$(nproc)
+
+cmake --preset release
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
+
+echo "== install + find_package(ember) from an outside project =="
+rm -rf build/install build/consumer
+cmake --install build/release --prefix build/install >/dev/null
+cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer -j "$jobs" >/dev/null
+./build/consumer/consumer
+
+if [ "${EMBER_ASAN:-0}" = "1" ]; then
+  echo "== ASan + UBSan =="
+  cmake --preset asan
+  cmake --build --preset asan -j "$jobs"
+  ctest --preset asan -j "$jobs"
+fi
