@@ -13,8 +13,10 @@
 namespace ember {
 
 // Elements per thread below which elementwise kernels stay serial. Measured with
-// bench/cpu_ops (the "grain" table in BENCHMARKS.md): 32K floats ~ 10 µs of work.
-constexpr int64_t kGrainSize = 32768;
+// bench/cpu_report (the grain table in BENCHMARKS.md): waking a second OpenMP thread costs
+// ~5 µs here, so two threads only win on a float add from ~100K elements; with this grain a
+// tensor goes parallel from 2 * 65536 elements.
+constexpr int64_t kGrainSize = 65536;
 
 // f(begin, end) over [begin, end), split into at most one contiguous chunk per thread.
 template <class F>

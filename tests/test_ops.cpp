@@ -207,3 +207,34 @@ TEST(Semantics, ViewsOfZeroDimAndEmpty) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// The tiled (and, for 4-byte types, 8x8 register) transpose against index arithmetic.
+TEST(Copy, TransposingCopiesMatchIndexMath) {
+  for (const Shape& shape : {Shape{37, 53}, Shape{64, 48}, Shape{3, 33, 17}, Shape{2, 160, 96}}) {
+    for (DType d : {kFloat32, kInt32, kFloat64, kFloat16}) {
+      const Tensor x = arange(checked_numel(shape, "test"), kInt64).view(shape).to(d);
+      const int64_t n = x.dim();
+      const Tensor t = x.transpose(n - 1, n - 2).contiguous();
+      ASSERT_TRUE(t.is_contiguous());
+      const auto v = t.to(kFloat64).to_vector<double>();
+      const int64_t R = shape[n - 2], C = shape[n - 1], B = x.numel() / (R * C);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < R; ++r) {
+            const double expected = static_cast<double>(b * R * C + r * C + c);
+            const double got = v[static_cast<size_t>((b * C + c) * R + r)];
+            if (d == kFloat16 && expected > 2048) continue;  // not exactly representable
+            ASSERT_EQ(got, expected) << shape_str(shape) << " " << d << " at " << b << "," << c << "," << r;
+          }
+    }
+  }
+  // A transposing copy that also converts the dtype.
+  const Tensor a = randn({40, 24});
+  EXPECT_TRUE(testing::all_close(a.t().to(kFloat64).contiguous(), a.to(kFloat64).t().contiguous(), 0, 0));
+}
+
+}  // namespace
+}  // namespace ember

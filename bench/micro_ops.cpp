@@ -1,0 +1,58 @@
+// Google Benchmark micro benchmarks of single ops at several sizes, for tracking
+// regressions (cmake --preset bench && build/bench/bench/micro_ops).
+#include <benchmark/benchmark.h>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+static void BM_Add(benchmark::State& state) {
+  const Tensor a = rand({state.range(0)}), b = rand({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(a + b);
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 12);
+}
+BENCHMARK(BM_Add)->RangeMultiplier(8)->Range(1 << 10, 1 << 24);
+
+static void BM_AddBroadcast(benchmark::State& state) {
+  const Tensor a = rand({state.range(0), 512}), b = rand({512});
+  for (auto _ : state) benchmark::DoNotOptimize(a + b);
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 512 * 8);
+}
+BENCHMARK(BM_AddBroadcast)->Arg(64)->Arg(4096);
+
+static void BM_SumRows(benchmark::State& state) {
+  const Tensor a = rand({state.range(0), 1024});
+  for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 1024 * 4);
+}
+BENCHMARK(BM_SumRows)->Arg(16)->Arg(4096);
+
+static void BM_SumColumns(benchmark::State& state) {
+  const Tensor a = rand({state.range(0), 1024});
+  for (auto _ : state) benchmark::DoNotOptimize(a.sum({0}));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 1024 * 4);
+}
+BENCHMARK(BM_SumColumns)->Arg(16)->Arg(4096);
+
+static void BM_Matmul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Matmul)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
+
+static void BM_Softmax(benchmark::State& state) {
+  const Tensor a = randn({state.range(0), 1024});
+  for (auto _ : state) benchmark::DoNotOptimize(a.softmax(1));
+}
+BENCHMARK(BM_Softmax)->Arg(64)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
+static void BM_Conv2d(benchmark::State& state) {
+  const Tensor x = randn({8, 32, 28, 28}), w = randn({32, 32, 3, 3});
+  for (auto _ : state) benchmark::DoNotOptimize(conv2d(x, w, {}, {1, 1}, {1, 1}));
+}
+BENCHMARK(BM_Conv2d)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
