@@ -20,6 +20,21 @@
 namespace ember::cpu {
 namespace {
 
+// A contiguous float sum: blocks of 1024 summed in float (vectorized, 8 lanes, so each
+// lane adds ~128 numbers), the block sums added in double. As fast as reading the memory
+// and more accurate than one float accumulator.
+inline double sum_floats(const float* p, int64_t n) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 1024) {
+    const int64_t e = std::min(n, b + 1024);
+    float a = 0;
+    EMBER_SIMD_REDUCTION_SUM(a)
+    for (int64_t i = b; i < e; ++i) a += p[i];
+    total += a;
+  }
+  return total;
+}
+
 template <class Out, class A>
 inline Out cast_out(A v) {
   if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>) return Out(static_cast<float>(v));
@@ -81,6 +96,7 @@ void reduce_rows(const Tensor& in, const Tensor& out) {
     Acc a = Op::init();
     if constexpr (std::is_same_v<Op, SumOp<T>> && std::is_floating_point_v<Acc>) {
       if (sR == 1) {  // let the compiler reassociate this sum so it vectorizes
+        if constexpr (std::is_same_v<T, float>) return sum_floats(p, n);
         EMBER_SIMD_REDUCTION_SUM(a)
         for (int64_t r = 0; r < n; ++r) a += Acc(opmath_t<T>(p[r]));
         return a;
