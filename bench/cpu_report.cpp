@@ -60,8 +60,8 @@ void gemm(int64_t n) {
     std::printf("GEMM %lld: ember and Eigen disagree by %g\n", static_cast<long long>(n), diff);
     std::exit(1);
   }
-  const auto t = bench::interleaved_medians({[&] { c = matmul(a, b); }, [&] { c_eigen.noalias() = A * B; }},
-                                            n >= 2048 ? 5 : 11);
+  const auto t =
+      bench::interleaved_medians({[&] { c = matmul(a, b); }, [&] { c_eigen.noalias() = A * B; }}, n >= 2048 ? 5 : 11);
   const double t_ember = t[0], t_eigen = t[1];
   const double flop = 2.0 * n * n * n;
   bench::row("float32 GEMM " + std::to_string(n) + "^3 (GFLOP/s)", fmt("%.1f", flop / t_ember / 1e9),
@@ -123,7 +123,8 @@ void bandwidth() {
 // kGrainSize): the same loop over a fresh output, serial and split over 2 OpenMP threads,
 // and ember's own add (which goes parallel from 2 * kGrainSize elements) beside them.
 void grain_sweep() {
-  std::printf("\n| elements | serial loop (us) | 2-thread loop (us) | speed-up | ember add (us) |\n|---|---|---|---|---|\n");
+  std::printf(
+      "\n| elements | serial loop (us) | 2-thread loop (us) | speed-up | ember add (us) |\n|---|---|---|---|---|\n");
   for (int64_t n : {8192, 16384, 32768, 65536, 131072, 262144, 524288}) {
     const Tensor a = rand({n}), b = rand({n});
     const float* pa = a.data_ptr<float>();
@@ -150,7 +151,12 @@ void grain_sweep() {
                           7) /
                       100;
     Tensor c;
-    const double te = median_seconds([&] { for (int k = 0; k < 100; ++k) c = a + b; }, 7) / 100;
+    const double te = median_seconds(
+                          [&] {
+                            for (int k = 0; k < 100; ++k) c = a + b;
+                          },
+                          7) /
+                      100;
     std::printf("| %lld | %.2f | %.2f | %.2f | %.2f |\n", static_cast<long long>(n), t1 * 1e6, t2 * 1e6, t1 / t2,
                 te * 1e6);
   }

@@ -37,13 +37,15 @@ void check(const char* name, const ember::Tensor& ours, const torch::Tensor& the
 void compare(const char* name, const std::function<void()>& ours, const std::function<void()>& theirs,
              const std::function<void()>& theirs_out = nullptr, int rounds = 11) {
   std::vector<std::function<void()>> fns{ours};
-  if (theirs_out) fns.push_back(theirs_out);
-  else fns.push_back(theirs);
+  if (theirs_out)
+    fns.push_back(theirs_out);
+  else
+    fns.push_back(theirs);
   const auto t = ember::bench::interleaved_medians(fns, rounds);
   const double t_alloc = theirs_out ? ember::bench::median_seconds(theirs, rounds) : t[1];
   std::printf("| %s | %.2f ms | %s | %s | %.2f ms | %.2f |\n", name, t[0] * 1e3,
-              theirs_out ? fmt("%.2f ms", t[1] * 1e3).c_str() : "-", theirs_out ? fmt("%.2f", t[1] / t[0]).c_str() : "-",
-              t_alloc * 1e3, t_alloc / t[0]);
+              theirs_out ? fmt("%.2f ms", t[1] * 1e3).c_str() : "-",
+              theirs_out ? fmt("%.2f", t[1] / t[0]).c_str() : "-", t_alloc * 1e3, t_alloc / t[0]);
   std::fflush(stdout);
 }
 
@@ -55,48 +57,56 @@ int main(int argc, char** argv) {
   torch::set_num_threads(threads);
   ember::manual_seed(0);
   std::printf("ember vs LibTorch %s, %d threads\n\n", TORCH_VERSION, threads);
-  std::printf("| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf(
+      "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
+      "|---|---|---|---|---|---|\n");
 
   {  // softmax over rows of a 4096 x 4096 matrix
     const ember::Tensor x = ember::randn({4096, 4096});
     const torch::Tensor tx = as_torch(x);
     check("softmax", x.softmax(1), tx.softmax(1), 1e-6);
     torch::Tensor out = torch::empty_like(tx);
-    compare("softmax rows of 4096x4096", [&] { (void)x.softmax(1); },
-            [&] { (void)tx.softmax(1); },
-            [&] { at::_softmax_out(out, tx, 1, false); });
+    compare(
+        "softmax rows of 4096x4096", [&] { (void)x.softmax(1); }, [&] { (void)tx.softmax(1); },
+        [&] { at::_softmax_out(out, tx, 1, false); });
   }
   {  // transpose-copy of a 4096 x 4096 matrix
     const ember::Tensor x = ember::randn({4096, 4096});
     const torch::Tensor tx = as_torch(x);
     check("transpose", x.t().contiguous(), tx.t().contiguous(), 0);
     torch::Tensor out = torch::empty_like(tx);
-    compare("transpose-copy 4096x4096", [&] { (void)x.t().contiguous(); },
-            [&] { (void)tx.t().contiguous(); }, [&] { out.copy_(tx.t()); });
+    compare(
+        "transpose-copy 4096x4096", [&] { (void)x.t().contiguous(); }, [&] { (void)tx.t().contiguous(); },
+        [&] { out.copy_(tx.t()); });
   }
   {  // conv2d 64 -> 64, 3x3, padding 1, on a 32 x 64 x 56 x 56 batch
     const ember::Tensor x = ember::randn({32, 64, 56, 56}), w = ember::randn({64, 64, 3, 3}) * 0.05;
     const ember::Tensor b = ember::randn({64});
     const torch::Tensor tx = as_torch(x), tw = as_torch(w), tb = as_torch(b);
     check("conv2d", ember::conv2d(x, w, b, {1, 1}, {1, 1}), torch::conv2d(tx, tw, tb, 1, 1), 1e-3);
-    compare("conv2d 64->64 3x3 on 32x64x56x56", [&] { (void)ember::conv2d(x, w, b, {1, 1}, {1, 1}); },
-            [&] { (void)torch::conv2d(tx, tw, tb, 1, 1); }, nullptr, 5);
+    compare(
+        "conv2d 64->64 3x3 on 32x64x56x56",
+        [&] {
+          (void)ember::conv2d(x, w, b, {1, 1}, {1, 1});
+        },
+        [&] { (void)torch::conv2d(tx, tw, tb, 1, 1); }, nullptr, 5);
   }
   {  // GEMM 1024^3 and a 16M-float add, for context
     const ember::Tensor a = ember::randn({1024, 1024}), b = ember::randn({1024, 1024});
     const torch::Tensor ta = as_torch(a), tb = as_torch(b);
     check("matmul", ember::matmul(a, b), torch::matmul(ta, tb), 1e-2);
     torch::Tensor mo = torch::empty_like(ta);
-    compare("float32 GEMM 1024^3", [&] { (void)ember::matmul(a, b); },
-            [&] { (void)torch::matmul(ta, tb); }, [&] { torch::mm_out(mo, ta, tb); });
+    compare(
+        "float32 GEMM 1024^3", [&] { (void)ember::matmul(a, b); }, [&] { (void)torch::matmul(ta, tb); },
+        [&] { torch::mm_out(mo, ta, tb); });
     const ember::Tensor u = ember::rand({16 << 20}), v = ember::rand({16 << 20});
     const torch::Tensor tu = as_torch(u), tv = as_torch(v);
     check("add", u + v, tu + tv, 0);
     torch::Tensor ao = torch::empty_like(tu);
-    compare("add of 16M floats", [&] { (void)(u + v); }, [&] { (void)(tu + tv); },
-            [&] { torch::add_out(ao, tu, tv); });
-    compare("sum of 16M floats", [&] { (void)u.sum(); }, [&] { (void)tu.sum(); });
+    compare(
+        "add of 16M floats", [&] { (void)(u + v); }, [&] { (void)(tu + tv); }, [&] { torch::add_out(ao, tu, tv); });
+    compare(
+        "sum of 16M floats", [&] { (void)u.sum(); }, [&] { (void)tu.sum(); });
   }
   return 0;
 }

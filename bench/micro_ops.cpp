@@ -38,8 +38,8 @@ static void BM_Matmul(benchmark::State& state) {
   const int64_t n = state.range(0);
   const Tensor a = randn({n, n}), b = randn({n, n});
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Matmul)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 

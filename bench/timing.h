@@ -2,8 +2,8 @@
 // Timing helpers shared by the benchmark programs: warm-up, then the median of N runs.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -3,7 +3,7 @@
 // GPU or driver, and in a build without CUDA.
 namespace ember {
 namespace cuda {
-bool is_available();    // built with CUDA and at least one device present
+bool is_available();  // built with CUDA and at least one device present
 int device_count();
 bool built_with_cuda();
 }  // namespace cuda

@@ -39,8 +39,8 @@ int main() {
     Tensor big = zeros({1024, 1024});
     std::cout << "holding a 1024x1024 float32 tensor: +" << memory::stats().current_bytes - before << " bytes\n";
   }
-  std::cout << "after it is freed: +" << memory::stats().current_bytes - before
-            << " bytes; peak " << memory::stats().peak_bytes - before << " bytes above the start\n";
+  std::cout << "after it is freed: +" << memory::stats().current_bytes - before << " bytes; peak "
+            << memory::stats().peak_bytes - before << " bytes above the start\n";
   std::cout << "CUDA available: " << cuda::is_available() << " (built with CUDA: " << cuda::built_with_cuda() << ")\n";
   return 0;
 }

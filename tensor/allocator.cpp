@@ -13,9 +13,9 @@ namespace ember {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kCacheMinBlock = size_t{1} << 20;   // only blocks of 1 MiB and more are cached
-constexpr size_t kCacheGranule = size_t{64} << 10;   // cached sizes round up to 64 KiB
-constexpr size_t kCacheLimit = size_t{512} << 20;    // at most this much kept idle
+constexpr size_t kCacheMinBlock = size_t{1} << 20;  // only blocks of 1 MiB and more are cached
+constexpr size_t kCacheGranule = size_t{64} << 10;  // cached sizes round up to 64 KiB
+constexpr size_t kCacheLimit = size_t{512} << 20;   // at most this much kept idle
 
 class CpuAllocator final : public Allocator {
  public:

@@ -18,7 +18,9 @@ void Backend::gemm(const Tensor&, const Tensor&, const Tensor&, double, double) 
 void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   unsupported("conv2d");
 }
-void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("max_pool2d"); }
+void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) {
+  unsupported("max_pool2d");
+}
 void Backend::avg_pool2d(const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("avg_pool2d"); }
 void Backend::adaptive_avg_pool2d(const Tensor&, const Tensor&) { unsupported("adaptive_avg_pool2d"); }
 void Backend::softmax(const Tensor&, const Tensor&, int64_t, bool) { unsupported("softmax"); }

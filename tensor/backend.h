@@ -13,14 +13,44 @@
 namespace ember {
 
 enum class BinaryOp : int8_t {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,  // arithmetic: out has the inputs' dtype
-  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr  // out is bool
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,  // arithmetic: out has the inputs' dtype
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr  // out is bool
 };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 enum class UnaryOp : int8_t {
-  Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu,
-  Sign, Square, Reciprocal, Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Log1p,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  GeluTanh,
+  Silu,
+  Sign,
+  Square,
+  Reciprocal,
+  Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
 };
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };

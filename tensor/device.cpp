@@ -12,8 +12,8 @@ Device::Device(DeviceType t, int i) : type(t), index(i) {
 Device::Device(const std::string& spec) {
   if (spec == "cpu") return;
   const std::string prefix = "cuda";
-  EMBER_CHECK(spec.compare(0, prefix.size(), prefix) == 0,
-              "Device: expected 'cpu', 'cuda' or 'cuda:N', got '", spec, "'");
+  EMBER_CHECK(spec.compare(0, prefix.size(), prefix) == 0, "Device: expected 'cpu', 'cuda' or 'cuda:N', got '", spec,
+              "'");
   type = kCUDA;
   if (spec.size() == prefix.size()) return;
   EMBER_CHECK(spec[prefix.size()] == ':' && spec.size() > prefix.size() + 1 && spec.size() < prefix.size() + 6,

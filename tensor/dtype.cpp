@@ -4,10 +4,19 @@ namespace ember {
 
 size_t element_size(DType t) {
   switch (t) {
-    case kBool: case kUInt8: case kInt8: return 1;
-    case kFloat16: case kBFloat16: return 2;
-    case kInt32: case kFloat32: return 4;
-    case kInt64: case kFloat64: return 8;
+    case kBool:
+    case kUInt8:
+    case kInt8:
+      return 1;
+    case kFloat16:
+    case kBFloat16:
+      return 2;
+    case kInt32:
+    case kFloat32:
+      return 4;
+    case kInt64:
+    case kFloat64:
+      return 8;
   }
   EMBER_ASSERT(false, "bad dtype");
   return 0;
@@ -15,15 +24,24 @@ size_t element_size(DType t) {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case kBool: return "bool";
-    case kUInt8: return "uint8";
-    case kInt8: return "int8";
-    case kInt32: return "int32";
-    case kInt64: return "int64";
-    case kFloat16: return "float16";
-    case kBFloat16: return "bfloat16";
-    case kFloat32: return "float32";
-    case kFloat64: return "float64";
+    case kBool:
+      return "bool";
+    case kUInt8:
+      return "uint8";
+    case kInt8:
+      return "int8";
+    case kInt32:
+      return "int32";
+    case kInt64:
+      return "int64";
+    case kFloat16:
+      return "float16";
+    case kBFloat16:
+      return "bfloat16";
+    case kFloat32:
+      return "float32";
+    case kFloat64:
+      return "float64";
   }
   return "?";
 }

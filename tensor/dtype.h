@@ -41,9 +41,9 @@ inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_
 
 template <class T>
 struct dtype_of;
-#define EMBER_DTYPE_OF(T, D) \
-  template <>                \
-  struct dtype_of<T> {       \
+#define EMBER_DTYPE_OF(T, D)          \
+  template <>                         \
+  struct dtype_of<T> {                \
     static constexpr DType value = D; \
   };
 EMBER_DTYPE_OF(bool, kBool)
@@ -58,6 +58,7 @@ EMBER_DTYPE_OF(double, kFloat64)
 #undef EMBER_DTYPE_OF
 
 // The type kernels compute in: float for the 16-bit floats, the type itself otherwise.
+// clang-format off
 template <class T> struct opmath { using type = T; };
 template <> struct opmath<Half> { using type = float; };
 template <> struct opmath<BFloat16> { using type = float; };
@@ -71,6 +72,7 @@ template <> struct acc<int8_t> { using type = int64_t; };
 template <> struct acc<int32_t> { using type = int64_t; };
 template <> struct acc<int64_t> { using type = int64_t; };
 template <class T> using acc_t = typename acc<T>::type;
+// clang-format on
 
 }  // namespace ember
 
@@ -80,42 +82,44 @@ template <class T> using acc_t = typename acc<T>::type;
     using scalar_t = T;                \
     return __VA_ARGS__();              \
   }
-#define EMBER_DISPATCH_FLOAT_CASES(...)                            \
-  EMBER_DISPATCH_CASE(::ember::DType::Float32, float, __VA_ARGS__)   \
-  EMBER_DISPATCH_CASE(::ember::DType::Float64, double, __VA_ARGS__)  \
+#define EMBER_DISPATCH_FLOAT_CASES(...)                                    \
+  EMBER_DISPATCH_CASE(::ember::DType::Float32, float, __VA_ARGS__)         \
+  EMBER_DISPATCH_CASE(::ember::DType::Float64, double, __VA_ARGS__)        \
   EMBER_DISPATCH_CASE(::ember::DType::Float16, ::ember::Half, __VA_ARGS__) \
   EMBER_DISPATCH_CASE(::ember::DType::BFloat16, ::ember::BFloat16, __VA_ARGS__)
-#define EMBER_DISPATCH_INT_CASES(...)                                \
-  EMBER_DISPATCH_CASE(::ember::DType::UInt8, uint8_t, __VA_ARGS__)     \
-  EMBER_DISPATCH_CASE(::ember::DType::Int8, int8_t, __VA_ARGS__)       \
-  EMBER_DISPATCH_CASE(::ember::DType::Int32, int32_t, __VA_ARGS__)     \
+#define EMBER_DISPATCH_INT_CASES(...)                              \
+  EMBER_DISPATCH_CASE(::ember::DType::UInt8, uint8_t, __VA_ARGS__) \
+  EMBER_DISPATCH_CASE(::ember::DType::Int8, int8_t, __VA_ARGS__)   \
+  EMBER_DISPATCH_CASE(::ember::DType::Int32, int32_t, __VA_ARGS__) \
   EMBER_DISPATCH_CASE(::ember::DType::Int64, int64_t, __VA_ARGS__)
 
-#define EMBER_DISPATCH_ALL(DTYPE, NAME, ...)                                  \
-  [&] {                                                                       \
-    switch (DTYPE) {                                                          \
-      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                                 \
-      EMBER_DISPATCH_INT_CASES(__VA_ARGS__)                                   \
-      EMBER_DISPATCH_CASE(::ember::DType::Bool, bool, __VA_ARGS__)            \
-    }                                                                         \
-    throw ::ember::Error(std::string(NAME) + ": unsupported dtype");         \
+#define EMBER_DISPATCH_ALL(DTYPE, NAME, ...)                         \
+  [&] {                                                              \
+    switch (DTYPE) {                                                 \
+      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                        \
+      EMBER_DISPATCH_INT_CASES(__VA_ARGS__)                          \
+      EMBER_DISPATCH_CASE(::ember::DType::Bool, bool, __VA_ARGS__)   \
+    }                                                                \
+    throw ::ember::Error(std::string(NAME) + ": unsupported dtype"); \
   }()
 
-#define EMBER_DISPATCH_NUMERIC(DTYPE, NAME, ...)                              \
-  [&] {                                                                       \
-    switch (DTYPE) {                                                          \
-      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                                 \
-      EMBER_DISPATCH_INT_CASES(__VA_ARGS__)                                   \
-      default: break;                                                         \
-    }                                                                         \
+#define EMBER_DISPATCH_NUMERIC(DTYPE, NAME, ...)                                                \
+  [&] {                                                                                         \
+    switch (DTYPE) {                                                                            \
+      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                                                   \
+      EMBER_DISPATCH_INT_CASES(__VA_ARGS__)                                                     \
+      default:                                                                                  \
+        break;                                                                                  \
+    }                                                                                           \
     throw ::ember::Error(::ember::detail::concat(NAME, ": not implemented for dtype ", DTYPE)); \
   }()
 
-#define EMBER_DISPATCH_FLOATING(DTYPE, NAME, ...)                             \
-  [&] {                                                                       \
-    switch (DTYPE) {                                                          \
-      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                                 \
-      default: break;                                                         \
-    }                                                                         \
+#define EMBER_DISPATCH_FLOATING(DTYPE, NAME, ...)                                               \
+  [&] {                                                                                         \
+    switch (DTYPE) {                                                                            \
+      EMBER_DISPATCH_FLOAT_CASES(__VA_ARGS__)                                                   \
+      default:                                                                                  \
+        break;                                                                                  \
+    }                                                                                           \
     throw ::ember::Error(::ember::detail::concat(NAME, ": not implemented for dtype ", DTYPE)); \
   }()

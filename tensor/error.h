@@ -42,15 +42,14 @@ std::string shape_str(const std::vector<int64_t>& shape);
 }  // namespace ember
 
 // EMBER_CHECK(cond, "op: ", details...) throws ember::Error with the concatenated message.
-#define EMBER_CHECK(cond, ...)                                   \
-  do {                                                           \
+#define EMBER_CHECK(cond, ...)                                               \
+  do {                                                                       \
     if (!(cond)) throw ::ember::Error(::ember::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-#define EMBER_ASSERT(cond, ...)                                                          \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      throw ::ember::InternalError(::ember::detail::concat(                              \
-          "internal error (please report): ", #cond, " at ", __FILE__, ":", __LINE__,    \
-          " ", ##__VA_ARGS__));                                                          \
+#define EMBER_ASSERT(cond, ...)                                                                               \
+  do {                                                                                                        \
+    if (!(cond))                                                                                              \
+      throw ::ember::InternalError(::ember::detail::concat("internal error (please report): ", #cond, " at ", \
+                                                           __FILE__, ":", __LINE__, " ", ##__VA_ARGS__));     \
   } while (0)

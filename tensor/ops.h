@@ -41,8 +41,8 @@ Tensor randn_like(const Tensor& t);
 // Wraps memory the caller owns (no copy, not counted by the allocator). `deleter`, if
 // given, runs when the last tensor using the memory goes away.
 Tensor from_blob(void* data, const Shape& sizes, TensorOptions options = {});
-Tensor from_blob(void* data, const Shape& sizes, const Shape& strides,
-                 std::function<void(void*)> deleter = nullptr, TensorOptions options = {});
+Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::function<void(void*)> deleter = nullptr,
+                 TensorOptions options = {});
 // A tensor holding a copy of `values`; the dtype follows T, the shape defaults to 1-D.
 template <class T>
 Tensor tensor(const std::vector<T>& values, std::optional<Shape> sizes = std::nullopt);
@@ -166,7 +166,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
-Tensor embedding(const Tensor& weight, const Tensor& indices);  // weight [V, D], any int indices
+Tensor embedding(const Tensor& weight, const Tensor& indices);    // weight [V, D], any int indices
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64 out, like PyTorch
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);

@@ -19,19 +19,28 @@ struct Formatter {
   std::string format(double v) const {
     char buf[64];
     switch (mode) {
-      case Bool: return v != 0 ? "True" : "False";
-      case Int: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v)); break;
+      case Bool:
+        return v != 0 ? "True" : "False";
+      case Int:
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+        break;
       case FloatInt:
-        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.0f.", v);
-        else std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        if (std::isfinite(v))
+          std::snprintf(buf, sizeof buf, "%.0f.", v);
+        else
+          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
         break;
       case Fixed:
-        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.4f", v);
-        else std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        if (std::isfinite(v))
+          std::snprintf(buf, sizeof buf, "%.4f", v);
+        else
+          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
         break;
       case Sci:
-        if (std::isfinite(v)) std::snprintf(buf, sizeof buf, "%.4e", v);
-        else std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        if (std::isfinite(v))
+          std::snprintf(buf, sizeof buf, "%.4e", v);
+        else
+          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
         break;
     }
     return buf;
@@ -66,8 +75,10 @@ void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
 
 Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
   Formatter f;
-  if (t.dtype() == kBool) f.mode = Formatter::Bool;
-  else if (!t.is_floating_point()) f.mode = Formatter::Int;
+  if (t.dtype() == kBool)
+    f.mode = Formatter::Bool;
+  else if (!t.is_floating_point())
+    f.mode = Formatter::Int;
   else {
     bool all_int = true;
     double mx = 0, mn = INFINITY;
@@ -80,8 +91,10 @@ Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
       }
     }
     const bool have = mx > 0;
-    if (all_int) f.mode = have && mx > 1e8 ? Formatter::Sci : Formatter::FloatInt;
-    else f.mode = have && (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4) ? Formatter::Sci : Formatter::Fixed;
+    if (all_int)
+      f.mode = have && mx > 1e8 ? Formatter::Sci : Formatter::FloatInt;
+    else
+      f.mode = have && (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4) ? Formatter::Sci : Formatter::Fixed;
   }
   for (double v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
   return f;
@@ -99,17 +112,25 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
     for (size_t k = 0; k < idx.size(); ++k) {
       if (k > 0) {
         os << ",";
-        if (static_cast<int64_t>(k) % per_line == 0) os << "\n" << std::string(static_cast<size_t>(indent + 1), ' ');
-        else os << " ";
+        if (static_cast<int64_t>(k) % per_line == 0)
+          os << "\n" << std::string(static_cast<size_t>(indent + 1), ' ');
+        else
+          os << " ";
       }
-      if (idx[k] < 0) os << " ...";  // PyTorch's marker in a row of numbers
-      else os << f.padded(t.select(0, idx[k]).item().to_double());
+      if (idx[k] < 0)
+        os << " ...";  // PyTorch's marker in a row of numbers
+      else
+        os << f.padded(t.select(0, idx[k]).item().to_double());
     }
   } else {
     for (size_t k = 0; k < idx.size(); ++k) {
-      if (k > 0) os << "," << std::string(static_cast<size_t>(t.dim() - 1), '\n') << std::string(static_cast<size_t>(indent + 1), ' ');
-      if (idx[k] < 0) os << "...";
-      else print_rec(os, t.select(0, idx[k]), f, summarize, indent + 1);
+      if (k > 0)
+        os << "," << std::string(static_cast<size_t>(t.dim() - 1), '\n')
+           << std::string(static_cast<size_t>(indent + 1), ' ');
+      if (idx[k] < 0)
+        os << "...";
+      else
+        print_rec(os, t.select(0, idx[k]), f, summarize, indent + 1);
     }
   }
   os << "]";

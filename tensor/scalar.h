@@ -15,10 +15,10 @@ class Scalar {
   Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}  // NOLINT: implicit by design
   template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)), d_(static_cast<double>(v)) {}  // NOLINT
-  Scalar(double v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}  // NOLINT
-  Scalar(float v) : Scalar(static_cast<double>(v)) {}                          // NOLINT
-  Scalar(Half v) : Scalar(static_cast<double>(static_cast<float>(v))) {}        // NOLINT
-  Scalar(BFloat16 v) : Scalar(static_cast<double>(static_cast<float>(v))) {}    // NOLINT
+  Scalar(double v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}                // NOLINT
+  Scalar(float v) : Scalar(static_cast<double>(v)) {}                                         // NOLINT
+  Scalar(Half v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                      // NOLINT
+  Scalar(BFloat16 v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                  // NOLINT
 
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::Float; }
@@ -30,9 +30,12 @@ class Scalar {
   // The value converted to T (exact for integers, which never pass through double).
   template <class T>
   T to() const {
-    if constexpr (std::is_same_v<T, bool>) return to_bool();
-    else if constexpr (std::is_integral_v<T>) return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
-    else return static_cast<T>(static_cast<opmath_t<T>>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
+    if constexpr (std::is_same_v<T, bool>)
+      return to_bool();
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
+    else
+      return static_cast<T>(static_cast<opmath_t<T>>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
   }
   // The dtype PyTorch gives a tensor made from this number alone.
   DType default_dtype() const {

@@ -16,8 +16,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t n = ndim == 0 ? 1 : ndim;
-  EMBER_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n,
-              ", ", n - 1, "], but got ", dim, ")");
+  EMBER_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+              "], but got ", dim, ")");
   return dim < 0 ? dim + n : dim;
 }
 
@@ -27,8 +27,8 @@ int64_t checked_numel(const Shape& sizes, const char* op) {
     EMBER_CHECK(s >= 0, op, ": negative dimension ", s, " in shape ", shape_str(sizes));
   }
   for (int64_t s : sizes) {
-    EMBER_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": the number of elements of shape ",
-                shape_str(sizes), " overflows int64");
+    EMBER_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": the number of elements of shape ", shape_str(sizes),
+                " overflows int64");
   }
   return n;
 }

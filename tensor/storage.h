@@ -18,8 +18,10 @@ class StorageImpl {
   StorageImpl(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
       : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
   ~StorageImpl() {
-    if (allocator_) allocator_->deallocate(data_, nbytes_);
-    else if (deleter_) deleter_(data_);
+    if (allocator_)
+      allocator_->deallocate(data_, nbytes_);
+    else if (deleter_)
+      deleter_(data_);
   }
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;

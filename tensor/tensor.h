@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <string>
 #include <ostream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -26,15 +26,23 @@ struct TensorOptions {
   TensorOptions(DType d) : dtype_(d) {}        // NOLINT: implicit by design
   TensorOptions(Device d) : device_(d) {}      // NOLINT
   TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions dtype(DType d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
 };
 
 struct TensorImpl {
   Storage storage;
   int64_t offset = 0;  // in elements
   Shape sizes;
-  Shape strides;       // in elements
+  Shape strides;  // in elements
   DType dtype = kFloat32;
   Device device;
 };
@@ -73,10 +81,12 @@ class Tensor {
   // ---- data access (CPU) ----
   void* data_ptr() const;  // address of the first element
   template <class T>
-  T* data_ptr() const;     // checks that T matches dtype()
-  Scalar item() const;     // the one element of a one-element tensor
+  T* data_ptr() const;  // checks that T matches dtype()
+  Scalar item() const;  // the one element of a one-element tensor
   template <class T>
-  T item() const { return item().to<T>(); }
+  T item() const {
+    return item().to<T>();
+  }
   template <class T>
   std::vector<T> to_vector() const;  // all elements in logical order, converted to T
 
@@ -96,8 +106,8 @@ class Tensor {
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;  // 2-D transpose (0-D and 1-D unchanged)
   Tensor permute(const Shape& dims) const;
-  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt,
-               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }

@@ -63,7 +63,8 @@ Tensor& Tensor::div_(const Tensor& o) { return ember::div_(*this, o); }
 Tensor& Tensor::div_(const Scalar& o) { return ember::div_(*this, scalar_like(*this, o)); }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   const Tensor r = ember::clamp(*this, lo, hi);
-  EMBER_CHECK(r.dtype() == dtype(), "clamp_: result type ", r.dtype(), " can't be cast to the desired output type ", dtype());
+  EMBER_CHECK(r.dtype() == dtype(), "clamp_: result type ", r.dtype(), " can't be cast to the desired output type ",
+              dtype());
   return copy_(r);
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) { return copy_(ember::masked_fill(*this, mask, v)); }
@@ -83,12 +84,14 @@ Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return ember::mean(
 Tensor Tensor::prod() const { return ember::prod(*this); }
 Tensor Tensor::prod(int64_t dim, bool keepdim) const { return ember::prod(*this, {dim}, keepdim); }
 Tensor Tensor::max() const {
-  EMBER_CHECK(numel() > 0, "max: expected reduction dim to be specified for input.numel() == 0; specify the dim argument");
+  EMBER_CHECK(numel() > 0,
+              "max: expected reduction dim to be specified for input.numel() == 0; specify the dim argument");
   return ember::amax(*this);
 }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return ember::max(*this, dim, keepdim); }
 Tensor Tensor::min() const {
-  EMBER_CHECK(numel() > 0, "min: expected reduction dim to be specified for input.numel() == 0; specify the dim argument");
+  EMBER_CHECK(numel() > 0,
+              "min: expected reduction dim to be specified for input.numel() == 0; specify the dim argument");
   return ember::amin(*this);
 }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const { return ember::min(*this, dim, keepdim); }
@@ -96,8 +99,12 @@ Tensor Tensor::amax(const Shape& dims, bool keepdim) const { return ember::amax(
 Tensor Tensor::amin(const Shape& dims, bool keepdim) const { return ember::amin(*this, dims, keepdim); }
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const { return ember::argmax(*this, dim, keepdim); }
 Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const { return ember::argmin(*this, dim, keepdim); }
-Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const { return ember::var(*this, dims, unbiased, keepdim); }
-Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const { return ember::std(*this, dims, unbiased, keepdim); }
+Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const {
+  return ember::var(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
+  return ember::std(*this, dims, unbiased, keepdim);
+}
 Tensor Tensor::norm(double p) const { return ember::norm(*this, p); }
 Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const { return ember::norm(*this, p, dims, keepdim); }
 Tensor Tensor::logsumexp(const Shape& dims, bool keepdim) const { return ember::logsumexp(*this, dims, keepdim); }

@@ -25,8 +25,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
       infer_at = static_cast<int64_t>(i);
     } else {
       EMBER_CHECK(out[i] >= 0, op, ": invalid shape dimension ", out[i], " in ", shape_str(shape));
-      EMBER_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, ": shape ", shape_str(shape),
-                  " overflows int64");
+      EMBER_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, ": shape ", shape_str(shape), " overflows int64");
     }
   }
   if (infer_at >= 0) {
@@ -131,8 +130,7 @@ Tensor Tensor::movedim(int64_t source, int64_t destination) const {
   return permute(order);
 }
 
-Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
-                     int64_t step) const {
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) const {
   EMBER_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
   d = wrap_dim(d, dim(), "slice");
   EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
@@ -188,8 +186,8 @@ Tensor Tensor::expand(const Shape& shape) const {
     const int64_t have = sizes()[i - lead];
     const int64_t want = shape[i] == -1 ? have : shape[i];
     EMBER_CHECK(have == want || have == 1, "expand: the expanded size of the tensor (", want,
-                ") must match the existing size (", have, ") at non-singleton dimension ", i, ". Target sizes: ",
-                shape_str(shape), ". Tensor sizes: ", shape_str(sizes()));
+                ") must match the existing size (", have, ") at non-singleton dimension ", i,
+                ". Target sizes: ", shape_str(shape), ". Tensor sizes: ", shape_str(sizes()));
     EMBER_CHECK(want >= 0, "expand: invalid size ", want, " in ", shape_str(shape));
     sz[i] = want;
     st[i] = have == want ? strides()[i - lead] : 0;
@@ -260,9 +258,9 @@ Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_
   for (size_t i = 0; i < sz.size(); ++i) {
     EMBER_CHECK(st[i] >= 0, "as_strided: negative stride ", st[i], " in ", shape_str(st));
     int64_t span = 0;
-    EMBER_CHECK(n == 0 || (!__builtin_mul_overflow(sz[i] - 1, st[i], &span) &&
-                           !__builtin_add_overflow(last, span, &last)),
-                "as_strided: sizes ", shape_str(sz), " and strides ", shape_str(st), " overflow");
+    EMBER_CHECK(
+        n == 0 || (!__builtin_mul_overflow(sz[i] - 1, st[i], &span) && !__builtin_add_overflow(last, span, &last)),
+        "as_strided: sizes ", shape_str(sz), " and strides ", shape_str(st), " overflow");
   }
   const int64_t capacity = storage() ? static_cast<int64_t>(storage()->nbytes() / element_size()) : 0;
   EMBER_CHECK(n == 0 || last < capacity, "as_strided: sizes ", shape_str(sz), ", strides ", shape_str(st),

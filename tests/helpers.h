@@ -30,8 +30,8 @@ std::string error_of(F&& f) {
 
 }  // namespace ember::testing
 
-#define EXPECT_ERROR_CONTAINS(stmt, text)                                                   \
-  do {                                                                                      \
-    const std::string msg_ = ::ember::testing::error_of([&] { (void)(stmt); });           \
-    EXPECT_NE(msg_.find(text), std::string::npos) << "error was: '" << msg_ << "'";       \
+#define EXPECT_ERROR_CONTAINS(stmt, text)                                           \
+  do {                                                                              \
+    const std::string msg_ = ::ember::testing::error_of([&] { (void)(stmt); });     \
+    EXPECT_NE(msg_.find(text), std::string::npos) << "error was: '" << msg_ << "'"; \
   } while (0)

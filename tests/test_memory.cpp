@@ -7,9 +7,9 @@ namespace {
 TEST(Memory, ExactByteCounts) {
   const MemoryStats before = memory::stats(kCPU);
   {
-    Tensor a = empty({10, 10});            // 400 bytes
-    Tensor b = zeros({3}, kFloat64);       // 24 bytes
-    Tensor c = ones({7}, kFloat16);        // 14 bytes
+    Tensor a = empty({10, 10});       // 400 bytes
+    Tensor b = zeros({3}, kFloat64);  // 24 bytes
+    Tensor c = ones({7}, kFloat16);   // 14 bytes
     const MemoryStats s = memory::stats(kCPU);
     EXPECT_EQ(s.current_bytes - before.current_bytes, 400 + 24 + 14);
     EXPECT_EQ(s.num_allocs - before.num_allocs, 3);
@@ -28,7 +28,7 @@ TEST(Memory, PeakAndReset) {
   const int64_t base = memory::stats(kCPU).current_bytes;
   EXPECT_EQ(memory::stats(kCPU).peak_bytes, base);
   {
-    Tensor big = empty({1 << 20});  // 4 MiB
+    Tensor big = empty({1 << 20});    // 4 MiB
     Tensor sum = big.fill_(1).sum();  // + one float for the result
     EXPECT_EQ(memory::stats(kCPU).peak_bytes, base + (4 << 20) + 4);
   }

@@ -22,7 +22,8 @@ std::vector<double> naive_matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor naive_conv2d(const Tensor& x, const Tensor& w, int64_t stride, int64_t pad) {
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), kH = w.size(2), kW = w.size(3);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), kH = w.size(2),
+                kW = w.size(3);
   const int64_t Ho = (H + 2 * pad - kH) / stride + 1, Wo = (W + 2 * pad - kW) / stride + 1;
   const auto X = x.to(kFloat64).to_vector<double>(), Wt = w.to(kFloat64).to_vector<double>();
   std::vector<double> Y(static_cast<size_t>(N * O * Ho * Wo), 0.0);
@@ -55,7 +56,7 @@ TEST(LargeOps, SumSchedulesMatchDoubleLoop) {
       cols[j] += v[i * 300 + j];
       rows[i] += v[i * 300 + j];
     }
-  EXPECT_NEAR(x.sum().item<double>(), total, 1e-3);                          // split-row schedule
+  EXPECT_NEAR(x.sum().item<double>(), total, 1e-3);                           // split-row schedule
   EXPECT_TRUE(all_close(x.sum({0}), tensor(cols).to(kFloat32), 1e-5, 1e-4));  // column sweep
   EXPECT_TRUE(all_close(x.sum({1}), tensor(rows).to(kFloat32), 1e-5, 1e-4));  // row schedule
   EXPECT_TRUE(all_close(x.t().sum({0}), tensor(rows).to(kFloat32), 1e-5, 1e-4));

@@ -138,10 +138,10 @@ const std::map<std::string, CaseFn>& cases() {
   };
   static bool unary_added = [] {
     const std::pair<const char*, Tensor (*)(const Tensor&)> unary[] = {
-        {"neg", neg},   {"abs", abs},         {"exp", exp},         {"log", log},         {"log1p", log1p},
-        {"sqrt", sqrt}, {"rsqrt", rsqrt},     {"sin", sin},         {"cos", cos},         {"tanh", tanh},
-        {"sigmoid", sigmoid}, {"relu", relu}, {"silu", silu},       {"sign", sign},       {"square", square},
-        {"reciprocal", reciprocal}};
+        {"neg", neg},     {"abs", abs},   {"exp", exp},         {"log", log},
+        {"log1p", log1p}, {"sqrt", sqrt}, {"rsqrt", rsqrt},     {"sin", sin},
+        {"cos", cos},     {"tanh", tanh}, {"sigmoid", sigmoid}, {"relu", relu},
+        {"silu", silu},   {"sign", sign}, {"square", square},   {"reciprocal", reciprocal}};
     for (const auto& [name, f] : unary) {
       (*table)[std::string("unary_") + name] = unary_case(f);
       (*table)[std::string("unary64_") + name] = unary_case(f);
@@ -168,11 +168,16 @@ std::vector<std::string> reference_cases() {
 
 double rtol_for(DType d) {
   switch (d) {
-    case kFloat64: return 1e-10;
-    case kFloat32: return 2e-5;
-    case kFloat16: return 2e-3;
-    case kBFloat16: return 1e-2;
-    default: return 0;
+    case kFloat64:
+      return 1e-10;
+    case kFloat32:
+      return 2e-5;
+    case kFloat16:
+      return 2e-3;
+    case kBFloat16:
+      return 1e-2;
+    default:
+      return 0;
   }
 }
 
@@ -184,7 +189,8 @@ TEST_P(ReferenceTest, MatchesPyTorch) {
   auto it = cases().find(name);
   ASSERT_NE(it, cases().end()) << "no C++ case for reference case " << name;
   Inputs in;
-  for (int i = 0; ref.count(name + ".in" + std::to_string(i)); ++i) in.push_back(ref.at(name + ".in" + std::to_string(i)));
+  for (int i = 0; ref.count(name + ".in" + std::to_string(i)); ++i)
+    in.push_back(ref.at(name + ".in" + std::to_string(i)));
   const Outputs out = it->second(in);
   int n_expected = 0;
   while (ref.count(name + ".out" + std::to_string(n_expected))) ++n_expected;

@@ -34,7 +34,7 @@ TEST(Views, ShareStorageAndStrides) {
   Tensor n = a.narrow(1, 1, 2);
   EXPECT_EQ(n.storage_offset(), 4);
   EXPECT_EQ(n.sizes(), (Shape{2, 2, 4}));
-  EXPECT_EQ(a.slice(0, -1).sizes(), (Shape{1, 3, 4}));  // negative start counts from the end
+  EXPECT_EQ(a.slice(0, -1).sizes(), (Shape{1, 3, 4}));      // negative start counts from the end
   EXPECT_EQ(a.slice(1, 2, 100).sizes(), (Shape{2, 1, 4}));  // out-of-range end clamps
 
   Tensor sel = a.select(1, -1);
@@ -191,7 +191,7 @@ TEST(DTypes, HalfRoundsToNearestEven) {
   EXPECT_EQ(Half(std::ldexp(1.0f, -25)).bits, 0x0000);             // half the smallest subnormal: tie -> 0
   EXPECT_EQ(Half(std::ldexp(1.5f, -25)).bits, 0x0001);             // rounds up to the smallest subnormal
   EXPECT_EQ(Half(-0.0f).bits, 0x8000);
-  EXPECT_EQ(BFloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3F80);   // tie -> even
+  EXPECT_EQ(BFloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3F80);  // tie -> even
   EXPECT_EQ(BFloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3F82);
   EXPECT_TRUE(std::isnan(static_cast<float>(BFloat16(NAN))));
   EXPECT_TRUE(std::isinf(static_cast<float>(BFloat16(3.4e38f))));

@@ -181,8 +181,10 @@ void adaptive_avg_typed(const Tensor& in, const Tensor& out) {
 // input [N, C, H, W], weight [O, C/g, kH, kW], bias [O] -> out [N, O, Ho, Wo]
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) {
   switch (input.dtype()) {
-    case kFloat32: return conv2d_typed<float>(input, weight, bias, out, p);
-    case kFloat64: return conv2d_typed<double>(input, weight, bias, out, p);
+    case kFloat32:
+      return conv2d_typed<float>(input, weight, bias, out, p);
+    case kFloat64:
+      return conv2d_typed<double>(input, weight, bias, out, p);
     case kFloat16:
     case kBFloat16: {  // compute in float32
       Tensor of = empty(out.sizes(), kFloat32);
@@ -190,7 +192,8 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
       copy(of, out);
       return;
     }
-    default: throw Error(detail::concat("conv2d: not implemented for dtype ", input.dtype()));
+    default:
+      throw Error(detail::concat("conv2d: not implemented for dtype ", input.dtype()));
   }
 }
 

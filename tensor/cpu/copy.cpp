@@ -98,7 +98,8 @@ void tiled_copy(const StridedLoop<2>& loop) {
         for (int64_t i1 = t1 * kTile; i1 < i1_end; ++i1) {
           To* drow = reinterpret_cast<To*>(dp + i1 * d1);  // d0 == sizeof(To): a plain array
           const char* scol = sp + i1 * s1;
-          for (int64_t i0 = i0b; i0 < i0_end; ++i0) drow[i0] = convert<To>(*reinterpret_cast<const From*>(scol + i0 * s0));
+          for (int64_t i0 = i0b; i0 < i0_end; ++i0)
+            drow[i0] = convert<To>(*reinterpret_cast<const From*>(scol + i0 * s0));
         }
       }
     }
@@ -114,9 +115,8 @@ void copy(const Tensor& src, const Tensor& dst) {
     const size_t nbytes = dst.nbytes();
     char* d = static_cast<char*>(dst.data_ptr());
     const char* s = static_cast<const char*>(src.data_ptr());
-    parallel_for(0, static_cast<int64_t>(nbytes), kGrainSize * 8, [&](int64_t b, int64_t e) {
-      std::memcpy(d + b, s + b, static_cast<size_t>(e - b));
-    });
+    parallel_for(0, static_cast<int64_t>(nbytes), kGrainSize * 8,
+                 [&](int64_t b, int64_t e) { std::memcpy(d + b, s + b, static_cast<size_t>(e - b)); });
     return;
   }
   StridedLoop<2> loop({&dst, &src});

@@ -11,9 +11,18 @@ namespace ember::cpu {
 namespace {
 
 // Signed overflow is undefined in C++ but wraps in PyTorch: do integer math unsigned.
-template <class T> struct wrap { using type = opmath_t<T>; };
-template <> struct wrap<int32_t> { using type = uint32_t; };
-template <> struct wrap<int64_t> { using type = uint64_t; };
+template <class T>
+struct wrap {
+  using type = opmath_t<T>;
+};
+template <>
+struct wrap<int32_t> {
+  using type = uint32_t;
+};
+template <>
+struct wrap<int64_t> {
+  using type = uint64_t;
+};
 template <class T>
 using wrap_t = typename wrap<T>::type;
 
@@ -82,21 +91,22 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   auto cmp = [&](auto pred) { binary_loop<bool, T>(a, b, out, [pred](T x, T y) { return pred(M(x), M(y)); }); };
   switch (op) {
     case BinaryOp::Add:
-      if (alpha == M(1))
-        return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) + W(M(y))); });
+      if (alpha == M(1)) return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) + W(M(y))); });
       return binary_loop<T, T>(a, b, out, [alpha](T x, T y) { return T(W(M(x)) + W(alpha) * W(M(y))); });
     case BinaryOp::Sub:
-      if (alpha == M(1))
-        return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) - W(M(y))); });
+      if (alpha == M(1)) return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) - W(M(y))); });
       return binary_loop<T, T>(a, b, out, [alpha](T x, T y) { return T(W(M(x)) - W(alpha) * W(M(y))); });
     case BinaryOp::Mul:
-      if constexpr (std::is_same_v<T, bool>) return binary_loop<T, T>(a, b, out, [](T x, T y) { return x && y; });
-      else return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) * W(M(y))); });
+      if constexpr (std::is_same_v<T, bool>)
+        return binary_loop<T, T>(a, b, out, [](T x, T y) { return x && y; });
+      else
+        return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(W(M(x)) * W(M(y))); });
     case BinaryOp::Div:
       if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(M(x) / M(y)); });
       break;  // integer true division is promoted to float by the op
     case BinaryOp::Pow:
-      if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(std::pow(M(x), M(y))); });
+      if constexpr (is_float)
+        return binary_loop<T, T>(a, b, out, [](T x, T y) { return T(std::pow(M(x), M(y))); });
       else if constexpr (!std::is_same_v<T, bool>)
         return binary_loop<T, T>(a, b, out, [](T x, T y) { return ipow<T>(x, static_cast<int64_t>(y)); });
       break;
@@ -104,14 +114,22 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
       return binary_loop<T, T>(a, b, out, [](T x, T y) { return (M(x) > M(y) || M(x) != M(x)) ? x : y; });
     case BinaryOp::Minimum:
       return binary_loop<T, T>(a, b, out, [](T x, T y) { return (M(x) < M(y) || M(x) != M(x)) ? x : y; });
-    case BinaryOp::Eq: return cmp([](M x, M y) { return x == y; });
-    case BinaryOp::Ne: return cmp([](M x, M y) { return x != y; });
-    case BinaryOp::Lt: return cmp([](M x, M y) { return x < y; });
-    case BinaryOp::Le: return cmp([](M x, M y) { return x <= y; });
-    case BinaryOp::Gt: return cmp([](M x, M y) { return x > y; });
-    case BinaryOp::Ge: return cmp([](M x, M y) { return x >= y; });
-    case BinaryOp::LogicalAnd: return cmp([](M x, M y) { return x != M(0) && y != M(0); });
-    case BinaryOp::LogicalOr: return cmp([](M x, M y) { return x != M(0) || y != M(0); });
+    case BinaryOp::Eq:
+      return cmp([](M x, M y) { return x == y; });
+    case BinaryOp::Ne:
+      return cmp([](M x, M y) { return x != y; });
+    case BinaryOp::Lt:
+      return cmp([](M x, M y) { return x < y; });
+    case BinaryOp::Le:
+      return cmp([](M x, M y) { return x <= y; });
+    case BinaryOp::Gt:
+      return cmp([](M x, M y) { return x > y; });
+    case BinaryOp::Ge:
+      return cmp([](M x, M y) { return x >= y; });
+    case BinaryOp::LogicalAnd:
+      return cmp([](M x, M y) { return x != M(0) && y != M(0); });
+    case BinaryOp::LogicalOr:
+      return cmp([](M x, M y) { return x != M(0) || y != M(0); });
   }
   throw InternalError(detail::concat("binary: op ", static_cast<int>(op), " not defined for ", dtype_of<T>::value));
 }
@@ -130,15 +148,23 @@ template <class T>
 void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1) {
   using M = opmath_t<T>;
   constexpr bool is_float = !std::is_integral_v<T>;
-#define EMBER_UNARY(EXPR) return unary_loop<T>(a, out, [](T v) { const M x = M(v); return T(EXPR); })
+#define EMBER_UNARY(EXPR)                \
+  return unary_loop<T>(a, out, [](T v) { \
+    const M x = M(v);                    \
+    return T(EXPR);                      \
+  })
   switch (op) {
     case UnaryOp::Neg:
       if constexpr (!std::is_same_v<T, bool>) EMBER_UNARY(M(0) - x);
       break;
-    case UnaryOp::Abs: EMBER_UNARY(x < M(0) ? M(0) - x : x);
-    case UnaryOp::Sign: EMBER_UNARY(x != x ? x : M((M(0) < x) - (x < M(0))));
-    case UnaryOp::Square: EMBER_UNARY(x * x);
-    case UnaryOp::Relu: EMBER_UNARY(x > M(0) || x != x ? x : M(0));
+    case UnaryOp::Abs:
+      EMBER_UNARY(x < M(0) ? M(0) - x : x);
+    case UnaryOp::Sign:
+      EMBER_UNARY(x != x ? x : M((M(0) < x) - (x < M(0))));
+    case UnaryOp::Square:
+      EMBER_UNARY(x * x);
+    case UnaryOp::Relu:
+      EMBER_UNARY(x > M(0) || x != x ? x : M(0));
     case UnaryOp::Clamp: {
       const bool has_lo = p0 == p0, has_hi = p1 == p1;
       const M lo = has_lo ? M(p0) : M(0), hi = has_hi ? M(p1) : M(0);
@@ -150,24 +176,39 @@ void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, doub
         return T(x);
       });
     }
-    default: break;
+    default:
+      break;
   }
   if constexpr (is_float) {
     switch (op) {
-      case UnaryOp::Exp: EMBER_UNARY(std::exp(x));
-      case UnaryOp::Log: EMBER_UNARY(std::log(x));
-      case UnaryOp::Log1p: EMBER_UNARY(std::log1p(x));
-      case UnaryOp::Sqrt: EMBER_UNARY(std::sqrt(x));
-      case UnaryOp::Rsqrt: EMBER_UNARY(M(1) / std::sqrt(x));
-      case UnaryOp::Sin: EMBER_UNARY(std::sin(x));
-      case UnaryOp::Cos: EMBER_UNARY(std::cos(x));
-      case UnaryOp::Tanh: EMBER_UNARY(std::tanh(x));
-      case UnaryOp::Sigmoid: EMBER_UNARY(M(1) / (M(1) + std::exp(-x)));
-      case UnaryOp::Gelu: EMBER_UNARY(gelu_erf(x));
-      case UnaryOp::GeluTanh: EMBER_UNARY(gelu_tanh(x));
-      case UnaryOp::Silu: EMBER_UNARY(x / (M(1) + std::exp(-x)));
-      case UnaryOp::Reciprocal: EMBER_UNARY(M(1) / x);
-      default: break;
+      case UnaryOp::Exp:
+        EMBER_UNARY(std::exp(x));
+      case UnaryOp::Log:
+        EMBER_UNARY(std::log(x));
+      case UnaryOp::Log1p:
+        EMBER_UNARY(std::log1p(x));
+      case UnaryOp::Sqrt:
+        EMBER_UNARY(std::sqrt(x));
+      case UnaryOp::Rsqrt:
+        EMBER_UNARY(M(1) / std::sqrt(x));
+      case UnaryOp::Sin:
+        EMBER_UNARY(std::sin(x));
+      case UnaryOp::Cos:
+        EMBER_UNARY(std::cos(x));
+      case UnaryOp::Tanh:
+        EMBER_UNARY(std::tanh(x));
+      case UnaryOp::Sigmoid:
+        EMBER_UNARY(M(1) / (M(1) + std::exp(-x)));
+      case UnaryOp::Gelu:
+        EMBER_UNARY(gelu_erf(x));
+      case UnaryOp::GeluTanh:
+        EMBER_UNARY(gelu_tanh(x));
+      case UnaryOp::Silu:
+        EMBER_UNARY(x / (M(1) + std::exp(-x)));
+      case UnaryOp::Reciprocal:
+        EMBER_UNARY(M(1) / x);
+      default:
+        break;
     }
   }
 #undef EMBER_UNARY

@@ -13,8 +13,8 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
   const Tensor idx = index.contiguous();
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
   for (int64_t i = 0, n = idx.numel(); i < n; ++i)
-    EMBER_CHECK(p[i] >= 0 && p[i] < bound, op, ": index ", p[i], " is out of bounds for dimension ", dim,
-                " with size ", bound);
+    EMBER_CHECK(p[i] >= 0 && p[i] < bound, op, ": index ", p[i], " is out of bounds for dimension ", dim, " with size ",
+                bound);
 }
 
 // A view of `t` with index's sizes and stride 0 along `dim`: the loop then points at
@@ -61,7 +61,8 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
     loop.run([step](const std::array<char*, 3>& p, const std::array<int64_t, 3>& st, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         const int64_t k = *reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
-        *reinterpret_cast<scalar_t*>(p[0] + i * st[0]) = *reinterpret_cast<const scalar_t*>(p[2] + i * st[2] + k * step);
+        *reinterpret_cast<scalar_t*>(p[0] + i * st[0]) =
+            *reinterpret_cast<const scalar_t*>(p[2] + i * st[2] + k * step);
       }
     });
   });

@@ -11,9 +11,11 @@ namespace ember::cpu {
 namespace {
 
 template <class T>
-using RowMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+using RowMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
 template <class T>
-using ColMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
+using ColMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
 template <class T>
 using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
 
@@ -28,8 +30,10 @@ Layout layout_of(int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
 // Calls f(eigen_map) for the matrix at p.
 template <class T, class F>
 void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t s0, int64_t s1, Layout layout, const F& f) {
-  if (layout == Layout::RowMajor) f(RowMap<T>(p, rows, cols, Eigen::OuterStride<>(rows == 1 ? cols : s0)));
-  else f(ColMap<T>(p, rows, cols, Eigen::OuterStride<>(cols == 1 ? rows : s1)));
+  if (layout == Layout::RowMajor)
+    f(RowMap<T>(p, rows, cols, Eigen::OuterStride<>(rows == 1 ? cols : s0)));
+  else
+    f(ColMap<T>(p, rows, cols, Eigen::OuterStride<>(cols == 1 ? rows : s1)));
 }
 
 template <class T>
@@ -45,15 +49,19 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   auto one = [&](int64_t i) {
     OutMap<T> C(pc + i * c.stride(0), M, N, Eigen::OuterStride<>(M == 1 ? N : c.stride(1)));
     if (K == 0) {
-      if (beta == 0) C.setZero();
-      else C *= be;
+      if (beta == 0)
+        C.setZero();
+      else
+        C *= be;
       return;
     }
     with_matrix(pa + i * a.stride(0), M, K, a.stride(1), a.stride(2), la, [&](const auto& A) {
       with_matrix(pb + i * b.stride(0), K, N, b.stride(1), b.stride(2), lb, [&](const auto& Bm) {
         if (beta == 0) {
-          if (alpha == 1) C.noalias() = A * Bm;
-          else C.noalias() = al * (A * Bm);
+          if (alpha == 1)
+            C.noalias() = A * Bm;
+          else
+            C.noalias() = al * (A * Bm);
         } else {
           C *= be;
           C.noalias() += al * (A * Bm);
@@ -82,10 +90,14 @@ Tensor mappable(const Tensor& t) {
 void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
   const Tensor a = mappable(a_in), b = mappable(b_in);
   switch (c.dtype()) {
-    case kFloat32: return gemm_typed<float>(a, b, c, alpha, beta);
-    case kFloat64: return gemm_typed<double>(a, b, c, alpha, beta);
-    case kInt32: return gemm_typed<int32_t>(a, b, c, alpha, beta);
-    case kInt64: return gemm_typed<int64_t>(a, b, c, alpha, beta);
+    case kFloat32:
+      return gemm_typed<float>(a, b, c, alpha, beta);
+    case kFloat64:
+      return gemm_typed<double>(a, b, c, alpha, beta);
+    case kInt32:
+      return gemm_typed<int32_t>(a, b, c, alpha, beta);
+    case kInt64:
+      return gemm_typed<int64_t>(a, b, c, alpha, beta);
     case kFloat16:
     case kBFloat16: {  // compute in float32, round once at the end
       Tensor cf = beta == 0 ? empty(c.sizes(), kFloat32) : c.to(kFloat32);
@@ -100,7 +112,8 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
       copy(cl, c);
       return;
     }
-    default: break;
+    default:
+      break;
   }
   throw Error(detail::concat("matmul: not implemented for dtype ", c.dtype()));
 }

@@ -73,8 +73,10 @@ void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uin
     fill_by_block<scalar_t>(out, seed, offset, 2, [=](const std::array<uint32_t, 4>& r, int64_t lane) {
       const uint64_t bits = (uint64_t{r[2 * lane]} << 32) | r[2 * lane + 1];
       const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + bits % range);
-      if constexpr (std::is_same_v<scalar_t, bool>) return v != 0;
-      else return scalar_t(static_cast<opmath_t<scalar_t>>(v));
+      if constexpr (std::is_same_v<scalar_t, bool>)
+        return v != 0;
+      else
+        return scalar_t(static_cast<opmath_t<scalar_t>>(v));
     });
   });
 }

@@ -37,8 +37,10 @@ inline double sum_floats(const float* p, int64_t n) {
 
 template <class Out, class A>
 inline Out cast_out(A v) {
-  if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>) return Out(static_cast<float>(v));
-  else return static_cast<Out>(v);
+  if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>)
+    return Out(static_cast<float>(v));
+  else
+    return static_cast<Out>(v);
 }
 
 template <class T>
@@ -46,8 +48,10 @@ struct SumOp {
   using Acc = acc_t<T>;
   static Acc init() { return Acc(0); }
   static Acc step(Acc a, T x) {
-    if constexpr (std::is_integral_v<Acc>) return Acc(uint64_t(a) + uint64_t(Acc(x)));
-    else return a + Acc(opmath_t<T>(x));
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) + uint64_t(Acc(x)));
+    else
+      return a + Acc(opmath_t<T>(x));
   }
   static Acc combine(Acc a, Acc b) { return step(a, b); }
 };
@@ -56,8 +60,10 @@ struct ProdOp {
   using Acc = acc_t<T>;
   static Acc init() { return Acc(1); }
   static Acc step(Acc a, T x) {
-    if constexpr (std::is_integral_v<Acc>) return Acc(uint64_t(a) * uint64_t(Acc(x)));
-    else return a * Acc(opmath_t<T>(x));
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) * uint64_t(Acc(x)));
+    else
+      return a * Acc(opmath_t<T>(x));
   }
   static Acc combine(Acc a, Acc b) { return step(a, b); }
 };
@@ -65,10 +71,12 @@ template <class T, bool kMax>
 struct ExtremeOp {  // NaN propagates
   using Acc = opmath_t<T>;
   static Acc init() {
-    if constexpr (std::is_same_v<T, bool>) return !kMax;
+    if constexpr (std::is_same_v<T, bool>)
+      return !kMax;
     else if constexpr (std::numeric_limits<Acc>::has_infinity)
       return kMax ? -std::numeric_limits<Acc>::infinity() : std::numeric_limits<Acc>::infinity();
-    else return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
+    else
+      return kMax ? std::numeric_limits<Acc>::lowest() : std::numeric_limits<Acc>::max();
   }
   static Acc step(Acc a, T xv) {
     const Acc x = Acc(xv);
@@ -80,7 +88,9 @@ template <class T, bool kAll>
 struct LogicalOp {
   using Acc = bool;
   static Acc init() { return kAll; }
-  static Acc step(Acc a, T x) { return kAll ? (a && opmath_t<T>(x) != opmath_t<T>(0)) : (a || opmath_t<T>(x) != opmath_t<T>(0)); }
+  static Acc step(Acc a, T x) {
+    return kAll ? (a && opmath_t<T>(x) != opmath_t<T>(0)) : (a || opmath_t<T>(x) != opmath_t<T>(0));
+  }
   static Acc combine(Acc a, Acc b) { return kAll ? a && b : a || b; }
 };
 
@@ -169,18 +179,24 @@ template <class T>
 void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
   using SumOut = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
   switch (op) {
-    case ReduceOp::Sum: return reduce_rows<T, SumOut, SumOp<T>>(in, out);
-    case ReduceOp::Prod: return reduce_rows<T, SumOut, ProdOp<T>>(in, out);
-    case ReduceOp::All: return reduce_rows<T, bool, LogicalOp<T, true>>(in, out);
-    case ReduceOp::Any: return reduce_rows<T, bool, LogicalOp<T, false>>(in, out);
+    case ReduceOp::Sum:
+      return reduce_rows<T, SumOut, SumOp<T>>(in, out);
+    case ReduceOp::Prod:
+      return reduce_rows<T, SumOut, ProdOp<T>>(in, out);
+    case ReduceOp::All:
+      return reduce_rows<T, bool, LogicalOp<T, true>>(in, out);
+    case ReduceOp::Any:
+      return reduce_rows<T, bool, LogicalOp<T, false>>(in, out);
     case ReduceOp::Max:
       if (indices.defined()) return arg_reduce_rows<T, true>(in, out, indices);
       return reduce_rows<T, T, ExtremeOp<T, true>>(in, out);
     case ReduceOp::Min:
       if (indices.defined()) return arg_reduce_rows<T, false>(in, out, indices);
       return reduce_rows<T, T, ExtremeOp<T, false>>(in, out);
-    case ReduceOp::ArgMax: return arg_reduce_rows<T, true>(in, Tensor(), out);
-    case ReduceOp::ArgMin: return arg_reduce_rows<T, false>(in, Tensor(), out);
+    case ReduceOp::ArgMax:
+      return arg_reduce_rows<T, true>(in, Tensor(), out);
+    case ReduceOp::ArgMin:
+      return arg_reduce_rows<T, false>(in, Tensor(), out);
   }
 }
 

@@ -100,8 +100,10 @@ void softmax_typed(const Tensor& in, const Tensor& out, int64_t dim) {
 void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
   if (in.numel() == 0) return;
   EMBER_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
-    if (log) softmax_typed<scalar_t, true>(in, out, dim);
-    else softmax_typed<scalar_t, false>(in, out, dim);
+    if (log)
+      softmax_typed<scalar_t, true>(in, out, dim);
+    else
+      softmax_typed<scalar_t, false>(in, out, dim);
   });
 }
 

@@ -30,7 +30,7 @@ inline __m256 exp_nonpositive(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-  y = _mm256_andnot_ps(under, y);                       // underflow -> 0
+  y = _mm256_andnot_ps(under, y);                                            // underflow -> 0
   return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_nanf("")), nan_mask);  // NaN -> NaN
 }
 

@@ -29,7 +29,8 @@ Tensor check_nchw(const Tensor& x, const char* op) {
 }
 
 Pool2dParams pool_params(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                         std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode, const char* op) {
+                         std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode,
+                         const char* op) {
   Pool2dParams p;
   p.kernel = kernel;
   p.stride = stride.value_or(kernel);
@@ -50,7 +51,8 @@ Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
   const int64_t Ho = pooled_size(x4.size(2), p.kernel[0], p.padding[0], p.stride[0], p.dilation[0], p.ceil_mode);
   const int64_t Wo = pooled_size(x4.size(3), p.kernel[1], p.padding[1], p.stride[1], p.dilation[1], p.ceil_mode);
   EMBER_CHECK(Ho > 0 && Wo > 0, op, ": output size is too small for input of shape ", shape_str(x4.sizes()),
-              " with kernel_size=", pair_str(p.kernel), ", stride=", pair_str(p.stride), ", padding=", pair_str(p.padding));
+              " with kernel_size=", pair_str(p.kernel), ", stride=", pair_str(p.stride),
+              ", padding=", pair_str(p.padding));
   return {x4.size(0), x4.size(1), Ho, Wo};
 }
 
@@ -85,8 +87,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   EMBER_CHECK(Hp >= eff_h && Wp >= eff_w, "conv2d: input of shape ", shape_str(input.sizes()), " (padded ", Hp, "x", Wp,
               ") is smaller than the kernel (", eff_h, "x", eff_w, ")");
   Conv2dParams p{stride, padding, dilation, groups};
-  Tensor out = ops::empty_on({x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1}, x.dtype(),
-                             x.device());
+  Tensor out =
+      ops::empty_on({x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1}, x.dtype(), x.device());
   if (out.numel() > 0)
     backend(x.device()).conv2d(x, weight.contiguous(), bias.defined() ? bias.contiguous() : bias, out, p);
   return restore_rank(out, input);

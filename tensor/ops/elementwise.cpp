@@ -28,8 +28,10 @@ DType result_type_of(std::initializer_list<Operand> operands) {
   std::optional<DType> dimensioned, zero_dim, wrapped;
   auto fold = [](std::optional<DType>& acc, DType d) { acc = acc ? promote_types(*acc, d) : d; };
   for (const Operand& o : operands) {
-    if (o.tensor) fold(o.tensor->dim() > 0 ? dimensioned : zero_dim, o.tensor->dtype());
-    else fold(wrapped, o.scalar->default_dtype());
+    if (o.tensor)
+      fold(o.tensor->dim() > 0 ? dimensioned : zero_dim, o.tensor->dtype());
+    else
+      fold(wrapped, o.scalar->default_dtype());
   }
   return *combine(combine(dimensioned, zero_dim), wrapped);
 }
@@ -38,7 +40,7 @@ DType result_type_of(std::initializer_list<Operand> operands) {
 bool can_cast(DType from, DType to) { return category(from) <= category(to); }
 
 const char* binary_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum",     "minimum",   "eq",
                                 "ne",  "lt",  "le",  "gt",  "ge",  "logical_and", "logical_or"};
   return names[static_cast<int>(op)];
 }
@@ -161,8 +163,12 @@ Tensor le(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Le, a, b);
 Tensor gt(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Ge, a, b); }
 
-Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) { return binary_(BinaryOp::Add, self, other, alpha); }
-Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) { return binary_(BinaryOp::Sub, self, other, alpha); }
+Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  return binary_(BinaryOp::Add, self, other, alpha);
+}
+Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+  return binary_(BinaryOp::Sub, self, other, alpha);
+}
 Tensor& mul_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Mul, self, other, 1); }
 Tensor& div_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Div, self, other, 1); }
 
@@ -176,7 +182,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = ops::empty_on(shape, common, a.device());
   if (out.numel() > 0)
-    backend(a.device()).where(cond.expand(shape), as_dtype(a, common).expand(shape), as_dtype(b, common).expand(shape), out);
+    backend(a.device())
+        .where(cond.expand(shape), as_dtype(a, common).expand(shape), as_dtype(b, common).expand(shape), out);
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
@@ -207,17 +214,21 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (min) d = result_type_of({{&x, nullptr}, {nullptr, &*min}});
   if (max) d = promote_types(d, result_type_of({{&x, nullptr}, {nullptr, &*max}}));
   const double nan = std::nan("");
-  return unary(UnaryOp::Clamp, as_dtype(x, d), "clamp", false, min ? min->to_double() : nan, max ? max->to_double() : nan);
+  return unary(UnaryOp::Clamp, as_dtype(x, d), "clamp", false, min ? min->to_double() : nan,
+               max ? max->to_double() : nan);
 }
 
 Tensor neg(const Tensor& x) {
   ops::check_defined(x, "neg");
-  EMBER_CHECK(x.dtype() != kBool, "neg: negation, the `-` operator, on a bool tensor is not supported; use logical_not");
+  EMBER_CHECK(x.dtype() != kBool,
+              "neg: negation, the `-` operator, on a bool tensor is not supported; use logical_not");
   return unary(UnaryOp::Neg, x, "neg", false);
 }
 Tensor abs(const Tensor& x) { return unary(UnaryOp::Abs, x, "abs", false); }
 Tensor sign(const Tensor& x) { return unary(UnaryOp::Sign, x, "sign", false); }
-Tensor square(const Tensor& x) { return x.dtype() == kBool ? x.to(kInt64).square() : unary(UnaryOp::Square, x, "square", false); }
+Tensor square(const Tensor& x) {
+  return x.dtype() == kBool ? x.to(kInt64).square() : unary(UnaryOp::Square, x, "square", false);
+}
 Tensor relu(const Tensor& x) {
   ops::check_defined(x, "relu");
   EMBER_CHECK(x.dtype() != kBool, "relu: not implemented for dtype bool");

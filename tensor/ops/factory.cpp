@@ -13,8 +13,8 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
   EMBER_CHECK(n <= static_cast<int64_t>(SIZE_MAX / 2 / elem), "empty: shape ", shape_str(sizes),
               " needs more bytes than can be addressed");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * elem, options.device_,
-                                                allocator_for(options.device_));
+  impl->storage =
+      std::make_shared<StorageImpl>(static_cast<size_t>(n) * elem, options.device_, allocator_for(options.device_));
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = options.dtype_;
@@ -30,8 +30,9 @@ Tensor empty_strided(const Shape& sizes, const Shape& strides, TensorOptions opt
   for (size_t i = 0; i < sizes.size() && n > 0; ++i) {
     EMBER_CHECK(strides[i] >= 0, "empty_strided: negative stride in ", shape_str(strides));
     int64_t span;
-    EMBER_CHECK(!__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
-                "empty_strided: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
+    EMBER_CHECK(
+        !__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
+        "empty_strided: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
   }
   Tensor base = empty({extent}, options);
   return base.as_strided(sizes, strides, 0);
@@ -63,8 +64,9 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
   EMBER_CHECK(st != 0, "arange: step must be nonzero");
   EMBER_CHECK(std::isfinite(s) && std::isfinite(e), "arange: unsupported range: ", s, " -> ", e);
-  EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange: upper bound and larger bound inconsistent with step sign (start ",
-              s, ", end ", e, ", step ", st, ")");
+  EMBER_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
+              "arange: upper bound and larger bound inconsistent with step sign (start ", s, ", end ", e, ", step ", st,
+              ")");
   const double count = std::ceil((e - s) / st);
   EMBER_CHECK(count < 9.0e18, "arange: the range ", s, " -> ", e, " with step ", st, " has too many elements");
   const int64_t n = static_cast<int64_t>(count);
@@ -171,8 +173,9 @@ Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::func
   for (size_t i = 0; i < sizes.size() && n > 0; ++i) {
     EMBER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
     int64_t span;
-    EMBER_CHECK(!__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
-                "from_blob: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
+    EMBER_CHECK(
+        !__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
+        "from_blob: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
   }
   EMBER_CHECK(data != nullptr || n == 0, "from_blob: data is a null pointer but shape ", shape_str(sizes), " has ", n,
               " elements");
@@ -182,7 +185,8 @@ Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::func
   EMBER_CHECK(extent <= static_cast<int64_t>(SIZE_MAX / 2 / elem), "from_blob: shape ", shape_str(sizes),
               " spans more bytes than can be addressed");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<StorageImpl>(data, static_cast<size_t>(extent) * elem, options.device_, std::move(deleter));
+  impl->storage =
+      std::make_shared<StorageImpl>(data, static_cast<size_t>(extent) * elem, options.device_, std::move(deleter));
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = options.dtype_;

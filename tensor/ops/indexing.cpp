@@ -6,8 +6,8 @@ namespace {
 
 Tensor index_as_int64(const Tensor& index, const char* op, bool allow_int32) {
   ops::check_defined(index, op, "index");
-  EMBER_CHECK(index.dtype() == kInt64 || (allow_int32 && index.dtype() == kInt32), op,
-              ": expected an int64", allow_int32 ? " or int32" : "", " index tensor, but got ", index.dtype());
+  EMBER_CHECK(index.dtype() == kInt64 || (allow_int32 && index.dtype() == kInt32), op, ": expected an int64",
+              allow_int32 ? " or int32" : "", " index tensor, but got ", index.dtype());
   return index.to(kInt64);
 }
 
@@ -84,7 +84,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     const int64_t lo = idx.amin().item<int64_t>(), hi = idx.amax().item<int64_t>();
     EMBER_CHECK(lo >= 0, "one_hot: class values must be non-negative, got ", lo);
     if (num_classes == -1) num_classes = hi + 1;
-    EMBER_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (", num_classes, "), got ", hi);
+    EMBER_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (", num_classes, "), got ",
+                hi);
   } else {
     EMBER_CHECK(num_classes != -1, "one_hot: can not infer the number of classes from an empty tensor");
   }

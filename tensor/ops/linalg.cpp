@@ -59,7 +59,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
   if (ka != kb) shape_mismatch("matmul", a, b, ka, kb);
   if (da == 1 && db == 1) return mm_impl(a.unsqueeze(0), b.unsqueeze(1)).reshape({});  // dot
-  if (da == 2 && db == 1) return mm_impl(a, b.unsqueeze(1)).squeeze(1);               // mv
+  if (da == 2 && db == 1) return mm_impl(a, b.unsqueeze(1)).squeeze(1);                // mv
   if (da == 1 && db == 2) return mm_impl(a.unsqueeze(0), b).squeeze(0);
   if (da == 2 && db == 2) return mm_impl(a, b);
   if (da >= 3 && db <= 2) {
@@ -109,7 +109,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_gemm_operands(x, weight, "linear");
-  EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ", shape_str(weight.sizes()));
+  EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
+              shape_str(weight.sizes()));
   EMBER_CHECK(x.dim() >= 1, "linear: input must be at least 1-D");
   if (x.size(-1) != weight.size(1)) shape_mismatch("linear", x, weight.t(), x.size(-1), weight.size(1));
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);

@@ -14,7 +14,8 @@ std::vector<bool> reduction_mask(const Tensor& x, const Shape& dims, const char*
   for (int64_t d : dims) {
     const int64_t w = wrap_dim(d, x.dim(), op);
     if (x.dim() == 0) continue;
-    EMBER_CHECK(!mask[w] || dims.empty(), op, ": dim ", w, " appears multiple times in the list of dims ", shape_str(dims));
+    EMBER_CHECK(!mask[w] || dims.empty(), op, ": dim ", w, " appears multiple times in the list of dims ",
+                shape_str(dims));
     mask[w] = true;
   }
   return mask;
@@ -23,8 +24,10 @@ std::vector<bool> reduction_mask(const Tensor& x, const Shape& dims, const char*
 Shape reduced_shape(const Shape& sizes, const std::vector<bool>& reduced, bool keepdim) {
   Shape out;
   for (size_t d = 0; d < sizes.size(); ++d) {
-    if (!reduced[d]) out.push_back(sizes[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced[d])
+      out.push_back(sizes[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -86,8 +89,8 @@ Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DT
 
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   const auto mask = ops::reduction_mask(x, dims, "mean");
-  EMBER_CHECK(x.is_floating_point(), "mean: could not infer output dtype; input dtype must be a floating point dtype, got ",
-              x.dtype());
+  EMBER_CHECK(x.is_floating_point(),
+              "mean: could not infer output dtype; input dtype must be a floating point dtype, got ", x.dtype());
   const int64_t R = reduced_count(x, mask);
   if (x.dtype() == kFloat16 || x.dtype() == kBFloat16)  // divide before rounding to 16 bits
     return (sum(x, dims, keepdim, kFloat32) / static_cast<double>(R)).to(x.dtype());
@@ -113,7 +116,8 @@ Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 namespace {
-std::tuple<Tensor, Tensor> extreme_with_index(const Tensor& x, int64_t dim, bool keepdim, ReduceOp op, const char* name) {
+std::tuple<Tensor, Tensor> extreme_with_index(const Tensor& x, int64_t dim, bool keepdim, ReduceOp op,
+                                              const char* name) {
   const auto mask = ops::reduction_mask(x, {dim}, name);
   check_nonempty(x, mask, name);
   const Shape shape = ops::reduced_shape(x.sizes(), mask, keepdim);
