@@ -25,10 +25,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   if (n <= 0) return;
 #ifdef EMBER_WITH_OPENMP
   const int64_t max_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t threads =
-      std::min<int64_t>(max_threads, (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
+  const int64_t g = std::max<int64_t>(grain, 1);
+  const int threads = static_cast<int>(std::min<int64_t>(max_threads, (n + g - 1) / g));
   if (threads > 1) {
-#pragma omp parallel num_threads(static_cast <int>(threads))
+#pragma omp parallel num_threads(threads)
     {
       const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
       const int64_t chunk = (n + nt - 1) / nt;
@@ -38,6 +38,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
     return;
   }
 #endif
+  (void)grain;  // unused without OpenMP
   f(begin, end);
 }
 

@@ -17,32 +17,14 @@ struct Formatter {
   int width = 1;
 
   std::string format(double v) const {
+    if (mode == Bool) return v != 0 ? "True" : "False";
+    if (mode != Int && !std::isfinite(v)) return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    static const char* const formats[] = {"%lld", "", "%.0f.", "%.4f", "%.4e"};  // by Mode
     char buf[64];
-    switch (mode) {
-      case Bool:
-        return v != 0 ? "True" : "False";
-      case Int:
-        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-        break;
-      case FloatInt:
-        if (std::isfinite(v))
-          std::snprintf(buf, sizeof buf, "%.0f.", v);
-        else
-          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        break;
-      case Fixed:
-        if (std::isfinite(v))
-          std::snprintf(buf, sizeof buf, "%.4f", v);
-        else
-          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        break;
-      case Sci:
-        if (std::isfinite(v))
-          std::snprintf(buf, sizeof buf, "%.4e", v);
-        else
-          std::snprintf(buf, sizeof buf, "%s", std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-        break;
-    }
+    if (mode == Int)
+      std::snprintf(buf, sizeof buf, formats[Int], static_cast<long long>(v));
+    else
+      std::snprintf(buf, sizeof buf, formats[mode], v);
     return buf;
   }
   std::string padded(double v) const {

@@ -43,6 +43,21 @@ Shape contiguous_strides(const Shape& sizes) {
   return strides;
 }
 
+int64_t storage_extent(const Shape& sizes, const Shape& strides, const char* op) {
+  EMBER_CHECK(sizes.size() == strides.size(), op, ": sizes ", shape_str(sizes), " and strides ", shape_str(strides),
+              " differ in length");
+  if (checked_numel(sizes, op) == 0) return 0;
+  int64_t extent = 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EMBER_CHECK(strides[i] >= 0, op, ": negative stride ", strides[i], " in ", shape_str(strides));
+    int64_t span = 0;
+    EMBER_CHECK(
+        !__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent), op,
+        ": sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
+  }
+  return extent;
+}
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);

@@ -248,22 +248,13 @@ Tensor Tensor::unflatten(int64_t d, const Shape& new_sizes) const {
 }
 
 Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_t> offset_opt) const {
-  EMBER_CHECK(sz.size() == st.size(), "as_strided: sizes ", shape_str(sz), " and strides ", shape_str(st),
-              " differ in length");
   const int64_t offset = offset_opt.value_or(storage_offset());
   EMBER_CHECK(offset >= 0, "as_strided: negative storage offset ", offset);
-  const int64_t n = checked_numel(sz, "as_strided");
-  // The furthest element must lie inside the storage.
-  int64_t last = offset;
-  for (size_t i = 0; i < sz.size(); ++i) {
-    EMBER_CHECK(st[i] >= 0, "as_strided: negative stride ", st[i], " in ", shape_str(st));
-    int64_t span = 0;
-    EMBER_CHECK(
-        n == 0 || (!__builtin_mul_overflow(sz[i] - 1, st[i], &span) && !__builtin_add_overflow(last, span, &last)),
-        "as_strided: sizes ", shape_str(sz), " and strides ", shape_str(st), " overflow");
-  }
+  const int64_t extent = storage_extent(sz, st, "as_strided");
+  int64_t last = 0;
+  EMBER_CHECK(!__builtin_add_overflow(offset, extent - 1, &last), "as_strided: offset ", offset, " overflows");
   const int64_t capacity = storage() ? static_cast<int64_t>(storage()->nbytes() / element_size()) : 0;
-  EMBER_CHECK(n == 0 || last < capacity, "as_strided: sizes ", shape_str(sz), ", strides ", shape_str(st),
+  EMBER_CHECK(extent == 0 || last < capacity, "as_strided: sizes ", shape_str(sz), ", strides ", shape_str(st),
               " and offset ", offset, " reach element ", last, " but the storage holds only ", capacity, " elements");
   return make_view(*this, sz, st, offset);
 }

@@ -23,17 +23,7 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
 }
 
 Tensor empty_strided(const Shape& sizes, const Shape& strides, TensorOptions options) {
-  EMBER_CHECK(sizes.size() == strides.size(), "empty_strided: sizes ", shape_str(sizes), " and strides ",
-              shape_str(strides), " differ in length");
-  const int64_t n = checked_numel(sizes, "empty_strided");
-  int64_t extent = n == 0 ? 0 : 1;
-  for (size_t i = 0; i < sizes.size() && n > 0; ++i) {
-    EMBER_CHECK(strides[i] >= 0, "empty_strided: negative stride in ", shape_str(strides));
-    int64_t span;
-    EMBER_CHECK(
-        !__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
-        "empty_strided: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
-  }
+  const int64_t extent = storage_extent(sizes, strides, "empty_strided");
   Tensor base = empty({extent}, options);
   return base.as_strided(sizes, strides, 0);
 }
@@ -166,17 +156,8 @@ Tensor from_blob(void* data, const Shape& sizes, TensorOptions options) {
 
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::function<void(void*)> deleter,
                  TensorOptions options) {
-  EMBER_CHECK(sizes.size() == strides.size(), "from_blob: sizes ", shape_str(sizes), " and strides ",
-              shape_str(strides), " differ in length");
+  const int64_t extent = storage_extent(sizes, strides, "from_blob");
   const int64_t n = checked_numel(sizes, "from_blob");
-  int64_t extent = n == 0 ? 0 : 1;
-  for (size_t i = 0; i < sizes.size() && n > 0; ++i) {
-    EMBER_CHECK(strides[i] >= 0, "from_blob: negative stride in ", shape_str(strides));
-    int64_t span;
-    EMBER_CHECK(
-        !__builtin_mul_overflow(sizes[i] - 1, strides[i], &span) && !__builtin_add_overflow(extent, span, &extent),
-        "from_blob: sizes ", shape_str(sizes), " and strides ", shape_str(strides), " overflow");
-  }
   EMBER_CHECK(data != nullptr || n == 0, "from_blob: data is a null pointer but shape ", shape_str(sizes), " has ", n,
               " elements");
   const size_t elem = element_size(options.dtype_);
