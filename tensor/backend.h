@@ -50,6 +50,7 @@ enum class UnaryOp : int8_t {
   Sign,
   Square,
   Reciprocal,
+  Erf,
   Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
 };
 

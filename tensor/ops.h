@@ -1,6 +1,9 @@
 #pragma once
-// The tensor operations as free functions (ember::add(a, b), ember::matmul(a, b), ...).
-// Tensor's methods forward here. Every function validates its arguments and throws an
+// Factories (ember::zeros, ember::randn, ...) and the native ops: ember::native::add(a, b),
+// ember::native::matmul(a, b), ... Note [Native ops]: a native op computes its result
+// and records nothing. The public, differentiable ops (ember::add, Tensor::add, ...;
+// autograd/functions.h) run the native op under a NoGradGuard and then record a tape
+// Node when an input requires grad. Every function validates its arguments and throws an
 // ember::Error naming the op and the offending shapes, dtypes or devices.
 #include <array>
 #include <functional>
@@ -51,10 +54,40 @@ Tensor tensor(std::initializer_list<T> values, std::optional<Shape> sizes = std:
   return tensor(std::vector<T>(values), std::move(sizes));
 }
 
-// ---- elementwise (tensor/ops/elementwise.cpp) ----
-// Binary ops broadcast and promote types as PyTorch does (see result_type).
+// Binary ops broadcast and promote types as PyTorch does (tensor/ops/elementwise.cpp).
 DType result_type(const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, const Scalar& b);
+
+// ---- threads (tensor/parallel.cpp) ----
+void set_num_threads(int n);
+int get_num_threads();
+
+namespace native {
+
+// ---- views (tensor/views.cpp): share storage with self ----
+Tensor view(const Tensor& self, const Shape& shape);
+Tensor reshape(const Tensor& self, const Shape& shape);
+Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1);
+Tensor t(const Tensor& self);
+Tensor permute(const Tensor& self, const Shape& dims);
+Tensor movedim(const Tensor& self, int64_t source, int64_t destination);
+Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step);
+Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& self, int64_t dim, int64_t index);
+Tensor expand(const Tensor& self, const Shape& shape);
+Tensor squeeze(const Tensor& self);
+Tensor squeeze(const Tensor& self, int64_t dim);
+Tensor unsqueeze(const Tensor& self, int64_t dim);
+Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim);
+Tensor unflatten(const Tensor& self, int64_t dim, const Shape& sizes);
+Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, std::optional<int64_t> storage_offset);
+
+// ---- copies (tensor/tensor.cpp) ----
+Tensor to(const Tensor& self, Device device, DType dtype, bool non_blocking, bool copy);
+Tensor clone(const Tensor& self);
+Tensor& copy_(Tensor& self, const Tensor& src);
+
+// ---- elementwise (tensor/ops/elementwise.cpp) ----
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -107,6 +140,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor silu(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
 // In place: out = self op other, cast to self's dtype (the result type must cast safely,
 // as in PyTorch: a float result cannot go into an integer tensor).
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha = 1);
@@ -178,8 +212,5 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
-// ---- threads (tensor/parallel.cpp) ----
-void set_num_threads(int n);
-int get_num_threads();
-
+}  // namespace native
 }  // namespace ember

@@ -1,5 +1,6 @@
 #pragma once
 // A Storage is one block of device memory shared by a tensor and all its views.
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -29,8 +30,13 @@ class StorageImpl {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Note [Version counter]: every in-place write to this storage bumps it, so that a
+  // tensor saved for backward can tell it was modified afterwards (autograd/node.h).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  std::atomic<uint64_t> version_{0};
   void* data_;
   size_t nbytes_;
   Device device_;

@@ -51,45 +51,42 @@ template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 
-Tensor Tensor::to(DType d, bool copy) const { return to(device(), d, false, copy); }
-Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const { return to(dev, dtype(), non_blocking, copy); }
+namespace native {
 
-Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
-  if (dev == device() && d == dtype() && !copy) return *this;
-  Tensor out = empty(sizes(), TensorOptions().dtype(d).device(dev));
-  if (dev == device()) {
-    backend(dev).copy(*this, out);
+Tensor to(const Tensor& self, Device dev, DType d, bool non_blocking, bool copy) {
+  if (dev == self.device() && d == self.dtype() && !copy) return self;
+  Tensor out = empty(self.sizes(), TensorOptions().dtype(d).device(dev));
+  if (dev == self.device()) {
+    backend(dev).copy(self, out);
   } else {
     // Change the dtype on the source device, then move the bytes.
-    const Tensor src = d == dtype() ? contiguous() : to(d);
-    Backend& b = dev.is_cpu() ? backend(device()) : backend(dev);
+    const Tensor src = d == self.dtype() ? self.contiguous() : to(self, self.device(), d, false, false);
+    Backend& b = dev.is_cpu() ? backend(self.device()) : backend(dev);
     b.copy_across(src, out, non_blocking);
   }
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), TensorOptions().dtype(dtype()).device(device()));
-  backend(device()).copy(*this, out);
+Tensor clone(const Tensor& self) {
+  Tensor out = empty(self.sizes(), TensorOptions().dtype(self.dtype()).device(self.device()));
+  backend(self.device()).copy(self, out);
   return out;
 }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& copy_(Tensor& self, const Tensor& src) {
   EMBER_CHECK(src.defined(), "copy_: the source tensor is undefined");
-  broadcast_shapes(sizes(), src.sizes(), "copy_");
-  EMBER_CHECK(broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), "copy_: source shape ",
-              shape_str(src.sizes()), " cannot be broadcast to destination shape ", shape_str(sizes()));
-  if (numel() == 0) return *this;
-  const Tensor expanded = src.expand(sizes());
-  if (src.device() == device()) {
-    backend(device()).copy(expanded, *this);
+  EMBER_CHECK(broadcast_shapes(self.sizes(), src.sizes(), "copy_") == self.sizes(), "copy_: source shape ",
+              shape_str(src.sizes()), " cannot be broadcast to destination shape ", shape_str(self.sizes()));
+  if (self.numel() == 0) return self;
+  const Tensor expanded = expand(src, self.sizes());
+  if (src.device() == self.device()) {
+    backend(self.device()).copy(expanded, self);
   } else {
-    const Tensor moved = expanded.to(device(), dtype());
-    backend(device()).copy(moved, *this);
+    backend(self.device()).copy(to(expanded, self.device(), self.dtype(), false, false), self);
   }
-  return *this;
+  return self;
 }
+
+}  // namespace native
 
 }  // namespace ember

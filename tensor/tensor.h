@@ -38,6 +38,9 @@ struct TensorOptions {
   }
 };
 
+struct AutogradMeta;  // autograd/meta.h
+class Node;           // autograd/node.h
+
 struct TensorImpl {
   Storage storage;
   int64_t offset = 0;  // in elements
@@ -45,6 +48,7 @@ struct TensorImpl {
   Shape strides;  // in elements
   DType dtype = kFloat32;
   Device device;
+  std::shared_ptr<AutogradMeta> autograd;  // null for tensors that never took part in autograd
 };
 
 class Tensor {
@@ -89,6 +93,27 @@ class Tensor {
   }
   template <class T>
   std::vector<T> to_vector() const;  // all elements in logical order, converted to T
+
+  // ---- autograd (autograd/tensor_autograd.cpp) ----
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool requires_grad);  // leaves only; floating dtypes only
+  Tensor& requires_grad_(bool requires_grad = true) { return set_requires_grad(requires_grad); }
+  const Tensor& grad() const;  // undefined until a backward reaches this leaf (or retain_grad)
+  Tensor& mutable_grad();      // for optimizers and zero_grad: assign or modify in place
+  std::shared_ptr<Node> grad_fn() const;
+  bool is_leaf() const;        // no grad_fn: made by the user, not by a recorded op
+  void retain_grad();          // keep .grad() for a non-leaf too
+  bool retains_grad() const;
+  // Backpropagates from this tensor; `gradient` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // hook(leaf) runs right after a gradient was accumulated into this leaf's .grad().
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  Tensor detach() const;  // shares storage and version counter, no history
+  Tensor& detach_();
+  uint64_t version() const;  // bumped by every in-place op on the storage
+  void bump_version() const;
 
   // ---- conversion and copies ----
   Tensor to(DType dtype, bool copy = false) const;

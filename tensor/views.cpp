@@ -4,7 +4,7 @@
 
 #include "tensor/ops.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
@@ -12,6 +12,7 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->offset = offset;
+  impl->autograd = nullptr;  // a view's history is recorded by the differentiable op, if any
   return Tensor(std::move(impl));
 }
 
@@ -74,107 +75,107 @@ std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides, cons
 
 }  // namespace
 
-Tensor Tensor::view(const Shape& shape) const {
-  const Shape target = infer_shape(shape, numel(), "view");
-  auto st = view_strides(sizes(), strides(), target);
+Tensor view(const Tensor& self, const Shape& shape) {
+  const Shape target = infer_shape(shape, self.numel(), "view");
+  auto st = view_strides(self.sizes(), self.strides(), target);
   EMBER_CHECK(st.has_value(), "view: size ", shape_str(target), " is not compatible with input of size ",
-              shape_str(sizes()), " and strides ", shape_str(strides()),
+              shape_str(self.sizes()), " and strides ", shape_str(self.strides()),
               " (at least one dimension spans across two contiguous subspaces); use reshape instead");
-  return make_view(*this, target, *st, storage_offset());
+  return make_view(self, target, *st, self.storage_offset());
 }
 
-Tensor Tensor::reshape(const Shape& shape) const {
-  const Shape target = infer_shape(shape, numel(), "reshape");
-  if (auto st = view_strides(sizes(), strides(), target)) return make_view(*this, target, *st, storage_offset());
-  return clone().view(target);
+Tensor reshape(const Tensor& self, const Shape& shape) {
+  const Shape target = infer_shape(shape, self.numel(), "reshape");
+  if (auto st = view_strides(self.sizes(), self.strides(), target)) return make_view(self, target, *st, self.storage_offset());
+  return view(self.clone(), target);
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0, dim(), "transpose");
-  d1 = wrap_dim(d1, dim(), "transpose");
-  if (dim() == 0) return *this;
-  Shape sz = sizes(), st = strides();
+Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {
+  d0 = wrap_dim(d0, self.dim(), "transpose");
+  d1 = wrap_dim(d1, self.dim(), "transpose");
+  if (self.dim() == 0) return self;
+  Shape sz = self.sizes(), st = self.strides();
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::t() const {
-  EMBER_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dimensions, but it has ", dim(), " (shape ",
-              shape_str(sizes()), ")");
-  return dim() < 2 ? *this : transpose(0, 1);
+Tensor t(const Tensor& self) {
+  EMBER_CHECK(self.dim() <= 2, "t: expects a tensor with <= 2 dimensions, but it has ", self.dim(), " (shape ",
+              shape_str(self.sizes()), ")");
+  return self.dim() < 2 ? self : transpose(self, 0, 1);
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
-  EMBER_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: number of dims ", shape_str(dims),
-              " does not match the tensor's ", dim(), " dimensions (shape ", shape_str(sizes()), ")");
+Tensor permute(const Tensor& self, const Shape& dims) {
+  EMBER_CHECK(static_cast<int64_t>(dims.size()) == self.dim(), "permute: number of dims ", shape_str(dims),
+              " does not match the tensor's ", self.dim(), " dimensions (shape ", shape_str(self.sizes()), ")");
   Shape sz(dims.size()), st(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = wrap_dim(dims[i], dim(), "permute");
+    const int64_t d = wrap_dim(dims[i], self.dim(), "permute");
     EMBER_CHECK(!seen[d], "permute: repeated dim in ", shape_str(dims));
     seen[d] = true;
-    sz[i] = sizes()[d];
-    st[i] = strides()[d];
+    sz[i] = self.sizes()[d];
+    st[i] = self.strides()[d];
   }
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::movedim(int64_t source, int64_t destination) const {
-  source = wrap_dim(source, dim(), "movedim");
-  destination = wrap_dim(destination, dim(), "movedim");
+Tensor movedim(const Tensor& self, int64_t source, int64_t destination) {
+  source = wrap_dim(source, self.dim(), "movedim");
+  destination = wrap_dim(destination, self.dim(), "movedim");
   Shape order;
-  for (int64_t d = 0; d < dim(); ++d)
+  for (int64_t d = 0; d < self.dim(); ++d)
     if (d != source) order.push_back(d);
   order.insert(order.begin() + destination, source);
-  return permute(order);
+  return permute(self, order);
 }
 
-Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) const {
-  EMBER_CHECK(dim() > 0, "slice: cannot slice a 0-d tensor");
-  d = wrap_dim(d, dim(), "slice");
+Tensor slice(const Tensor& self, int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) {
+  EMBER_CHECK(self.dim() > 0, "slice: cannot slice a 0-d tensor");
+  d = wrap_dim(d, self.dim(), "slice");
   EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);
-  const int64_t n = sizes()[d];
+  const int64_t n = self.sizes()[d];
   int64_t start = start_opt.value_or(0), end = end_opt.value_or(n);
   // Python semantics: negative counts from the end, out-of-range clamps.
   if (start < 0) start += n;
   if (end < 0) end += n;
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
-  Shape sz = sizes(), st = strides();
+  Shape sz = self.sizes(), st = self.strides();
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return make_view(*this, sz, st, storage_offset() + start * strides()[d]);
+  return make_view(self, sz, st, self.storage_offset() + start * self.strides()[d]);
 }
 
-Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  EMBER_CHECK(dim() > 0, "narrow: cannot narrow a 0-d tensor");
-  d = wrap_dim(d, dim(), "narrow");
-  const int64_t n = sizes()[d];
+Tensor narrow(const Tensor& self, int64_t d, int64_t start, int64_t length) {
+  EMBER_CHECK(self.dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  d = wrap_dim(d, self.dim(), "narrow");
+  const int64_t n = self.sizes()[d];
   EMBER_CHECK(start >= -n && start <= n, "narrow: start ", start, " out of range for dimension ", d, " of size ", n);
   if (start < 0) start += n;
   EMBER_CHECK(length >= 0 && start <= n - length, "narrow: start (", start, ") + length (", length,
               ") exceeds dimension ", d, " of size ", n);
-  return slice(d, start, start + length);
+  return slice(self, d, start, start + length, 1);
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
-  EMBER_CHECK(dim() > 0, "select: cannot select from a 0-d tensor");
-  d = wrap_dim(d, dim(), "select");
-  const int64_t n = sizes()[d];
+Tensor select(const Tensor& self, int64_t d, int64_t index) {
+  EMBER_CHECK(self.dim() > 0, "select: cannot select from a 0-d tensor");
+  d = wrap_dim(d, self.dim(), "select");
+  const int64_t n = self.sizes()[d];
   EMBER_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ", d, " of size ", n,
-              " (shape ", shape_str(sizes()), ")");
+              " (shape ", shape_str(self.sizes()), ")");
   if (index < 0) index += n;
-  Shape sz = sizes(), st = strides();
+  Shape sz = self.sizes(), st = self.strides();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, sz, st, storage_offset() + index * strides()[d]);
+  return make_view(self, sz, st, self.storage_offset() + index * self.strides()[d]);
 }
 
-Tensor Tensor::expand(const Shape& shape) const {
-  EMBER_CHECK(shape.size() >= sizes().size(), "expand: the number of sizes provided (", shape.size(),
-              ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
-  const size_t lead = shape.size() - sizes().size();
+Tensor expand(const Tensor& self, const Shape& shape) {
+  EMBER_CHECK(shape.size() >= self.sizes().size(), "expand: the number of sizes provided (", shape.size(),
+              ") must be greater or equal to the number of dimensions in the tensor (", self.dim(), ")");
+  const size_t lead = shape.size() - self.sizes().size();
   Shape sz(shape.size()), st(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
@@ -183,80 +184,80 @@ Tensor Tensor::expand(const Shape& shape) const {
       st[i] = 0;
       continue;
     }
-    const int64_t have = sizes()[i - lead];
+    const int64_t have = self.sizes()[i - lead];
     const int64_t want = shape[i] == -1 ? have : shape[i];
     EMBER_CHECK(have == want || have == 1, "expand: the expanded size of the tensor (", want,
                 ") must match the existing size (", have, ") at non-singleton dimension ", i,
-                ". Target sizes: ", shape_str(shape), ". Tensor sizes: ", shape_str(sizes()));
+                ". Target sizes: ", shape_str(shape), ". Tensor sizes: ", shape_str(self.sizes()));
     EMBER_CHECK(want >= 0, "expand: invalid size ", want, " in ", shape_str(shape));
     sz[i] = want;
-    st[i] = have == want ? strides()[i - lead] : 0;
+    st[i] = have == want ? self.strides()[i - lead] : 0;
   }
   checked_numel(sz, "expand");
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::squeeze() const {
+Tensor squeeze(const Tensor& self) {
   Shape sz, st;
-  for (int64_t i = 0; i < dim(); ++i)
-    if (sizes()[i] != 1) {
-      sz.push_back(sizes()[i]);
-      st.push_back(strides()[i]);
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (self.sizes()[i] != 1) {
+      sz.push_back(self.sizes()[i]);
+      st.push_back(self.strides()[i]);
     }
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return *this;
-  Shape sz = sizes(), st = strides();
+Tensor squeeze(const Tensor& self, int64_t d) {
+  d = wrap_dim(d, self.dim(), "squeeze");
+  if (self.dim() == 0 || self.sizes()[d] != 1) return self;
+  Shape sz = self.sizes(), st = self.strides();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
-  d = wrap_dim(d, dim() + 1, "unsqueeze");
-  Shape sz = sizes(), st = strides();
-  const int64_t new_stride = d < dim() ? sizes()[d] * strides()[d] : 1;
+Tensor unsqueeze(const Tensor& self, int64_t d) {
+  d = wrap_dim(d, self.dim() + 1, "unsqueeze");
+  Shape sz = self.sizes(), st = self.strides();
+  const int64_t new_stride = d < self.dim() ? self.sizes()[d] * self.strides()[d] : 1;
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return make_view(*this, sz, st, storage_offset());
+  return make_view(self, sz, st, self.storage_offset());
 }
 
-Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  if (dim() == 0) return reshape({1});
-  start = wrap_dim(start, dim(), "flatten");
-  end = wrap_dim(end, dim(), "flatten");
+Tensor flatten(const Tensor& self, int64_t start, int64_t end) {
+  if (self.dim() == 0) return reshape(self, {1});
+  start = wrap_dim(start, self.dim(), "flatten");
+  end = wrap_dim(end, self.dim(), "flatten");
   EMBER_CHECK(start <= end, "flatten: start_dim (", start, ") cannot come after end_dim (", end, ")");
-  Shape shape(sizes().begin(), sizes().begin() + start);
+  Shape shape(self.sizes().begin(), self.sizes().begin() + start);
   int64_t n = 1;
-  for (int64_t i = start; i <= end; ++i) n *= sizes()[i];
+  for (int64_t i = start; i <= end; ++i) n *= self.sizes()[i];
   shape.push_back(n);
-  shape.insert(shape.end(), sizes().begin() + end + 1, sizes().end());
-  return reshape(shape);
+  shape.insert(shape.end(), self.sizes().begin() + end + 1, self.sizes().end());
+  return reshape(self, shape);
 }
 
-Tensor Tensor::unflatten(int64_t d, const Shape& new_sizes) const {
-  d = wrap_dim(d, dim(), "unflatten");
+Tensor unflatten(const Tensor& self, int64_t d, const Shape& new_sizes) {
+  d = wrap_dim(d, self.dim(), "unflatten");
   EMBER_CHECK(!new_sizes.empty(), "unflatten: sizes must be non-empty");
-  const Shape inner = infer_shape(new_sizes, sizes()[d], "unflatten");
-  Shape shape(sizes().begin(), sizes().begin() + d);
+  const Shape inner = infer_shape(new_sizes, self.sizes()[d], "unflatten");
+  Shape shape(self.sizes().begin(), self.sizes().begin() + d);
   shape.insert(shape.end(), inner.begin(), inner.end());
-  shape.insert(shape.end(), sizes().begin() + d + 1, sizes().end());
-  return view(shape);
+  shape.insert(shape.end(), self.sizes().begin() + d + 1, self.sizes().end());
+  return view(self, shape);
 }
 
-Tensor Tensor::as_strided(const Shape& sz, const Shape& st, std::optional<int64_t> offset_opt) const {
-  const int64_t offset = offset_opt.value_or(storage_offset());
+Tensor as_strided(const Tensor& self, const Shape& sz, const Shape& st, std::optional<int64_t> offset_opt) {
+  const int64_t offset = offset_opt.value_or(self.storage_offset());
   EMBER_CHECK(offset >= 0, "as_strided: negative storage offset ", offset);
   const int64_t extent = storage_extent(sz, st, "as_strided");
   int64_t last = 0;
   EMBER_CHECK(!__builtin_add_overflow(offset, extent - 1, &last), "as_strided: offset ", offset, " overflows");
-  const int64_t capacity = storage() ? static_cast<int64_t>(storage()->nbytes() / element_size()) : 0;
+  const int64_t capacity = self.storage() ? static_cast<int64_t>(self.storage()->nbytes() / self.element_size()) : 0;
   EMBER_CHECK(extent == 0 || last < capacity, "as_strided: sizes ", shape_str(sz), ", strides ", shape_str(st),
               " and offset ", offset, " reach element ", last, " but the storage holds only ", capacity, " elements");
-  return make_view(*this, sz, st, offset);
+  return make_view(self, sz, st, offset);
 }
 
-}  // namespace ember
+}  // namespace ember::native

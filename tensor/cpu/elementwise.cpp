@@ -207,6 +207,8 @@ void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, doub
         EMBER_UNARY(x / (M(1) + std::exp(-x)));
       case UnaryOp::Reciprocal:
         EMBER_UNARY(M(1) / x);
+      case UnaryOp::Erf:
+        EMBER_UNARY(std::erf(x));
       default:
         break;
     }

@@ -25,6 +25,7 @@ Tensor restride_for(const Tensor& t, const Tensor& index, int64_t dim) {
   auto impl = std::make_shared<TensorImpl>(*t.impl());
   impl->sizes = index.sizes();
   impl->strides = st;
+  impl->autograd = nullptr;
   return Tensor(std::move(impl));
 }
 

@@ -1,7 +1,7 @@
 // conv2d and 2-D pooling: argument checks and output sizes (PyTorch's formulas).
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 
 std::string pair_str(std::array<int64_t, 2> p) { return shape_str({p[0], p[1]}); }
@@ -132,4 +132,4 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   return restore_rank(out, input);
 }
 
-}  // namespace ember
+}  // namespace ember::native

@@ -3,7 +3,7 @@
 
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 
 enum Category { kBoolCat = 0, kIntCat = 1, kFloatCat = 2 };
@@ -24,6 +24,8 @@ struct Operand {
   const Scalar* scalar = nullptr;
 };
 
+}  // namespace
+
 DType result_type_of(std::initializer_list<Operand> operands) {
   std::optional<DType> dimensioned, zero_dim, wrapped;
   auto fold = [](std::optional<DType>& acc, DType d) { acc = acc ? promote_types(*acc, d) : d; };
@@ -35,6 +37,8 @@ DType result_type_of(std::initializer_list<Operand> operands) {
   }
   return *combine(combine(dimensioned, zero_dim), wrapped);
 }
+
+namespace {
 
 // Whether a result of dtype `from` may be written into a tensor of dtype `to` (in-place ops).
 bool can_cast(DType from, DType to) { return category(from) <= category(to); }
@@ -122,8 +126,6 @@ Tensor unary(UnaryOp op, const Tensor& x, const char* name, bool floating, doubl
 
 }  // namespace
 
-DType result_type(const Tensor& a, const Tensor& b) { return result_type_of({{&a, nullptr}, {&b, nullptr}}); }
-DType result_type(const Tensor& a, const Scalar& b) { return result_type_of({{&a, nullptr}, {nullptr, &b}}); }
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary(BinaryOp::Add, a, b, alpha); }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary(BinaryOp::Sub, a, b, alpha); }
@@ -245,6 +247,7 @@ Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x, "tanh", true); }
 Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x, "sigmoid", true); }
 Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x, "silu", true); }
 Tensor reciprocal(const Tensor& x) { return unary(UnaryOp::Reciprocal, x, "reciprocal", true); }
+Tensor erf(const Tensor& x) { return unary(UnaryOp::Erf, x, "erf", true); }
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");
@@ -253,4 +256,9 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return unary(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu, x, "gelu", true);
 }
 
+}  // namespace ember::native
+
+namespace ember {
+DType result_type(const Tensor& a, const Tensor& b) { return native::result_type_of({{&a, nullptr}, {&b, nullptr}}); }
+DType result_type(const Tensor& a, const Scalar& b) { return native::result_type_of({{&a, nullptr}, {nullptr, &b}}); }
 }  // namespace ember

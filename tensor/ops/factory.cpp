@@ -100,7 +100,8 @@ Tensor& Tensor::uniform_(double from, double to) {
   Tensor target = is_contiguous() ? *this : empty(sizes(), TensorOptions().dtype(dtype()).device(device()));
   const auto [seed, offset] = default_generator().reserve(blocks_for(numel(), lanes_per_element_block(dtype())));
   backend(device()).random_uniform(target, from, to, seed, offset);
-  if (!target.is_same(*this)) copy_(target);
+  if (!target.is_same(*this)) native::copy_(*this, target);
+  bump_version();
   return *this;
 }
 
@@ -110,7 +111,8 @@ Tensor& Tensor::normal_(double mean, double std) {
   Tensor target = is_contiguous() ? *this : empty(sizes(), TensorOptions().dtype(dtype()).device(device()));
   const auto [seed, offset] = default_generator().reserve(blocks_for(numel(), lanes_per_element_block(dtype())));
   backend(device()).random_normal(target, mean, std, seed, offset);
-  if (!target.is_same(*this)) copy_(target);
+  if (!target.is_same(*this)) native::copy_(*this, target);
+  bump_version();
   return *this;
 }
 

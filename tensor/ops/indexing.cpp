@@ -1,7 +1,7 @@
 // Indexing ops: index_select, gather, scatter_add, embedding, one_hot, tril/triu.
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 
 Tensor index_as_int64(const Tensor& index, const char* op, bool allow_int32) {
@@ -109,4 +109,4 @@ Tensor triangle(const Tensor& x, int64_t k, bool lower, const char* op) {
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true, "tril"); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false, "triu"); }
 
-}  // namespace ember
+}  // namespace ember::native

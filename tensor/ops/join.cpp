@@ -1,7 +1,7 @@
 // cat, stack, split, chunk: joining copies into slices of one output; splitting is views.
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
@@ -97,4 +97,4 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return split(x, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), dim);
 }
 
-}  // namespace ember
+}  // namespace ember::native

@@ -1,7 +1,7 @@
 // matmul and friends with PyTorch's shape rules, all ending in one batched GEMM call.
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 
 void check_gemm_operands(const Tensor& a, const Tensor& b, const char* op) {
@@ -122,4 +122,4 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return addmm(bias, x2, weight.t()).reshape(out_shape);
 }
 
-}  // namespace ember
+}  // namespace ember::native

@@ -50,6 +50,7 @@ Tensor as_rows(const Tensor& x, const std::vector<bool>& reduced) {
 
 }  // namespace ops
 
+namespace native {
 namespace {
 
 int64_t reduced_count(const Tensor& x, const std::vector<bool>& mask) {
@@ -200,4 +201,5 @@ Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
   return reduce_into(ReduceOp::Any, x, ops::reduction_mask(x, dims, "any"), keepdim, kBool);
 }
 
+}  // namespace native
 }  // namespace ember

@@ -1,7 +1,7 @@
 // softmax / log_softmax: integer inputs compute in float32, as in PyTorch.
 #include "tensor/ops/internal.h"
 
-namespace ember {
+namespace ember::native {
 namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   ops::check_defined(x, op);
@@ -16,4 +16,4 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false, "softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true, "log_softmax"); }
 
-}  // namespace ember
+}  // namespace ember::native

@@ -1,6 +1,8 @@
-// Tensor's op methods and operators: thin forwards to the free functions of tensor/ops.h.
+// Tensor's op methods and operators: thin forwards to the differentiable free functions
+// of autograd/functions.h.
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "tensor/backend.h"
-#include "tensor/ops.h"
 
 namespace ember {
 namespace {
@@ -9,6 +11,43 @@ Tensor scalar_like(const Tensor& self, const Scalar& s) {
 }
 }  // namespace
 
+namespace autograd {
+void check_inplace_allowed(const Tensor& self, const char* op);
+}
+
+// ---- conversion, copies and views ----
+Tensor Tensor::to(DType d, bool copy) const { return ember::to(*this, device(), d, false, copy); }
+Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const {
+  return ember::to(*this, dev, dtype(), non_blocking, copy);
+}
+Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
+  return ember::to(*this, dev, d, non_blocking, copy);
+}
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::clone() const { return ember::clone(*this); }
+Tensor& Tensor::copy_(const Tensor& src) { return ember::copy_(*this, src); }
+Tensor Tensor::view(const Shape& shape) const { return ember::view(*this, shape); }
+Tensor Tensor::reshape(const Shape& shape) const { return ember::reshape(*this, shape); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return ember::transpose(*this, d0, d1); }
+Tensor Tensor::t() const { return ember::t(*this); }
+Tensor Tensor::permute(const Shape& dims) const { return ember::permute(*this, dims); }
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  return ember::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const { return ember::narrow(*this, dim, start, length); }
+Tensor Tensor::select(int64_t dim, int64_t index) const { return ember::select(*this, dim, index); }
+Tensor Tensor::expand(const Shape& shape) const { return ember::expand(*this, shape); }
+Tensor Tensor::squeeze() const { return ember::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t dim) const { return ember::squeeze(*this, dim); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return ember::unsqueeze(*this, dim); }
+Tensor Tensor::flatten(int64_t start, int64_t end) const { return ember::flatten(*this, start, end); }
+Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const { return ember::unflatten(*this, dim, sizes); }
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) const {
+  return ember::as_strided(*this, sizes, strides, offset);
+}
+Tensor Tensor::movedim(int64_t source, int64_t destination) const { return ember::movedim(*this, source, destination); }
+
+// ---- elementwise, reductions, linear algebra, indexing ----
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return ember::add(*this, o, alpha); }
 Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return ember::add(*this, o, alpha); }
 Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return ember::sub(*this, o, alpha); }
@@ -71,7 +110,9 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) { return copy_
 Tensor& Tensor::relu_() { return copy_(ember::relu(*this)); }
 Tensor& Tensor::zero_() { return fill_(0); }
 Tensor& Tensor::fill_(const Scalar& value) {
+  autograd::check_inplace_allowed(*this, "fill_");
   if (numel() > 0) backend(device()).fill(*this, value);
+  bump_version();
   return *this;
 }
 
