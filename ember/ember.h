@@ -4,6 +4,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "cuda/cuda.h"
 #include "tensor/allocator.h"

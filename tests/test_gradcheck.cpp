@@ -1,0 +1,130 @@
+// Every differentiable op against float64 central finite differences, with broadcasting
+// and non-contiguous inputs (views taken inside the function under test).
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using autograd::gradcheck;
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Case {
+  std::string name;
+  Fn f;
+  std::vector<Shape> shapes;
+  bool positive = false;  // inputs drawn in [0.5, 1.5) (log, sqrt, pow, div)
+};
+
+std::vector<Case> cases() {
+  using X = const std::vector<Tensor>&;
+  return {
+      {"add_broadcast", [](X x) { return x[0] + x[1]; }, {{3, 1, 4}, {2, 4}}},
+      {"add_alpha", [](X x) { return add(x[0], x[1], 2.5); }, {{2, 3}, {3}}},
+      {"sub_noncontig", [](X x) { return x[0] - x[1].t(); }, {{4, 3}, {3, 4}}},
+      {"mul_broadcast", [](X x) { return x[0] * x[1]; }, {{2, 3, 4}, {3, 1}}},
+      {"div", [](X x) { return x[0] / x[1]; }, {{3, 4}, {4}}, true},
+      {"pow_tensor", [](X x) { return x[0].pow(x[1]); }, {{3, 4}, {4}}, true},
+      {"pow_scalar", [](X x) { return x[0].pow(2.5); }, {{5}}, true},
+      {"scalar_ops", [](X x) { return (2.0 - x[0]) * 3.0 / 4.0 + 1.0; }, {{5}}},
+      {"rdiv", [](X x) { return 2.0 / x[0]; }, {{5}}, true},
+      {"maximum", [](X x) { return maximum(x[0], x[1]); }, {{3, 4}, {4}}},
+      {"minimum", [](X x) { return minimum(x[0], x[1]); }, {{3, 1}, {1, 4}}},
+      {"where", [](X x) { return where(x[0] > 0.0, x[0], x[1]); }, {{3, 4}, {4}}},
+      {"masked_fill", [](X x) { return x[0].masked_fill(x[0] > 0.5, 2.0); }, {{3, 4}}},
+      {"clamp", [](X x) { return x[0].clamp(-0.5, 0.5); }, {{10}}},
+      {"neg_abs", [](X x) { return x[0].neg().abs(); }, {{6}}},
+      {"exp", [](X x) { return x[0].exp(); }, {{2, 3}}},
+      {"log", [](X x) { return x[0].log(); }, {{2, 3}}, true},
+      {"log1p", [](X x) { return x[0].log1p(); }, {{2, 3}}, true},
+      {"sqrt", [](X x) { return x[0].sqrt(); }, {{2, 3}}, true},
+      {"rsqrt", [](X x) { return x[0].rsqrt(); }, {{2, 3}}, true},
+      {"sin_cos", [](X x) { return x[0].sin() * x[0].cos(); }, {{2, 3}}},
+      {"tanh", [](X x) { return x[0].tanh(); }, {{2, 3}}},
+      {"sigmoid", [](X x) { return x[0].sigmoid(); }, {{2, 3}}},
+      {"relu", [](X x) { return x[0].relu(); }, {{2, 3}}},
+      {"gelu", [](X x) { return x[0].gelu(); }, {{2, 3}}},
+      {"gelu_tanh", [](X x) { return x[0].gelu("tanh"); }, {{2, 3}}},
+      {"silu", [](X x) { return x[0].silu(); }, {{2, 3}}},
+      {"square", [](X x) { return x[0].square(); }, {{2, 3}}},
+      {"reciprocal", [](X x) { return x[0].reciprocal(); }, {{2, 3}}, true},
+      {"erf", [](X x) { return erf(x[0]); }, {{2, 3}}},
+      {"sum_all", [](X x) { return x[0].sum(); }, {{3, 4}}},
+      {"sum_dims", [](X x) { return x[0].sum({0, 2}, true); }, {{2, 3, 4}}},
+      {"sum_noncontig", [](X x) { return x[0].t().sum({1}); }, {{5, 6}}},
+      {"mean", [](X x) { return x[0].mean({-1}); }, {{3, 4, 5}}},
+      {"prod", [](X x) { return x[0].prod(1); }, {{3, 4}}},
+      {"amax", [](X x) { return x[0].amax({1}); }, {{4, 6}}},
+      {"amin_all", [](X x) { return x[0].amin(); }, {{4, 6}}},
+      {"max_dim", [](X x) { return std::get<0>(x[0].max(1)); }, {{4, 6}}},
+      {"min_dim_keepdim", [](X x) { return std::get<0>(x[0].min(0, true)); }, {{4, 6}}},
+      {"var", [](X x) { return x[0].var({1}); }, {{4, 6}}},
+      {"std_biased", [](X x) { return x[0].std({}, false); }, {{4, 6}}},
+      {"norm_2", [](X x) { return x[0].norm(); }, {{4, 6}}},
+      {"norm_1", [](X x) { return x[0].norm(1, {1}); }, {{4, 6}}},
+      {"norm_3", [](X x) { return x[0].norm(3); }, {{4, 6}}},
+      {"logsumexp", [](X x) { return x[0].logsumexp({1}); }, {{4, 6}}},
+      {"mm", [](X x) { return mm(x[0], x[1]); }, {{5, 7}, {7, 3}}},
+      {"mm_transposed", [](X x) { return x[0].t().matmul(x[1].t()); }, {{7, 5}, {3, 7}}},
+      {"matmul_dot", [](X x) { return matmul(x[0], x[1]); }, {{6}, {6}}},
+      {"matmul_mv", [](X x) { return matmul(x[0], x[1]); }, {{3, 6}, {6}}},
+      {"matmul_vm", [](X x) { return matmul(x[0], x[1]); }, {{6}, {6, 4}}},
+      {"matmul_batched_2d", [](X x) { return matmul(x[0], x[1]); }, {{2, 3, 4}, {4, 5}}},
+      {"matmul_broadcast", [](X x) { return matmul(x[0], x[1]); }, {{2, 1, 4, 5}, {3, 5, 6}}},
+      {"bmm", [](X x) { return bmm(x[0], x[1]); }, {{3, 4, 5}, {3, 5, 2}}},
+      {"addmm", [](X x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }, {{3}, {2, 4}, {4, 3}}},
+      {"linear", [](X x) { return linear(x[0], x[1], x[2]); }, {{2, 3, 5}, {4, 5}, {4}}},
+      {"views", [](X x) { return x[0].view({4, 6}).t().reshape({2, 12}).unsqueeze(1).squeeze(); }, {{2, 3, 4}}},
+      {"permute_flatten", [](X x) { return x[0].permute({2, 0, 1}).flatten(1).unflatten(1, {3, 2}); }, {{2, 3, 4}}},
+      {"slice_select_narrow", [](X x) { return x[0].slice(1, 1, 5, 2).select(1, 1) + x[0].narrow(1, 0, 2).sum({1}); }, {{3, 6}}},
+      {"expand", [](X x) { return x[0].expand({3, 4, 5}) * 2.0; }, {{4, 1}}},
+      {"movedim", [](X x) { return x[0].movedim(0, 2); }, {{2, 3, 4}}},
+      {"clone_contiguous", [](X x) { return x[0].t().contiguous().clone(); }, {{3, 4}}},
+      {"cat", [](X x) { return cat({x[0], x[1]}, 1); }, {{2, 3}, {2, 2}}},
+      {"stack", [](X x) { return stack({x[0], x[1]}, 1); }, {{2, 3}, {2, 3}}},
+      {"split_chunk", [](X x) { auto p = x[0].split(2, 1); auto c = x[0].chunk(2, 0); return p[1].sum() * c[0].sum() + p[2].sum(); }, {{4, 5}}},
+      {"index_select_repeats", [](X x) { return x[0].index_select(1, tensor<int64_t>({4, 0, 4, 2})); }, {{3, 5}}},
+      {"gather", [](X x) { return x[0].gather(1, tensor<int64_t>({0, 4, 1, 1, 3, 2}, Shape{3, 2})); }, {{3, 5}}},
+      {"scatter_add", [](X x) { return x[0].scatter_add(0, tensor<int64_t>({0, 1, 2, 0, 2, 2, 1, 0}, Shape{2, 4}), x[1]); }, {{3, 4}, {2, 4}}},
+      {"embedding", [](X x) { return embedding(x[0], tensor<int64_t>({1, 9, 0, 1}, Shape{2, 2})); }, {{10, 3}}},
+      {"tril_triu", [](X x) { return x[0].tril(-1) + x[0].triu(1) * 2.0; }, {{4, 5}}},
+      {"softmax", [](X x) { return x[0].softmax(-1); }, {{4, 7}}},
+      {"softmax_dim0", [](X x) { return x[0].softmax(0); }, {{3, 4, 5}}},
+      {"log_softmax", [](X x) { return x[0].log_softmax(1); }, {{3, 4, 5}}},
+      {"max_pool2d", [](X x) { return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }, {{2, 3, 7, 7}}},
+      {"adaptive_avg_pool2d_global", [](X x) { return adaptive_avg_pool2d(x[0], {1, 1}); }, {{2, 3, 4, 4}}},
+  };
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class GradcheckTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GradcheckTest, AnalyticMatchesFiniteDifferences) {
+  const Case& c = GetParam();
+  manual_seed(42);
+  std::vector<Tensor> inputs;
+  for (const Shape& s : c.shapes) inputs.push_back(c.positive ? rand(s, kFloat64) + 0.5 : randn(s, kFloat64));
+  const auto r = gradcheck(c.f, inputs);
+  EXPECT_TRUE(r.ok) << c.name << ": " << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GradcheckTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+TEST(Gradcheck, CatchesAWrongGradient) {
+  // A function whose "gradient" is wrong on purpose: detach hides half of it from the tape.
+  const auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0] * x[0].detach(); },
+                                     {randn({3}, kFloat64)});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("gradient mismatch for input 0"), std::string::npos) << r.message;
+}
+
+TEST(Gradcheck, ProdWithZeros) {
+  // One zero in a row: only the zero gets a gradient (the product of the others).
+  const auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0].prod(1); },
+                                     {tensor<double>({2.0, 0.0, 3.0, 0.0, 0.0, 1.5, 4.0, 5.0, 6.0}, Shape{3, 3})});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+}  // namespace
+}  // namespace ember
