@@ -22,7 +22,7 @@ SavedTensor::SavedTensor(const Tensor& t) : tensor_(t.defined() ? t.detach() : t
 Tensor SavedTensor::unpack(const std::string& op) const {
   if (tensor_.defined() && tensor_.version() != version_)
     throw Error(detail::concat("one of the variables needed for gradient computation has been modified by an inplace "
-                               "operation: [", dtype_name(tensor_.dtype()), " ", shape_str(tensor_.sizes()), "], which is output 0 of ",
+                               "operation: [", dtype_name(tensor_.dtype()), " ", shape_str(tensor_.sizes()), "], saved by ",
                                op, ", is at version ", tensor_.version(), "; expected version ", version_, " instead"));
   return tensor_;
 }
