@@ -34,17 +34,19 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
-namespace {
-void refuse_backward(bool needed, const char* op) {
-  EMBER_CHECK(!needed, op, ": backward through ", op, " is not in this revision of ember's tape (it arrives with the ",
-              "rest of the autograd issue); run it on tensors that do not require grad or under NoGradGuard");
-}
-}  // namespace
-
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
-  refuse_backward(needs_grad({&input, &weight, &bias}), "conv2d");
-  return forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });
+  Tensor out = forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });
+  if (needs_grad({&input, &weight, &bias}))
+    record_fn("Conv2dBackward", {&input, &weight, &bias}, {&out},
+              [si = SavedTensor(input), sw = SavedTensor(weight), stride, padding, dilation, groups,
+               wanted = std::array<bool, 3>{input.requires_grad(), weight.requires_grad(),
+                                            bias.defined() && bias.requires_grad()}](std::vector<Tensor>& g) {
+                auto [gx, gw, gb] = native::conv2d_backward(si.unpack("conv2d"), sw.unpack("conv2d"), g[0], stride,
+                                                            padding, dilation, groups, wanted);
+                return std::vector<Tensor>{gx, gw, gb};
+              });
+  return out;
 }
 
 // The gradient of each window's maximum goes to the position max_pool2d recorded.
@@ -75,16 +77,23 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<
 
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
                   std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
-  refuse_backward(needs_grad(x), "avg_pool2d");
-  return forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
+  Tensor out = forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
+  if (needs_grad(x))
+    record_fn("AvgPool2dBackward", {&x}, {&out},
+              [sx = SavedTensor(x), kernel, stride, padding, ceil_mode, count_include_pad](std::vector<Tensor>& g) {
+                return std::vector<Tensor>{native::avg_pool2d_backward(g[0], sx.unpack("avg_pool2d"), kernel, stride,
+                                                                       padding, ceil_mode, count_include_pad)};
+              });
+  return out;
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
-  // Global pooling is a mean over the spatial dims, which the tape can differentiate.
-  if (needs_grad(x) && output_size[0] == 1 && output_size[1] == 1 && (x.dim() == 3 || x.dim() == 4))
-    return mean(x, {-2, -1}, true);
-  refuse_backward(needs_grad(x), "adaptive_avg_pool2d");
-  return forward([&] { return native::adaptive_avg_pool2d(x, output_size); });
+  Tensor out = forward([&] { return native::adaptive_avg_pool2d(x, output_size); });
+  if (needs_grad(x))
+    record_fn("AdaptiveAvgPool2dBackward", {&x}, {&out}, [sx = SavedTensor(x)](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{native::adaptive_avg_pool2d_backward(g[0], sx.unpack("adaptive_avg_pool2d"))};
+    });
+  return out;
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {

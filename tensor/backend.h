@@ -103,10 +103,18 @@ class Backend {
   // input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> out [N, O, Ho, Wo]
   virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                       const Conv2dParams& p);
+  // The gradients of conv2d: grad_out [N, O, Ho, Wo] -> grad_input [N, C, H, W] (= 0 first),
+  // grad_weight [O, C/groups, kH, kW], grad_bias [O]; each may be undefined (not wanted).
+  virtual void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                               const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                               const Conv2dParams& p);
   // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch)
   virtual void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
   virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
+  // grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W]: each output's gradient shared over its window.
+  virtual void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
 
   // ---- softmax ----
   // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.

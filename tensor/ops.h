@@ -190,6 +190,15 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
                   std::optional<std::array<int64_t, 2>> stride = std::nullopt, std::array<int64_t, 2> padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+// Backward of the above: gradients w.r.t. (input, weight, bias) for those `wanted`.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                                                   std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                                                   std::array<int64_t, 2> dilation, int64_t groups,
+                                                   std::array<bool, 3> wanted);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, std::array<int64_t, 2> kernel,
+                           std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
+                           bool count_include_pad);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input);
 
 // ---- softmax (tensor/ops/softmax.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -91,6 +91,16 @@ std::vector<Case> cases() {
       {"softmax_dim0", [](X x) { return x[0].softmax(0); }, {{3, 4, 5}}},
       {"log_softmax", [](X x) { return x[0].log_softmax(1); }, {{3, 4, 5}}},
       {"max_pool2d", [](X x) { return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }, {{2, 3, 7, 7}}},
+      {"conv2d", [](X x) { return conv2d(x[0], x[1], x[2]); }, {{2, 3, 6, 5}, {4, 3, 3, 2}, {4}}},
+      {"conv2d_stride_pad", [](X x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}); }, {{2, 3, 7, 6}, {2, 3, 3, 3}, {2}}},
+      {"conv2d_dilation", [](X x) { return conv2d(x[0], x[1], {}, {1, 1}, {1, 1}, {2, 2}); }, {{1, 2, 7, 7}, {3, 2, 3, 3}}},
+      {"conv2d_groups", [](X x) { return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1}, {1, 1}, 2); }, {{2, 4, 5, 5}, {6, 2, 3, 3}, {6}}},
+      {"conv2d_1x1", [](X x) { return conv2d(x[0], x[1], x[2]); }, {{3, 4, 3, 3}, {2, 4, 1, 1}, {2}}},
+      {"conv2d_unbatched", [](X x) { return conv2d(x[0], x[1]); }, {{2, 5, 5}, {3, 2, 3, 3}}},
+      {"avg_pool2d", [](X x) { return avg_pool2d(x[0], {2, 2}); }, {{2, 3, 6, 6}}},
+      {"avg_pool2d_pad", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }, {{1, 2, 7, 7}}},
+      {"avg_pool2d_exclude_pad_ceil", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true, false); }, {{1, 2, 8, 8}}},
+      {"adaptive_avg_pool2d", [](X x) { return adaptive_avg_pool2d(x[0], {3, 2}); }, {{2, 3, 5, 7}}},
       {"adaptive_avg_pool2d_global", [](X x) { return adaptive_avg_pool2d(x[0], {1, 1}); }, {{2, 3, 4, 4}}},
   };
 }

@@ -40,6 +40,27 @@ void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW,
       }
 }
 
+// x [Cg, H, W] += col [Cg*kH*kW, Ho*Wo]: the adjoint of im2col (overlapping windows add up).
+template <class T>
+void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW, int64_t Ho, int64_t Wo,
+            const Conv2dParams& p, T* x) {
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < kH; ++i)
+      for (int64_t j = 0; j < kW; ++j) {
+        const T* row = col + ((c * kH + i) * kW + j) * Ho * Wo;
+        for (int64_t oh = 0; oh < Ho; ++oh) {
+          const int64_t h = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
+          if (h < 0 || h >= H) continue;
+          T* dst = x + (c * H + h) * W;
+          const int64_t w0 = j * p.dilation[1] - p.padding[1];
+          for (int64_t ow = 0; ow < Wo; ++ow) {
+            const int64_t w = ow * p.stride[1] + w0;
+            if (w >= 0 && w < W) dst[w] += row[oh * Wo + ow];
+          }
+        }
+      }
+}
+
 template <class T>
 void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const Conv2dParams& p) {
@@ -88,6 +109,84 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }
 }
 
+// dx (zeroed by the caller), dw, db from dy; any of them may be null.
+template <class T>
+void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tensor& grad_out, T* dx, T* dw, T* db,
+                           const Conv2dParams& p) {
+  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  const int64_t O = weight.size(0), kH = weight.size(2), kW = weight.size(3);
+  const int64_t Ho = grad_out.size(2), Wo = grad_out.size(3), G = p.groups, Cg = C / G, Og = O / G;
+  const int64_t rows = Cg * kH * kW, cols = Ho * Wo;
+  const bool pointwise = kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
+                         p.padding[1] == 0;
+  const T* x = static_cast<const T*>(input.data_ptr());
+  const T* w = static_cast<const T*>(weight.data_ptr());
+  const T* dy = static_cast<const T*>(grad_out.data_ptr());
+  if (db) {
+    for (int64_t o = 0; o < O; ++o) db[o] = T(0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o) {
+        const T* d = dy + (n * O + o) * cols;
+        T s = T(0);
+        for (int64_t k = 0; k < cols; ++k) s += d[k];
+        db[o] += s;
+      }
+  }
+  if (!dx && !dw) return;
+  const int threads = static_cast<int>(std::min<int64_t>(parallel_threads(), N));
+  // Per thread: a column buffer and, for dw, a partial sum over its samples.
+  Tensor col_ws = empty({threads, pointwise ? 1 : rows * cols}, dtype_of<T>::value);
+  Tensor dw_ws = dw ? zeros({threads, O * rows}, dtype_of<T>::value) : Tensor();
+  auto sample = [&](int64_t n, int tid) {
+    T* col = static_cast<T*>(col_ws.data_ptr()) + tid * (pointwise ? 1 : rows * cols);
+    for (int64_t g = 0; g < G; ++g) {
+      const T* xg = x + (n * C + g * Cg) * H * W;
+      CMatR<T> Wg(w + g * Og * rows, Og, rows);
+      CMatR<T> dY(dy + (n * O + g * Og) * cols, Og, cols);
+      if (dw) {
+        const T* colp = xg;
+        if (!pointwise) {
+          im2col(xg, Cg, H, W, kH, kW, Ho, Wo, p, col);
+          colp = col;
+        }
+        MatR<T> dWg(static_cast<T*>(dw_ws.data_ptr()) + tid * O * rows + g * Og * rows, Og, rows);
+        dWg.noalias() += dY * CMatR<T>(colp, rows, cols).transpose();
+      }
+      if (dx) {
+        T* dxg = dx + (n * C + g * Cg) * H * W;
+        if (pointwise) {
+          MatR<T>(dxg, rows, cols).noalias() += Wg.transpose() * dY;
+        } else {
+          MatR<T>(col, rows, cols).noalias() = Wg.transpose() * dY;
+          col2im(col, Cg, H, W, kH, kW, Ho, Wo, p, dxg);
+        }
+      }
+    }
+  };
+  if (threads > 1) {
+#ifdef EMBER_WITH_OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+    for (int64_t n = 0; n < N; ++n) {
+#ifdef EMBER_WITH_OPENMP
+      sample(n, omp_get_thread_num());
+#else
+      sample(n, 0);
+#endif
+    }
+  } else {
+    for (int64_t n = 0; n < N; ++n) sample(n, 0);
+  }
+  if (dw) {
+    const T* parts = static_cast<const T*>(dw_ws.data_ptr());
+    for (int64_t k = 0; k < O * rows; ++k) {
+      T s = T(0);
+      for (int t = 0; t < threads; ++t) s += parts[t * O * rows + k];
+      dw[k] = s;
+    }
+  }
+}
+
 template <class T>
 void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   using M = opmath_t<T>;
@@ -125,54 +224,63 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
   });
 }
 
-template <class T>
-void avg_pool_typed(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+// An averaging window: rows [h0, h1), columns [w0, w1), and what its sum is divided by.
+struct Window {
+  int64_t h0, h1, w0, w1, divisor;
+};
+
+// avg_pool2d's window (PyTorch's rule: the divisor counts padding unless
+// count_include_pad is off, but never the part of a ceil_mode window past the padding).
+Window avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
+  Window w{oh * p.stride[0] - p.padding[0], 0, ow * p.stride[1] - p.padding[1], 0, 0};
+  w.h1 = std::min(w.h0 + p.kernel[0], H + p.padding[0]);
+  w.w1 = std::min(w.w0 + p.kernel[1], W + p.padding[1]);
+  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h0 = std::max<int64_t>(w.h0, 0);
+  w.w0 = std::max<int64_t>(w.w0, 0);
+  w.h1 = std::min(w.h1, H);
+  w.w1 = std::min(w.w1, W);
+  w.divisor = p.count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
+}
+
+// adaptive_avg_pool2d's window: [floor(o * H / Ho), ceil((o + 1) * H / Ho)).
+Window adaptive_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  Window w{oh * H / Ho, ((oh + 1) * H + Ho - 1) / Ho, ow * W / Wo, ((ow + 1) * W + Wo - 1) / Wo, 0};
+  w.divisor = (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
+}
+
+// Forward: y[o] = sum(x[window(o)]) / divisor. Backward: x[window(o)] += y[o] / divisor
+// (then `x` is the input gradient, zeroed by the caller, and `y` the output gradient).
+// Planes are independent, so both run one plane per thread.
+template <class T, bool kBackward, class WindowOf>
+void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of) {
   using M = opmath_t<T>;
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
   const int64_t Ho = out.size(2), Wo = out.size(3);
-  const T* x = static_cast<const T*>(in.data_ptr());
+  T* x = static_cast<T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
-      const T* xp = x + pl * H * W;
+      T* xp = x + pl * H * W;
       for (int64_t oh = 0; oh < Ho; ++oh)
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-          int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]), w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
-          const int64_t padded_count = (h1 - h0) * (w1 - w0);
-          h0 = std::max<int64_t>(h0, 0);
-          w0 = std::max<int64_t>(w0, 0);
-          h1 = std::min(h1, H);
-          w1 = std::min(w1, W);
-          M sum = 0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) sum += M(xp[h * W + w]);
-          const int64_t count = p.count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-          y[(pl * Ho + oh) * Wo + ow] = T(count > 0 ? sum / M(count) : M(0));
+          const Window w = window_of(oh, ow, H, W, Ho, Wo);
+          T& yo = y[(pl * Ho + oh) * Wo + ow];
+          if (kBackward) {
+            if (w.divisor <= 0) continue;
+            const M share = M(yo) / M(w.divisor);
+            for (int64_t h = w.h0; h < w.h1; ++h)
+              for (int64_t c = w.w0; c < w.w1; ++c) xp[h * W + c] = T(M(xp[h * W + c]) + share);
+          } else {
+            M sum = 0;
+            for (int64_t h = w.h0; h < w.h1; ++h)
+              for (int64_t c = w.w0; c < w.w1; ++c) sum += M(xp[h * W + c]);
+            yo = T(w.divisor > 0 ? sum / M(w.divisor) : M(0));
+          }
         }
     }
-  });
-}
-
-template <class T>
-void adaptive_avg_typed(const Tensor& in, const Tensor& out) {
-  using M = opmath_t<T>;
-  const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
-  const int64_t Ho = out.size(2), Wo = out.size(3);
-  const T* x = static_cast<const T*>(in.data_ptr());
-  T* y = static_cast<T*>(out.data_ptr());
-  parallel_for(0, planes, 1, [&](int64_t b, int64_t e) {
-    for (int64_t pl = b; pl < e; ++pl)
-      for (int64_t oh = 0; oh < Ho; ++oh) {
-        const int64_t h0 = oh * H / Ho, h1 = ((oh + 1) * H + Ho - 1) / Ho;
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          const int64_t w0 = ow * W / Wo, w1 = ((ow + 1) * W + Wo - 1) / Wo;
-          M sum = 0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) sum += M(x[(pl * H + h) * W + w]);
-          y[(pl * Ho + oh) * Wo + ow] = T(sum / M((h1 - h0) * (w1 - w0)));
-        }
-      }
   });
 }
 
@@ -203,11 +311,48 @@ void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, cons
 }
 // in [N, C, H, W] -> out [N, C, Ho, Wo]
 void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
-  EMBER_DISPATCH_FLOATING(in.dtype(), "avg_pool2d", [&] { avg_pool_typed<scalar_t>(in, out, p); });
+  EMBER_DISPATCH_FLOATING(in.dtype(), "avg_pool2d", [&] {
+    average_pool<scalar_t, false>(in, out, [&](int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t, int64_t) {
+      return avg_window(oh, ow, H, W, p);
+    });
+  });
+}
+// grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
+void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) {
+  fill(grad_in, 0);
+  EMBER_DISPATCH_FLOATING(grad_in.dtype(), "avg_pool2d_backward", [&] {
+    average_pool<scalar_t, true>(grad_in, grad_out, [&](int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t, int64_t) {
+      return avg_window(oh, ow, H, W, p);
+    });
+  });
 }
 // in [N, C, H, W] -> out [N, C, Ho, Wo]
 void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) {
-  EMBER_DISPATCH_FLOATING(in.dtype(), "adaptive_avg_pool2d", [&] { adaptive_avg_typed<scalar_t>(in, out); });
+  EMBER_DISPATCH_FLOATING(in.dtype(), "adaptive_avg_pool2d", [&] { average_pool<scalar_t, false>(in, out, adaptive_window); });
+}
+// grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
+void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) {
+  fill(grad_in, 0);
+  EMBER_DISPATCH_FLOATING(grad_in.dtype(), "adaptive_avg_pool2d_backward",
+                          [&] { average_pool<scalar_t, true>(grad_in, grad_out, adaptive_window); });
+}
+
+// The gradients of conv2d; grad_input is zeroed here, undefined outputs are skipped.
+void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
+                     const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
+  if (grad_input.defined()) fill(grad_input, 0);
+  auto ptr = [](const Tensor& t, auto* tag) { return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr; };
+  switch (input.dtype()) {
+    case kFloat32:
+      return conv2d_backward_typed<float>(input, weight, grad_out, ptr(grad_input, (float*)nullptr),
+                                          ptr(grad_weight, (float*)nullptr), ptr(grad_bias, (float*)nullptr), p);
+    case kFloat64:
+      return conv2d_backward_typed<double>(input, weight, grad_out, ptr(grad_input, (double*)nullptr),
+                                           ptr(grad_weight, (double*)nullptr), ptr(grad_bias, (double*)nullptr), p);
+    default:
+      throw Error(detail::concat("conv2d backward: not implemented for dtype ", input.dtype(),
+                                 " (16-bit convolutions compute in float32 and are differentiated there)"));
+  }
 }
 
 }  // namespace ember::cpu

@@ -16,6 +16,10 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
 void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
 void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
+void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
+                     const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p);
+void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
+void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
 void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
 void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
 void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);

@@ -132,4 +132,43 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
   return restore_rank(out, input);
 }
 
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                                                   std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                                                   std::array<int64_t, 2> dilation, int64_t groups,
+                                                   std::array<bool, 3> wanted) {
+  const bool batched = input.dim() == 4;
+  const Tensor x = (batched ? input : input.unsqueeze(0)).contiguous();
+  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const DType compute = x.dtype() == kFloat64 ? kFloat64 : kFloat32;  // 16-bit floats: in float32
+  const Tensor xc = x.to(compute), wc = weight.contiguous().to(compute), dyc = dy.to(compute);
+  Tensor gx = wanted[0] ? ops::empty_on(xc.sizes(), compute, x.device()) : Tensor();
+  Tensor gw = wanted[1] ? ops::empty_on(wc.sizes(), compute, x.device()) : Tensor();
+  Tensor gb = wanted[2] ? ops::empty_on({wc.size(0)}, compute, x.device()) : Tensor();
+  backend(x.device()).conv2d_backward(xc, wc, dyc, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
+  if (gx.defined()) gx = (batched ? gx : gx.squeeze(0)).to(input.dtype());
+  if (gw.defined()) gw = gw.to(weight.dtype());
+  if (gb.defined()) gb = gb.to(weight.dtype());
+  return {gx, gw, gb};
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, std::array<int64_t, 2> kernel,
+                           std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
+                           bool count_include_pad) {
+  const Tensor x = check_nchw(input, "avg_pool2d");
+  Pool2dParams p = pool_params(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  p.count_include_pad = count_include_pad;
+  Tensor gx = ops::empty_on(x.sizes(), x.dtype(), x.device());
+  const Tensor dy = (input.dim() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(x.device()).avg_pool2d_backward(dy, gx, p);
+  return restore_rank(gx, input);
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input) {
+  const Tensor x = check_nchw(input, "adaptive_avg_pool2d");
+  Tensor gx = ops::empty_on(x.sizes(), x.dtype(), x.device());
+  const Tensor dy = (input.dim() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(x.device()).adaptive_avg_pool2d_backward(dy, gx);
+  return restore_rank(gx, input);
+}
+
 }  // namespace ember::native
