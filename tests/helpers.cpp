@@ -47,6 +47,11 @@ const std::map<std::string, Tensor>& reference() {
   return *ref;
 }
 
+const std::map<std::string, Tensor>& reference_grads() {
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/grads.bin"));
+  return *ref;
+}
+
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   if (actual.dtype() != expected.dtype())
     return ::testing::AssertionFailure() << "dtype " << actual.dtype() << " != expected " << expected.dtype();

@@ -11,7 +11,8 @@ namespace ember::testing {
 
 // Reads an "EMBREF01" file written by tools/gen_reference.py (format in that script).
 std::map<std::string, Tensor> load_reference(const std::string& path);
-const std::map<std::string, Tensor>& reference();  // tests/reference/ops.bin, loaded once
+const std::map<std::string, Tensor>& reference();        // tests/reference/ops.bin, loaded once
+const std::map<std::string, Tensor>& reference_grads();  // tests/reference/grads.bin
 
 // Same dtype, same shape, and every element within atol + rtol * |expected| (NaN == NaN).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Generates tests/reference/ops.bin: inputs and PyTorch's outputs for ember's op tests.
+"""Generates tests/reference/ops.bin and grads.bin: inputs, PyTorch's outputs and (grads.bin)
+PyTorch's gradients for ember's op and autograd tests.
 
 Run with Debian's PyTorch (apt-get install python3-torch):
     /usr/bin/python3 tools/gen_reference.py
-The C++ test (tests/test_reference.cpp) applies the same op to the same inputs and
-compares. Each case "name" stores tensors "name.in0", "name.in1", ... and "name.out0", ...
+The C++ tests (tests/test_reference.cpp, tests/test_reference_grads.cpp) apply the same op
+to the same inputs and compare. Each case "name" stores tensors "name.in0", "name.in1", ...
+and "name.out0", ...; a gradient case also stores the upstream gradient "name.gout" and the
+gradients "name.grad0", ... of the floating inputs (in input order).
 
 File format "EMBREF01" (all little-endian):
     8 bytes magic "EMBREF01", u32 count, then per tensor:
@@ -43,6 +46,24 @@ def case(name, inputs, fn):
         out = (out,)
     for i, t in enumerate(out):
         put(f"{name}.out{i}", t)
+
+
+def grad_case(name, inputs, fn, wrt=None):
+    """Stores inputs, fn(*inputs), an upstream gradient and the gradients of the inputs
+    listed in `wrt` (default: every floating input), with their indices in "name.wrt"."""
+    if wrt is None:
+        wrt = [i for i, t in enumerate(inputs) if t.is_floating_point()]
+    leaves = [t.clone().requires_grad_(i in wrt) for i, t in enumerate(inputs)]
+    out = fn(*leaves)
+    gout = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype).reshape(out.shape)
+    out.backward(gout)
+    for i, t in enumerate(inputs):
+        put(f"{name}.in{i}", t)
+    put(f"{name}.out0", out)
+    put(f"{name}.gout", gout)
+    put(f"{name}.wrt", torch.tensor(wrt, dtype=torch.int64))
+    for k, i in enumerate(wrt):
+        put(f"{name}.grad{k}", leaves[i].grad if leaves[i].grad is not None else torch.zeros_like(leaves[i]))
 
 
 def r(*shape, dtype=torch.float32):
@@ -191,7 +212,63 @@ def main():
     case("cat_promote", [r(2, 3), r(2, 1, dtype=torch.float64)], lambda a, b: torch.cat([a, b], 1))
     case("stack", [r(2, 3), r(2, 3)], lambda a, b: torch.stack([a, b], 1))
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference", "ops.bin")
+    write("ops.bin")
+    entries.clear()
+    grad_cases()
+    write("grads.bin")
+
+
+def grad_cases():
+    torch.manual_seed(4321)
+    d = torch.float64
+    idx = torch.tensor([2, 0, 4, 1, 4, 3])
+    case_inputs = [
+        ("cross_entropy", [r(6, 5, dtype=d), idx], lambda x, t: F.cross_entropy(x, t)),
+        ("cross_entropy_weight_ignore", [r(6, 5, dtype=d), torch.tensor([2, -100, 4, 1, 4, -100]), pos(5, dtype=d)],
+         lambda x, t, w: F.cross_entropy(x, t, weight=w, ignore_index=-100), [0]),
+        ("cross_entropy_smoothing", [r(6, 5, dtype=d), idx, pos(5, dtype=d)],
+         lambda x, t, w: F.cross_entropy(x, t, weight=w, label_smoothing=0.1), [0]),
+        ("cross_entropy_sum_4d", [r(2, 3, 4, 2, dtype=d), torch.randint(0, 3, (2, 4, 2))],
+         lambda x, t: F.cross_entropy(x, t, reduction="sum")),
+        ("cross_entropy_none", [r(4, 3, dtype=d), torch.tensor([0, 2, 1, 2])],
+         lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.2)),
+        ("cross_entropy_probs", [r(4, 3, dtype=d), torch.softmax(r(4, 3, dtype=d), 1)],
+         lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1), [0]),
+        ("nll_loss", [torch.log_softmax(r(6, 5, dtype=d), 1), idx], lambda x, t: F.nll_loss(x, t)),
+        ("mse_loss", [r(3, 4, dtype=d), r(3, 4, dtype=d)], lambda a, b: F.mse_loss(a, b)),
+        ("bce_with_logits", [r(3, 4, dtype=d) * 3, torch.rand(3, 4, dtype=d), pos(4, dtype=d)],
+         lambda x, y, pw: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw), [0, 1]),
+        ("layer_norm", [r(3, 4, 5, dtype=d), r(4, 5, dtype=d), r(4, 5, dtype=d)],
+         lambda x, w, b: F.layer_norm(x, (4, 5), w, b)),
+        ("batch_norm_train", [r(4, 3, 2, 2, dtype=d), r(3, dtype=d), r(3, dtype=d)],
+         lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)),
+        ("batch_norm_eval", [r(4, 3, 2, 2, dtype=d), torch.zeros(3, dtype=d) + 0.1, torch.ones(3, dtype=d) * 2,
+                             r(3, dtype=d), r(3, dtype=d)],
+         lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False), [0, 3, 4]),
+        ("matmul_broadcast", [r(2, 1, 4, 5, dtype=d), r(3, 5, 6, dtype=d)], torch.matmul),
+        ("softmax", [r(4, 7, dtype=d)], lambda x: x.softmax(1)),
+        ("conv2d_groups", [r(2, 4, 6, 6, dtype=d), r(6, 2, 3, 3, dtype=d), r(6, dtype=d)],
+         lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2)),
+        ("max_pool2d", [r(2, 3, 7, 7, dtype=d)], lambda x: F.max_pool2d(x, 3, 2, 1)),
+        ("avg_pool2d", [r(2, 3, 7, 7, dtype=d)], lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)),
+        ("adaptive_avg_pool2d", [r(2, 3, 5, 7, dtype=d)], lambda x: F.adaptive_avg_pool2d(x, (3, 2))),
+        ("gelu", [r(3, 4, dtype=d)], F.gelu),
+        ("logsumexp", [r(3, 4, dtype=d)], lambda x: x.logsumexp(1)),
+        ("var", [r(3, 4, dtype=d)], lambda x: x.var(1)),
+        ("amax_ties", [torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], dtype=d)], lambda x: x.amax(1)),
+        ("max_dim_ties", [torch.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], dtype=d)], lambda x: x.max(1)[0]),
+        ("maximum_ties", [torch.tensor([1.0, 2.0, 3.0], dtype=d), torch.tensor([1.0, 5.0, 3.0], dtype=d)], torch.maximum),
+        ("prod_zero", [torch.tensor([[2.0, 0.0, 3.0], [1.0, 4.0, 5.0]], dtype=d)], lambda x: x.prod(1)),
+        ("index_select_repeats", [r(5, 3, dtype=d)], lambda x: x.index_select(0, torch.tensor([4, 0, 4]))),
+        ("cat", [r(2, 3, dtype=d), r(2, 2, dtype=d)], lambda a, b: torch.cat([a, b], 1)),
+        ("norm", [r(3, 4, dtype=d)], lambda x: x.norm()),
+    ]
+    for name, inputs, fn, *wrt in case_inputs:
+        grad_case(name, inputs, fn, wrt[0] if wrt else None)
+
+
+def write(filename):
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference", filename)
     with open(path, "wb") as f:
         f.write(b"EMBREF01")
         f.write(struct.pack("<I", len(entries)))

@@ -1,0 +1,85 @@
+// Gradients against PyTorch's: tests/reference/grads.bin holds, per case, the inputs, the
+// output, an upstream gradient and PyTorch's gradients (tools/gen_reference.py).
+#include <functional>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+namespace F = nn::functional;
+using X = const std::vector<Tensor>&;
+
+const std::map<std::string, std::function<Tensor(X)>>& cases() {
+  static const auto* table = new std::map<std::string, std::function<Tensor(X)>>{
+      {"cross_entropy", [](X x) { return F::cross_entropy(x[0], x[1]); }},
+      {"cross_entropy_weight_ignore",
+       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().weight(x[2]).ignore_index(-100)); }},
+      {"cross_entropy_smoothing",
+       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().weight(x[2]).label_smoothing(0.1)); }},
+      {"cross_entropy_sum_4d", [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("sum")); }},
+      {"cross_entropy_none",
+       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("none").label_smoothing(0.2)); }},
+      {"cross_entropy_probs", [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().label_smoothing(0.1)); }},
+      {"nll_loss", [](X x) { return F::nll_loss(x[0], x[1]); }},
+      {"mse_loss", [](X x) { return F::mse_loss(x[0], x[1]); }},
+      {"bce_with_logits",
+       [](X x) { return F::binary_cross_entropy_with_logits(x[0], x[1], F::BCEWithLogitsOptions().pos_weight(x[2])); }},
+      {"layer_norm", [](X x) { return F::layer_norm(x[0], {4, 5}, x[1], x[2]); }},
+      {"batch_norm_train", [](X x) { return F::batch_norm(x[0], {}, {}, x[1], x[2], true); }},
+      {"batch_norm_eval", [](X x) { return F::batch_norm(x[0], x[1], x[2], x[3], x[4], false); }},
+      {"matmul_broadcast", [](X x) { return matmul(x[0], x[1]); }},
+      {"softmax", [](X x) { return x[0].softmax(1); }},
+      {"conv2d_groups", [](X x) { return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1}, 2); }},
+      {"max_pool2d", [](X x) { return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }},
+      {"avg_pool2d", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true); }},
+      {"adaptive_avg_pool2d", [](X x) { return adaptive_avg_pool2d(x[0], {3, 2}); }},
+      {"gelu", [](X x) { return x[0].gelu(); }},
+      {"logsumexp", [](X x) { return x[0].logsumexp({1}); }},
+      {"var", [](X x) { return x[0].var({1}); }},
+      {"amax_ties", [](X x) { return x[0].amax({1}); }},
+      {"max_dim_ties", [](X x) { return std::get<0>(x[0].max(1)); }},
+      {"maximum_ties", [](X x) { return maximum(x[0], x[1]); }},
+      {"prod_zero", [](X x) { return x[0].prod(1); }},
+      {"index_select_repeats", [](X x) { return x[0].index_select(0, tensor<int64_t>({4, 0, 4})); }},
+      {"cat", [](X x) { return cat({x[0], x[1]}, 1); }},
+      {"norm", [](X x) { return x[0].norm(); }},
+  };
+  return *table;
+}
+
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const auto& [key, t] : testing::reference_grads())
+    if (key.size() > 5 && key.compare(key.size() - 5, 5, ".gout") == 0) out.push_back(key.substr(0, key.size() - 5));
+  return out;
+}
+
+class ReferenceGradTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceGradTest, MatchesPyTorch) {
+  const std::string name = GetParam();
+  const auto& ref = testing::reference_grads();
+  auto it = cases().find(name);
+  ASSERT_NE(it, cases().end()) << "no C++ case for " << name;
+  const auto wrt = ref.at(name + ".wrt").to_vector<int64_t>();
+  std::vector<Tensor> inputs;
+  for (int i = 0; ref.count(name + ".in" + std::to_string(i)); ++i) {
+    Tensor t = ref.at(name + ".in" + std::to_string(i)).clone();
+    if (std::find(wrt.begin(), wrt.end(), i) != wrt.end()) t.set_requires_grad(true);
+    inputs.push_back(t);
+  }
+  const Tensor out = it->second(inputs);
+  EXPECT_TRUE(testing::all_close(out, ref.at(name + ".out0"), 1e-10, 1e-12)) << name << " forward";
+  out.backward(ref.at(name + ".gout"));
+  for (size_t k = 0; k < wrt.size(); ++k)
+    EXPECT_TRUE(testing::all_close(inputs[static_cast<size_t>(wrt[k])].grad(), ref.at(name + ".grad" + std::to_string(k)),
+                                   1e-9, 1e-11))
+        << name << " gradient of input " << wrt[k];
+}
+
+INSTANTIATE_TEST_SUITE_P(Autograd, ReferenceGradTest, ::testing::ValuesIn(names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace ember
