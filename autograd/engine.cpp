@@ -173,4 +173,13 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   return task.captured;
 }
 
+void zero_grad(const std::vector<Tensor>& params, bool set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor p : params) {
+    if (!p.defined() || !p.grad().defined()) continue;
+    if (set_to_none) p.mutable_grad() = Tensor();
+    else p.mutable_grad().zero_();
+  }
+}
+
 }  // namespace ember::autograd

@@ -15,4 +15,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
 
+// Clears the gradients of `params`: set to none (undefined, PyTorch 2's default, which frees
+// the memory and lets the next backward write instead of add) or filled with zeros.
+void zero_grad(const std::vector<Tensor>& params, bool set_to_none = true);
+
 }  // namespace ember::autograd

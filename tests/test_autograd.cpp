@@ -286,3 +286,71 @@ TEST(Autograd, ThreadsRecordIndependently) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace F = nn::functional;
+
+TEST(Functional, BatchNormUpdatesRunningStatistics) {
+  manual_seed(2);
+  const Tensor x = randn({8, 3, 2, 2}, kFloat64);
+  Tensor rm = zeros({3}, kFloat64), rv = ones({3}, kFloat64);
+  F::batch_norm(x, rm, rv, {}, {}, /*training=*/true, /*momentum=*/0.1);
+  const Tensor mean = x.mean({0, 2, 3}), var = x.var({0, 2, 3});  // unbiased, as PyTorch's running_var
+  EXPECT_TRUE(testing::all_close(rm, mean * 0.1, 1e-12, 1e-14));
+  EXPECT_TRUE(testing::all_close(rv, var * 0.1 + 0.9, 1e-12, 1e-14));
+  EXPECT_ERROR_CONTAINS(F::batch_norm(randn({1, 3}), {}, {}, {}, {}, true), "expected more than 1 value per channel");
+}
+
+TEST(Functional, DropoutMaskIsSeededScaledAndUsedByBackward) {
+  Tensor x = ones({1000}, kFloat64).set_requires_grad(true);
+  manual_seed(7);
+  const Tensor y = F::dropout(x, 0.3, true);
+  manual_seed(7);
+  const Tensor y2 = F::dropout(x, 0.3, true);
+  EXPECT_TRUE(testing::all_close(y, y2, 0, 0));  // same seed, same mask
+  const auto v = y.detach().to_vector<double>();
+  int64_t kept = 0;
+  for (double e : v) {
+    EXPECT_TRUE(e == 0.0 || std::abs(e - 1.0 / 0.7) < 1e-12);
+    kept += e != 0.0;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / 1000.0, 0.7, 0.05);
+  y.sum().backward();
+  EXPECT_TRUE(testing::all_close(x.grad(), y.detach(), 0, 0));  // d/dx (x * mask) = mask
+  EXPECT_TRUE(F::dropout(x, 0.3, /*training=*/false).is_same(x));
+  EXPECT_ERROR_CONTAINS(F::dropout(x, 1.5), "dropout: probability has to be between 0 and 1, but got 1.5");
+}
+
+TEST(Functional, LossArgumentErrors) {
+  const Tensor logits = randn({4, 3});
+  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2})), "expected target of shape [4]");
+  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 3})), "target 3 is out of bounds for 3 classes");
+  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 0}), F::CrossEntropyOptions().reduction("avg")),
+                        "reduction must be 'mean', 'sum' or 'none', got 'avg'");
+  EXPECT_ERROR_CONTAINS(F::layer_norm(logits, {4}), "normalized_shape [4] must match the trailing dims of input [4, 3]");
+  EXPECT_ERROR_CONTAINS(F::mse_loss(logits, randn({3, 4})), "mse_loss: input of shape [4, 3] and target of shape [3, 4] differ");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(Autograd, ZeroGradSetsToNoneOrZeroes) {
+  Tensor a = ones({3}).set_requires_grad(true), b = ones({2}).set_requires_grad(true);
+  ((a * 2.0).sum() + b.sum()).backward();
+  autograd::zero_grad({a}, /*set_to_none=*/false);
+  EXPECT_TRUE(a.grad().defined());
+  EXPECT_EQ(a.grad().sum().item<float>(), 0.0f);
+  const int64_t before = memory::stats().current_bytes;
+  autograd::zero_grad({a, b});
+  EXPECT_FALSE(a.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  EXPECT_EQ(before - memory::stats().current_bytes, 3 * 4 + 2 * 4);  // the gradients' bytes are freed
+}
+
+}  // namespace
+}  // namespace ember
