@@ -43,9 +43,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a, b))
     record_fn("MulBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-                return std::vector<Tensor>{fit(d[0] * sb.unpack("mul"), la.sizes, la.dtype),
-                                           fit(d[0] * sa.unpack("mul"), lb.sizes, lb.dtype)};
+              // Each factor is saved only if the other one needs a gradient.
+              [la = Like(a), lb = Like(b), sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+               sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
+                const Tensor x = sa.unpack("mul"), y = sb.unpack("mul");
+                return std::vector<Tensor>{y.defined() ? fit(d[0] * y, la.sizes, la.dtype) : Tensor(),
+                                           x.defined() ? fit(d[0] * x, lb.sizes, lb.dtype) : Tensor()};
               });
   return out;
 }
@@ -207,12 +210,14 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
 // ---- unary: y = f(x), dx = d * f'(x), written with the saved input or output ----
 namespace {
 using UnaryBackward = Tensor (*)(const Tensor& d, const Tensor& x, const Tensor& y);
+enum Saves { kInput = 1, kOutput = 2 };  // what a unary backward reads: save only that
 
-Tensor unary(const char* name, Tensor (*native_fn)(const Tensor&), const Tensor& x, UnaryBackward backward) {
+Tensor unary(const char* name, Tensor (*native_fn)(const Tensor&), const Tensor& x, int saves, UnaryBackward backward) {
   Tensor out = forward([&] { return native_fn(x); });
   if (needs_grad(x) && out.is_floating_point())
     record_fn(name, {&x}, {&out},
-              [name, backward, lx = Like(x), sx = SavedTensor(x), so = SavedTensor(out)](std::vector<Tensor>& d) {
+              [name, backward, lx = Like(x), sx = (saves & kInput) ? SavedTensor(x) : SavedTensor(),
+               so = (saves & kOutput) ? SavedTensor(out) : SavedTensor()](std::vector<Tensor>& d) {
                 return std::vector<Tensor>{fit(backward(d[0], sx.unpack(name), so.unpack(name)), lx.sizes, lx.dtype)};
               });
   return out;
@@ -222,63 +227,63 @@ Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * 0.39894228040143
 }  // namespace
 
 Tensor neg(const Tensor& x) {
-  return unary("NegBackward", native::neg, x, [](const Tensor& d, const Tensor&, const Tensor&) { return -d; });
+  return unary("NegBackward", native::neg, x, 0, [](const Tensor& d, const Tensor&, const Tensor&) { return -d; });
 }
 Tensor abs(const Tensor& x) {
-  return unary("AbsBackward", native::abs, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * sign(v); });
+  return unary("AbsBackward", native::abs, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * sign(v); });
 }
 Tensor sign(const Tensor& x) {
-  return unary("SignBackward", native::sign, x, [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); });
+  return unary("SignBackward", native::sign, x, 0, [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); });
 }
 Tensor square(const Tensor& x) {
-  return unary("SquareBackward", native::square, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
+  return unary("SquareBackward", native::square, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
 }
 Tensor relu(const Tensor& x) {
-  return unary("ReluBackward", native::relu, x,
+  return unary("ReluBackward", native::relu, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return where(y > 0.0, d, 0.0); });
 }
 Tensor exp(const Tensor& x) {
-  return unary("ExpBackward", native::exp, x, [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
+  return unary("ExpBackward", native::exp, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
 }
 Tensor log(const Tensor& x) {
-  return unary("LogBackward", native::log, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / v; });
+  return unary("LogBackward", native::log, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / v; });
 }
 Tensor log1p(const Tensor& x) {
-  return unary("Log1pBackward", native::log1p, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
+  return unary("Log1pBackward", native::log1p, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary("SqrtBackward", native::sqrt, x, [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });
+  return unary("SqrtBackward", native::sqrt, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });
 }
 Tensor rsqrt(const Tensor& x) {
-  return unary("RsqrtBackward", native::rsqrt, x,
+  return unary("RsqrtBackward", native::rsqrt, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * y * y * -0.5; });
 }
 Tensor sin(const Tensor& x) {
-  return unary("SinBackward", native::sin, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * cos(v); });
+  return unary("SinBackward", native::sin, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * cos(v); });
 }
 Tensor cos(const Tensor& x) {
-  return unary("CosBackward", native::cos, x, [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * sin(v); });
+  return unary("CosBackward", native::cos, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * sin(v); });
 }
 Tensor tanh(const Tensor& x) {
-  return unary("TanhBackward", native::tanh, x,
+  return unary("TanhBackward", native::tanh, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * (1.0 - y * y); });
 }
 Tensor sigmoid(const Tensor& x) {
-  return unary("SigmoidBackward", native::sigmoid, x,
+  return unary("SigmoidBackward", native::sigmoid, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * (1.0 - y); });
 }
 Tensor silu(const Tensor& x) {
-  return unary("SiluBackward", native::silu, x, [](const Tensor& d, const Tensor& v, const Tensor&) {
+  return unary("SiluBackward", native::silu, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
     const Tensor s = sigmoid(v);
     return d * s * (1.0 + v * (1.0 - s));
   });
 }
 Tensor reciprocal(const Tensor& x) {
-  return unary("ReciprocalBackward", native::reciprocal, x,
+  return unary("ReciprocalBackward", native::reciprocal, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return -d * y * y; });
 }
 Tensor erf(const Tensor& x) {
-  return unary("ErfBackward", native::erf, x, [](const Tensor& d, const Tensor& v, const Tensor&) {
+  return unary("ErfBackward", native::erf, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
     return d * exp(-(v * v)) * 1.1283791670955126;  // 2 / sqrt(pi)
   });
 }
@@ -286,7 +291,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");
   if (approximate == "tanh") {
-    return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "tanh"); }, x,
+    return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "tanh"); }, x, kInput,
                  [](const Tensor& d, const Tensor& v, const Tensor&) {
                    const double k = 0.7978845608028654, c = 0.044715;
                    const Tensor inner = (v + v * v * v * c) * k;
@@ -295,7 +300,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
                    return d * ((1.0 + t) * 0.5 + v * 0.5 * (1.0 - t * t) * dinner);
                  });
   }
-  return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x,
+  return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) {
                  const Tensor cdf = (1.0 + erf(v * 0.7071067811865476)) * 0.5;
                  return d * (cdf + v * normal_pdf(v));

@@ -12,9 +12,13 @@ using autograd::record_fn;
 Tensor mm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mm(a, b); });
   if (needs_grad(a, b))
-    record_fn("MmBackward", {&a, &b}, {&out}, [sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::mm(d[0], sb.unpack("mm").t()), native::mm(sa.unpack("mm").t(), d[0])};
-    });
+    record_fn("MmBackward", {&a, &b}, {&out},
+              [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+               sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
+                const Tensor x = sa.unpack("mm"), y = sb.unpack("mm");
+                return std::vector<Tensor>{y.defined() ? native::mm(d[0], y.t()) : Tensor(),
+                                           x.defined() ? native::mm(x.t(), d[0]) : Tensor()};
+              });
   return out;
 }
 
@@ -46,11 +50,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = forward([&] { return native::linear(x, weight, bias); });
   if (needs_grad({&x, &weight, &bias}))
     record_fn("LinearBackward", {&x, &weight, &bias}, {&out},
-              [lx = Like(x), sx = SavedTensor(x), sw = SavedTensor(weight), has_bias = bias.defined()](std::vector<Tensor>& d) {
-                const Tensor w = sw.unpack("linear");
-                const Tensor d2 = d[0].reshape({-1, w.size(0)});
-                const Tensor x2 = sx.unpack("linear").reshape({-1, w.size(1)});
-                return std::vector<Tensor>{native::mm(d2, w).reshape(lx.sizes), native::mm(d2.t(), x2),
+              // x is needed only for the weight's gradient, the weight only for x's.
+              [lx = Like(x), lw = Like(weight), sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
+               sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), has_bias = bias.defined()](std::vector<Tensor>& d) {
+                const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
+                const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
+                return std::vector<Tensor>{w.defined() ? native::mm(d2, w).reshape(lx.sizes) : Tensor(),
+                                           xs.defined() ? native::mm(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
                                            has_bias ? native::sum(d2, {0}) : Tensor()};
               });
   return out;

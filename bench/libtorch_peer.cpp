@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 
 #include <ember/ember.h>
@@ -107,6 +108,59 @@ int main(int argc, char** argv) {
         "add of 16M floats", [&] { (void)(u + v); }, [&] { (void)(tu + tv); }, [&] { torch::add_out(ao, tu, tv); });
     compare(
         "sum of 16M floats", [&] { (void)u.sum(); }, [&] { (void)tu.sum(); });
+  }
+
+  // ---- autograd: bookkeeping on tiny ops, and an MLP training step ----
+  std::printf("\n| autograd workload | ember | LibTorch | LibTorch / ember |\n|---|---|---|---|\n");
+  {
+    const int kOps = 1000;
+    ember::Tensor x = ember::randn({4}).set_requires_grad(true);
+    torch::Tensor tx = torch::randn({4}).requires_grad_(true);
+    const auto t = ember::bench::interleaved_medians({
+        [&] {
+          ember::Tensor y = x;
+          for (int i = 0; i < kOps / 2; ++i) y = (y * 0.999).tanh();
+          y.sum().backward();
+        },
+        [&] {
+          torch::Tensor y = tx;
+          for (int i = 0; i < kOps / 2; ++i) y = (y * 0.999).tanh();
+          y.sum().backward();
+        },
+    });
+    std::printf("| chain of %d tiny ops, forward + backward, per op | %.2f us | %.2f us | %.2f |\n", kOps,
+                t[0] / kOps * 1e6, t[1] / kOps * 1e6, t[1] / t[0]);
+  }
+  {
+    ember::manual_seed(1);
+    auto init = [](int64_t out, int64_t in) { return ember::randn({out, in}) * (1.0 / std::sqrt(in)); };
+    std::vector<ember::Tensor> ew = {init(1024, 784), ember::zeros({1024}), init(1024, 1024), ember::zeros({1024}),
+                                     init(10, 1024), ember::zeros({10})};
+    std::vector<torch::Tensor> tw;
+    for (auto& w : ew) {
+      tw.push_back(as_torch(w).clone().requires_grad_(true));
+      w.set_requires_grad(true);
+    }
+    const ember::Tensor x = ember::randn({256, 784}), y = ember::randint(0, 10, {256});
+    const torch::Tensor tx = as_torch(x), ty = torch::from_blob(y.data_ptr(), {256}, torch::kInt64);
+    auto ember_step = [&] {
+      ember::autograd::zero_grad(ew);
+      const ember::Tensor h1 = ember::linear(x, ew[0], ew[1]).relu();
+      const ember::Tensor h2 = ember::linear(h1, ew[2], ew[3]).relu();
+      ember::nn::functional::cross_entropy(ember::linear(h2, ew[4], ew[5]), y).backward();
+    };
+    auto torch_step = [&] {
+      for (auto& w : tw) w.mutable_grad() = torch::Tensor();
+      const torch::Tensor h1 = torch::relu(torch::nn::functional::linear(tx, tw[0], tw[1]));
+      const torch::Tensor h2 = torch::relu(torch::nn::functional::linear(h1, tw[2], tw[3]));
+      torch::nn::functional::cross_entropy(torch::nn::functional::linear(h2, tw[4], tw[5]), ty).backward();
+    };
+    ember_step();
+    torch_step();
+    check("MLP weight gradient", ew[0].grad(), tw[0].grad(), 1e-4);
+    const auto t = ember::bench::interleaved_medians({ember_step, torch_step});
+    std::printf("| MLP 784-1024-1024-10 step, batch 256 | %.2f ms | %.2f ms | %.2f |\n", t[0] * 1e3, t[1] * 1e3,
+                t[1] / t[0]);
   }
   return 0;
 }
