@@ -240,7 +240,7 @@ Tensor square(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   return unary("ReluBackward", native::relu, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return where(y > 0.0, d, 0.0); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::relu_backward(d, y); });
 }
 Tensor exp(const Tensor& x) {
   return unary("ExpBackward", native::exp, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
@@ -266,11 +266,11 @@ Tensor cos(const Tensor& x) {
 }
 Tensor tanh(const Tensor& x) {
   return unary("TanhBackward", native::tanh, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * (1.0 - y * y); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::tanh_backward(d, y); });
 }
 Tensor sigmoid(const Tensor& x) {
   return unary("SigmoidBackward", native::sigmoid, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * (1.0 - y); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::sigmoid_backward(d, y); });
 }
 Tensor silu(const Tensor& x) {
   return unary("SiluBackward", native::silu, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {

@@ -20,6 +20,9 @@ enum class BinaryOp : int8_t {
   Pow,
   Maximum,
   Minimum,  // arithmetic: out has the inputs' dtype
+  TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
+  SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
+  ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0
   Eq,
   Ne,
   Lt,

@@ -104,6 +104,10 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+// Fused backward formulas from the op's output y: grad * (1 - y^2), grad * y (1 - y), y > 0 ? grad : 0.
+Tensor tanh_backward(const Tensor& grad, const Tensor& out);
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& out);
+Tensor relu_backward(const Tensor& grad, const Tensor& out);
 // Scalar forms (a Scalar takes part in promotion like a 0-d tensor of lower priority).
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1);

@@ -114,6 +114,14 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
       return binary_loop<T, T>(a, b, out, [](T x, T y) { return (M(x) > M(y) || M(x) != M(x)) ? x : y; });
     case BinaryOp::Minimum:
       return binary_loop<T, T>(a, b, out, [](T x, T y) { return (M(x) < M(y) || M(x) != M(x)) ? x : y; });
+    case BinaryOp::TanhBackward:
+      if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * (M(1) - M(y) * M(y))); });
+      break;
+    case BinaryOp::SigmoidBackward:
+      if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * M(y) * (M(1) - M(y))); });
+      break;
+    case BinaryOp::ReluBackward:
+      return binary_loop<T, T>(a, b, out, [](T d, T y) { return M(y) > M(0) ? d : T(0); });
     case BinaryOp::Eq:
       return cmp([](M x, M y) { return x == y; });
     case BinaryOp::Ne:

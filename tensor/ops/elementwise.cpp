@@ -88,7 +88,11 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const Scalar& alpha
 Tensor binary(BinaryOp op, const Tensor& a, const Scalar& b, const Scalar& alpha = 1) {
   ops::check_defined(a, binary_name(op));
   const DType common = result_type_of({{&a, nullptr}, {nullptr, &b}});
-  return binary(op, a, full({}, b, TensorOptions().dtype(common).device(a.device())), common, alpha);
+  if (!a.is_cpu()) return binary(op, a, full({}, b, TensorOptions().dtype(common).device(a.device())), common, alpha);
+  // On the CPU the scalar lives on the stack: no allocation for the 0-d operand.
+  alignas(8) unsigned char value[8];
+  EMBER_DISPATCH_ALL(common, binary_name(op), [&] { *reinterpret_cast<scalar_t*>(value) = b.to<scalar_t>(); });
+  return binary(op, a, from_blob(value, {}, common), common, alpha);
 }
 
 // self = self op other, computed in the promoted type and cast back to self's dtype.
@@ -143,6 +147,9 @@ Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ge, a, b);
 Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(BinaryOp::LogicalAnd, a, b); }
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(BinaryOp::LogicalOr, a, b); }
 Tensor logical_not(const Tensor& a) { return eq(a, Scalar(0)); }
+Tensor tanh_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::TanhBackward, grad, out); }
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::SigmoidBackward, grad, out); }
+Tensor relu_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::ReluBackward, grad, out); }
 
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return binary(BinaryOp::Add, a, b, alpha); }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return binary(BinaryOp::Sub, a, b, alpha); }
