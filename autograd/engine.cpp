@@ -25,8 +25,10 @@ struct Task {
 };
 
 void add_into(std::vector<Tensor>& buffer, size_t slot, Tensor g) {
-  if (!buffer[slot].defined()) buffer[slot] = std::move(g);
-  else buffer[slot] = native::add(buffer[slot], g);  // out of place: the first may be shared
+  if (!buffer[slot].defined())
+    buffer[slot] = std::move(g);
+  else
+    buffer[slot] = native::add(buffer[slot], g);  // out of place: the first may be shared
 }
 
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
@@ -34,8 +36,8 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
     const Tensor& g = grads[i];
     if (!g.defined() || !g.is_floating_point()) continue;
     const bool finite = native::all(native::eq(native::sub(g, g), Scalar(0))).item<bool>();  // NaN/inf -> false
-    EMBER_CHECK(finite, "anomaly detected: the backward of ", node.name(), " returned nan or inf values in its ",
-                i, "-th output (gradient of shape ", shape_str(g.sizes()), ")");
+    EMBER_CHECK(finite, "anomaly detected: the backward of ", node.name(), " returned nan or inf values in its ", i,
+                "-th output (gradient of shape ", shape_str(g.sizes()), ")");
   }
 }
 
@@ -124,14 +126,15 @@ void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_gr
 }
 
 std::vector<Edge> root_edges(const std::vector<Tensor>& roots, std::vector<Tensor>& grads, const char* op) {
-  EMBER_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ", roots.size(),
-              " outputs");
+  EMBER_CHECK(grads.empty() || grads.size() == roots.size(), op, ": got ", grads.size(), " gradients for ",
+              roots.size(), " outputs");
   grads.resize(roots.size());
   std::vector<Edge> edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     EMBER_CHECK(r.defined(), op, ": output ", i, " is undefined");
-    EMBER_CHECK(r.requires_grad(), op, ": element ", i, " of tensors does not require grad and does not have a grad_fn");
+    EMBER_CHECK(r.requires_grad(), op, ": element ", i,
+                " of tensors does not require grad and does not have a grad_fn");
     if (!grads[i].defined()) {
       EMBER_CHECK(r.numel() == 1, op, ": grad can be implicitly created only for one-element outputs, but output ", i,
                   " has shape ", shape_str(r.sizes()));
@@ -177,8 +180,10 @@ void zero_grad(const std::vector<Tensor>& params, bool set_to_none) {
   NoGradGuard no_grad;
   for (Tensor p : params) {
     if (!p.defined() || !p.grad().defined()) continue;
-    if (set_to_none) p.mutable_grad() = Tensor();
-    else p.mutable_grad().zero_();
+    if (set_to_none)
+      p.mutable_grad() = Tensor();
+    else
+      p.mutable_grad().zero_();
   }
 }
 

@@ -13,7 +13,6 @@
 
 namespace ember {
 
-
 // ---- views (tensor/views.cpp): share storage with self ----
 Tensor view(const Tensor& self, const Shape& shape);
 Tensor reshape(const Tensor& self, const Shape& shape);
@@ -163,7 +162,6 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
-
 
 // The gradient `grad` of a broadcast result, summed back to `sizes` (the input's shape).
 Tensor sum_to(const Tensor& grad, const Shape& sizes);

@@ -84,51 +84,82 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::maximum(a, b); });
   if (needs_grad(a, b))
-    record_fn("MaximumBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-                const Tensor x = sa.unpack("maximum"), y = sb.unpack("maximum");
-                const Tensor wa = (x > y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
-                return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
-              });
+    record_fn(
+        "MaximumBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("maximum"), y = sb.unpack("maximum");
+          const Tensor wa = (x > y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
+          return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
+        });
   return out;
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::minimum(a, b); });
   if (needs_grad(a, b))
-    record_fn("MinimumBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-                const Tensor x = sa.unpack("minimum"), y = sb.unpack("minimum");
-                const Tensor wa = (x < y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
-                return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
-              });
+    record_fn(
+        "MinimumBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("minimum"), y = sb.unpack("minimum");
+          const Tensor wa = (x < y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
+          return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
+        });
   return out;
 }
 
 // Comparisons and logical ops have bool results: nothing to differentiate.
-Tensor eq(const Tensor& a, const Tensor& b) { return forward([&] { return native::eq(a, b); }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return forward([&] { return native::ne(a, b); }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return forward([&] { return native::lt(a, b); }); }
-Tensor le(const Tensor& a, const Tensor& b) { return forward([&] { return native::le(a, b); }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return forward([&] { return native::gt(a, b); }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return forward([&] { return native::ge(a, b); }); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return forward([&] { return native::logical_and(a, b); }); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return forward([&] { return native::logical_or(a, b); }); }
-Tensor logical_not(const Tensor& a) { return forward([&] { return native::logical_not(a); }); }
-Tensor eq(const Tensor& a, const Scalar& b) { return forward([&] { return native::eq(a, b); }); }
-Tensor ne(const Tensor& a, const Scalar& b) { return forward([&] { return native::ne(a, b); }); }
-Tensor lt(const Tensor& a, const Scalar& b) { return forward([&] { return native::lt(a, b); }); }
-Tensor le(const Tensor& a, const Scalar& b) { return forward([&] { return native::le(a, b); }); }
-Tensor gt(const Tensor& a, const Scalar& b) { return forward([&] { return native::gt(a, b); }); }
-Tensor ge(const Tensor& a, const Scalar& b) { return forward([&] { return native::ge(a, b); }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::eq(a, b); });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::ne(a, b); });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::lt(a, b); });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::le(a, b); });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::gt(a, b); });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::ge(a, b); });
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::logical_and(a, b); });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return forward([&] { return native::logical_or(a, b); });
+}
+Tensor logical_not(const Tensor& a) {
+  return forward([&] { return native::logical_not(a); });
+}
+Tensor eq(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::eq(a, b); });
+}
+Tensor ne(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::ne(a, b); });
+}
+Tensor lt(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::lt(a, b); });
+}
+Tensor le(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::le(a, b); });
+}
+Tensor gt(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::gt(a, b); });
+}
+Tensor ge(const Tensor& a, const Scalar& b) {
+  return forward([&] { return native::ge(a, b); });
+}
 
 // Scalar forms: the scalar is a constant.
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a))
-    record_fn("AddBackward", {&a}, {&out}, [la = Like(a)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)};
-    });
+    record_fn("AddBackward", {&a}, {&out},
+              [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; });
   return out;
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add(a, -b.to_double() * alpha.to_double()); }
@@ -230,39 +261,48 @@ Tensor neg(const Tensor& x) {
   return unary("NegBackward", native::neg, x, 0, [](const Tensor& d, const Tensor&, const Tensor&) { return -d; });
 }
 Tensor abs(const Tensor& x) {
-  return unary("AbsBackward", native::abs, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * sign(v); });
+  return unary("AbsBackward", native::abs, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * sign(v); });
 }
 Tensor sign(const Tensor& x) {
-  return unary("SignBackward", native::sign, x, 0, [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); });
+  return unary("SignBackward", native::sign, x, 0,
+               [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); });
 }
 Tensor square(const Tensor& x) {
-  return unary("SquareBackward", native::square, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
+  return unary("SquareBackward", native::square, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
 }
 Tensor relu(const Tensor& x) {
   return unary("ReluBackward", native::relu, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return native::relu_backward(d, y); });
 }
 Tensor exp(const Tensor& x) {
-  return unary("ExpBackward", native::exp, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
+  return unary("ExpBackward", native::exp, x, kOutput,
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
 }
 Tensor log(const Tensor& x) {
-  return unary("LogBackward", native::log, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / v; });
+  return unary("LogBackward", native::log, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / v; });
 }
 Tensor log1p(const Tensor& x) {
-  return unary("Log1pBackward", native::log1p, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
+  return unary("Log1pBackward", native::log1p, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary("SqrtBackward", native::sqrt, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });
+  return unary("SqrtBackward", native::sqrt, x, kOutput,
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });
 }
 Tensor rsqrt(const Tensor& x) {
   return unary("RsqrtBackward", native::rsqrt, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * y * y * -0.5; });
 }
 Tensor sin(const Tensor& x) {
-  return unary("SinBackward", native::sin, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return d * cos(v); });
+  return unary("SinBackward", native::sin, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * cos(v); });
 }
 Tensor cos(const Tensor& x) {
-  return unary("CosBackward", native::cos, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * sin(v); });
+  return unary("CosBackward", native::cos, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * sin(v); });
 }
 Tensor tanh(const Tensor& x) {
   return unary("TanhBackward", native::tanh, x, kOutput,
@@ -291,20 +331,22 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");
   if (approximate == "tanh") {
-    return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "tanh"); }, x, kInput,
-                 [](const Tensor& d, const Tensor& v, const Tensor&) {
-                   const double k = 0.7978845608028654, c = 0.044715;
-                   const Tensor inner = (v + v * v * v * c) * k;
-                   const Tensor t = tanh(inner);
-                   const Tensor dinner = (1.0 + v * v * (3.0 * c)) * k;
-                   return d * ((1.0 + t) * 0.5 + v * 0.5 * (1.0 - t * t) * dinner);
-                 });
+    return unary(
+        "GeluBackward", [](const Tensor& v) { return native::gelu(v, "tanh"); }, x, kInput,
+        [](const Tensor& d, const Tensor& v, const Tensor&) {
+          const double k = 0.7978845608028654, c = 0.044715;
+          const Tensor inner = (v + v * v * v * c) * k;
+          const Tensor t = tanh(inner);
+          const Tensor dinner = (1.0 + v * v * (3.0 * c)) * k;
+          return d * ((1.0 + t) * 0.5 + v * 0.5 * (1.0 - t * t) * dinner);
+        });
   }
-  return unary("GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x, kInput,
-               [](const Tensor& d, const Tensor& v, const Tensor&) {
-                 const Tensor cdf = (1.0 + erf(v * 0.7071067811865476)) * 0.5;
-                 return d * (cdf + v * normal_pdf(v));
-               });
+  return unary(
+      "GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x, kInput,
+      [](const Tensor& d, const Tensor& v, const Tensor&) {
+        const Tensor cdf = (1.0 + erf(v * 0.7071067811865476)) * 0.5;
+        return d * (cdf + v * normal_pdf(v));
+      });
 }
 
 // In place: the tape does not rewrite history, so these refuse tensors that require grad
@@ -312,7 +354,8 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 namespace {
 void check_inplace(const Tensor& self, const char* op) {
   if (!GradMode::is_enabled() || !self.requires_grad()) return;
-  EMBER_CHECK(!self.is_leaf(), op, ": a leaf tensor that requires grad is being used in an in-place operation; "
+  EMBER_CHECK(!self.is_leaf(), op,
+              ": a leaf tensor that requires grad is being used in an in-place operation; "
               "wrap the update in NoGradGuard (as optimizers do)");
   throw Error(detail::concat(op, ": in-place operations on tensors that are part of the tape (output of ",
                              self.grad_fn()->name(), ") are not supported; use the out-of-place op"));

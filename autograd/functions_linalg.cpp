@@ -52,7 +52,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record_fn("LinearBackward", {&x, &weight, &bias}, {&out},
               // x is needed only for the weight's gradient, the weight only for x's.
               [lx = Like(x), lw = Like(weight), sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
-               sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(), has_bias = bias.defined()](std::vector<Tensor>& d) {
+               sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(),
+               has_bias = bias.defined()](std::vector<Tensor>& d) {
                 const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
                 const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
                 return std::vector<Tensor>{w.defined() ? native::mm(d2, w).reshape(lx.sizes) : Tensor(),

@@ -54,7 +54,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<i
                                                    std::optional<std::array<int64_t, 2>> stride,
                                                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
                                                    bool ceil_mode) {
-  auto [out, idx] = forward([&] { return native::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode); });
+  auto [out, idx] =
+      forward([&] { return native::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode); });
   if (needs_grad(x))
     record_fn("MaxPool2dBackward", {&x}, {&out, &idx}, [lx = Like(x), indices = idx](std::vector<Tensor>& g) {
       // Planes flattened: [.., C, H*W] gets scatter-added from [.., C, Ho*Wo].
@@ -101,13 +102,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   if (needs_grad(x) && x.dim() > 0) {
     const int64_t d = wrap_dim(dim, x.dim(), "index_select");
     // Rows picked several times receive the sum of their gradients.
-    record_fn("IndexSelectBackward", {&x}, {&out}, [lx = Like(x), idx = index.to(kInt64).reshape({-1}), d](std::vector<Tensor>& g) {
-      Shape view(lx.sizes.size(), 1);
-      view[static_cast<size_t>(d)] = -1;
-      Tensor gx = lx.zeros();
-      gx.scatter_add_(d, idx.view(view).expand(g[0].sizes()).contiguous(), g[0]);
-      return std::vector<Tensor>{gx};
-    });
+    record_fn("IndexSelectBackward", {&x}, {&out},
+              [lx = Like(x), idx = index.to(kInt64).reshape({-1}), d](std::vector<Tensor>& g) {
+                Shape view(lx.sizes.size(), 1);
+                view[static_cast<size_t>(d)] = -1;
+                Tensor gx = lx.zeros();
+                gx.scatter_add_(d, idx.view(view).expand(g[0].sizes()).contiguous(), g[0]);
+                return std::vector<Tensor>{gx};
+              });
   }
   return out;
 }
@@ -166,18 +168,16 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 Tensor tril(const Tensor& x, int64_t diagonal) {
   Tensor out = forward([&] { return native::tril(x, diagonal); });
   if (needs_grad(x))
-    record_fn("TrilBackward", {&x}, {&out}, [diagonal](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{native::tril(g[0], diagonal)};
-    });
+    record_fn("TrilBackward", {&x}, {&out},
+              [diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native::tril(g[0], diagonal)}; });
   return out;
 }
 
 Tensor triu(const Tensor& x, int64_t diagonal) {
   Tensor out = forward([&] { return native::triu(x, diagonal); });
   if (needs_grad(x))
-    record_fn("TriuBackward", {&x}, {&out}, [diagonal](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{native::triu(g[0], diagonal)};
-    });
+    record_fn("TriuBackward", {&x}, {&out},
+              [diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native::triu(g[0], diagonal)}; });
   return out;
 }
 

@@ -58,8 +58,8 @@ Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
                 const Tensor prod_nonzero = unreduce(native::prod(nonzero, dims, true), lx.sizes, mask, true);
                 const Tensor zeros_in_row = unreduce(native::sum(is_zero, dims, true), lx.sizes, mask, true);
                 // no zero in the row: prod / x; one zero: the others' product at the zero, 0 elsewhere.
-                const Tensor others =
-                    where(zeros_in_row == 0, prod_nonzero / nonzero, where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
+                const Tensor others = where(zeros_in_row == 0, prod_nonzero / nonzero,
+                                            where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
                 return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * others};
               });
   return out;
@@ -83,7 +83,8 @@ Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
 
 // max/min along a dim: the gradient goes to the reported index only.
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
-  auto [values, indices] = forward([&] { return is_max ? native::max(x, dim, keepdim) : native::min(x, dim, keepdim); });
+  auto [values, indices] =
+      forward([&] { return is_max ? native::max(x, dim, keepdim) : native::min(x, dim, keepdim); });
   if (needs_grad(x)) {
     const int64_t wd = wrap_dim(dim, x.dim(), is_max ? "max" : "min");
     record_fn(is_max ? "MaxBackward" : "MinBackward", {&x}, {&values, &indices},
@@ -101,16 +102,24 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool keepdi
 
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
 Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
-std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim(x, dim, keepdim, true); }
-std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_dim(x, dim, keepdim, false); }
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, true);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, false);
+}
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return forward([&] { return native::argmax(x, dim, keepdim); });
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return forward([&] { return native::argmin(x, dim, keepdim); });
 }
-Tensor all(const Tensor& x, const Shape& dims, bool keepdim) { return forward([&] { return native::all(x, dims, keepdim); }); }
-Tensor any(const Tensor& x, const Shape& dims, bool keepdim) { return forward([&] { return native::any(x, dims, keepdim); }); }
+Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  return forward([&] { return native::all(x, dims, keepdim); });
+}
+Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  return forward([&] { return native::any(x, dims, keepdim); });
+}
 
 // Composites: differentiable through the ops they are made of.
 Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
@@ -142,7 +151,8 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   const auto mask = ops::reduction_mask(x, dims, "logsumexp");
   // The shift m is a constant for differentiation: d/dx = softmax(x) over the dims.
   Tensor m = forward([&] { return native::amax(x, dims, true); });
-  m = forward([&] { return native::where(native::eq(native::abs(m), std::numeric_limits<double>::infinity()), 0.0, m); });
+  m = forward(
+      [&] { return native::where(native::eq(native::abs(m), std::numeric_limits<double>::infinity()), 0.0, m); });
   Tensor out = log(sum(exp(x - m), dims, true)) + m;
   return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), mask, false));
 }

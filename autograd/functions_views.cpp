@@ -16,9 +16,8 @@ namespace {
 // Views whose gradient is the output gradient reshaped back.
 Tensor reshaping(const char* name, const Tensor& self, Tensor out) {
   if (needs_grad(self))
-    record_fn(name, {&self}, {&out}, [lx = Like(self)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{d[0].reshape(lx.sizes)};
-    });
+    record_fn(name, {&self}, {&out},
+              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0].reshape(lx.sizes)}; });
   return out;
 }
 
@@ -66,16 +65,18 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
     });
   return out;
 }
-Tensor t(const Tensor& self) { return self.dim() < 2 ? forward([&] { return native::t(self); }) : transpose(self, 0, 1); }
+Tensor t(const Tensor& self) {
+  return self.dim() < 2 ? forward([&] { return native::t(self); }) : transpose(self, 0, 1);
+}
 
 Tensor permute(const Tensor& self, const Shape& dims) {
   Tensor out = forward([&] { return native::permute(self, dims); });
   if (needs_grad(self)) {
     Shape inverse(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], self.dim(), "permute")] = static_cast<int64_t>(i);
-    record_fn("PermuteBackward", {&self}, {&out}, [inverse](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::permute(d[0], inverse)};
-    });
+    for (size_t i = 0; i < dims.size(); ++i)
+      inverse[wrap_dim(dims[i], self.dim(), "permute")] = static_cast<int64_t>(i);
+    record_fn("PermuteBackward", {&self}, {&out},
+              [inverse](std::vector<Tensor>& d) { return std::vector<Tensor>{native::permute(d[0], inverse)}; });
   }
   return out;
 }
@@ -104,14 +105,14 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
 Tensor expand(const Tensor& self, const Shape& shape) {
   Tensor out = forward([&] { return native::expand(self, shape); });
   if (needs_grad(self))
-    record_fn("ExpandBackward", {&self}, {&out}, [lx = Like(self)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{sum_to(d[0], lx.sizes)};
-    });
+    record_fn("ExpandBackward", {&self}, {&out},
+              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{sum_to(d[0], lx.sizes)}; });
   return out;
 }
 
 Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) {
-  EMBER_CHECK(!needs_grad(self), "as_strided: ember does not differentiate through as_strided (its elements may "
+  EMBER_CHECK(!needs_grad(self),
+              "as_strided: ember does not differentiate through as_strided (its elements may "
               "overlap); build the view from view/slice/expand/permute, or call it under NoGradGuard");
   return forward([&] { return native::as_strided(self, sizes, strides, offset); });
 }
@@ -178,8 +179,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   if (!any) return forward([&] { return native::stack(tensors, dim); });
   for (size_t i = 0; i < tensors.size(); ++i)
     EMBER_CHECK(tensors[i].defined() && tensors[i].sizes() == tensors[0].sizes(),
-                "stack: expects each tensor to be equal size, but got ", shape_str(tensors[0].sizes()), " at entry 0 and ",
-                shape_str(tensors[i].sizes()), " at entry ", i);
+                "stack: expects each tensor to be equal size, but got ", shape_str(tensors[0].sizes()),
+                " at entry 0 and ", shape_str(tensors[i].sizes()), " at entry ", i);
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));

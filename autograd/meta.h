@@ -10,8 +10,8 @@ namespace ember {
 struct AutogradMeta {
   bool requires_grad = false;  // leaves: set by the user; non-leaves: implied by grad_fn
   Tensor grad;
-  std::shared_ptr<Node> grad_fn;  // null for leaves
-  int output_nr = 0;              // which output of grad_fn this tensor is
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  int output_nr = 0;                     // which output of grad_fn this tensor is
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, while the graph holds it
   bool retains_grad = false;
   std::vector<TensorHook> leaf_hooks;  // register_hook on a leaf

@@ -17,13 +17,16 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   return backward_(grads);
 }
 
-SavedTensor::SavedTensor(const Tensor& t) : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0) {}
+SavedTensor::SavedTensor(const Tensor& t)
+    : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0) {}
 
 Tensor SavedTensor::unpack(const std::string& op) const {
   if (tensor_.defined() && tensor_.version() != version_)
-    throw Error(detail::concat("one of the variables needed for gradient computation has been modified by an inplace "
-                               "operation: [", dtype_name(tensor_.dtype()), " ", shape_str(tensor_.sizes()), "], saved by ",
-                               op, ", is at version ", tensor_.version(), "; expected version ", version_, " instead"));
+    throw Error(
+        detail::concat("one of the variables needed for gradient computation has been modified by an inplace "
+                       "operation: [",
+                       dtype_name(tensor_.dtype()), " ", shape_str(tensor_.sizes()), "], saved by ", op,
+                       ", is at version ", tensor_.version(), "; expected version ", version_, " instead"));
   return tensor_;
 }
 

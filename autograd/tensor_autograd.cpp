@@ -12,10 +12,14 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   EMBER_CHECK(defined(), "requires_grad_: the tensor is undefined");
-  EMBER_CHECK(is_leaf(), "requires_grad_: you can only change requires_grad flags of leaf tensors (this one is the "
-              "output of ", grad_fn()->name(), "); use detach() to make a new leaf");
-  EMBER_CHECK(!requires_grad || is_floating_point(), "requires_grad_: only tensors of floating point dtype can require "
-              "gradients, got ", dtype());
+  EMBER_CHECK(is_leaf(),
+              "requires_grad_: you can only change requires_grad flags of leaf tensors (this one is the "
+              "output of ",
+              grad_fn()->name(), "); use detach() to make a new leaf");
+  EMBER_CHECK(!requires_grad || is_floating_point(),
+              "requires_grad_: only tensors of floating point dtype can require "
+              "gradients, got ",
+              dtype());
   if (requires_grad || impl()->autograd) autograd::meta(*this).requires_grad = requires_grad;
   return *this;
 }
@@ -63,12 +67,15 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
   AutogradMeta& m = autograd::meta(*this);
-  if (m.grad_fn) m.grad_fn->output_hooks[static_cast<size_t>(m.output_nr)].push_back(std::move(hook));
-  else m.leaf_hooks.push_back(std::move(hook));
+  if (m.grad_fn)
+    m.grad_fn->output_hooks[static_cast<size_t>(m.output_nr)].push_back(std::move(hook));
+  else
+    m.leaf_hooks.push_back(std::move(hook));
 }
 
 void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
-  EMBER_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only leaf tensors that require grad "
+  EMBER_CHECK(is_leaf() && requires_grad(),
+              "register_post_accumulate_grad_hook: only leaf tensors that require grad "
               "accumulate gradients");
   autograd::meta(*this).post_accumulate_hooks.push_back(std::move(hook));
 }

@@ -34,7 +34,9 @@ Tensor Tensor::permute(const Shape& dims) const { return ember::permute(*this, d
 Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
   return ember::slice(*this, dim, start, end, step);
 }
-Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const { return ember::narrow(*this, dim, start, length); }
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  return ember::narrow(*this, dim, start, length);
+}
 Tensor Tensor::select(int64_t dim, int64_t index) const { return ember::select(*this, dim, index); }
 Tensor Tensor::expand(const Shape& shape) const { return ember::expand(*this, shape); }
 Tensor Tensor::squeeze() const { return ember::squeeze(*this); }

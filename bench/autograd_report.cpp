@@ -3,8 +3,8 @@
 //   build/bench/bench/autograd_report [threads]
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <cstdlib>
+#include <memory>
 
 #include <ember/ember.h>
 
@@ -42,7 +42,9 @@ struct Mlp {
   Tensor w1, b1, w2, b2, w3, b3;
   Mlp() {
     manual_seed(0);
-    auto init = [](int64_t out, int64_t in) { return (randn({out, in}) * (1.0 / std::sqrt(in))).set_requires_grad(true); };
+    auto init = [](int64_t out, int64_t in) {
+      return (randn({out, in}) * (1.0 / std::sqrt(in))).set_requires_grad(true);
+    };
     w1 = init(1024, 784), b1 = zeros({1024}).set_requires_grad(true);
     w2 = init(1024, 1024), b2 = zeros({1024}).set_requires_grad(true);
     w3 = init(10, 1024), b3 = zeros({10}).set_requires_grad(true);

@@ -4,8 +4,8 @@
 //   build/bench/bench/libtorch_peer [threads]
 #include <torch/torch.h>
 
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <ember/ember.h>
@@ -134,8 +134,8 @@ int main(int argc, char** argv) {
   {
     ember::manual_seed(1);
     auto init = [](int64_t out, int64_t in) { return ember::randn({out, in}) * (1.0 / std::sqrt(in)); };
-    std::vector<ember::Tensor> ew = {init(1024, 784), ember::zeros({1024}), init(1024, 1024), ember::zeros({1024}),
-                                     init(10, 1024), ember::zeros({10})};
+    std::vector<ember::Tensor> ew = {init(1024, 784),      ember::zeros({1024}), init(1024, 1024),
+                                     ember::zeros({1024}), init(10, 1024),       ember::zeros({10})};
     std::vector<torch::Tensor> tw;
     for (auto& w : ew) {
       tw.push_back(as_torch(w).clone().requires_grad_(true));

@@ -34,7 +34,8 @@ Tensor nll_core(const Tensor& logp, const Tensor& target_in, const Shape& target
     EMBER_CHECK(lo >= 0 && hi < C, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", C, " classes");
   }
   const Tensor validf = valid.to(logp.dtype());
-  const Tensor w = (o.weight_.defined() ? o.weight_.to(logp.dtype()).index_select(0, safe) : ones_like(validf)) * validf;
+  const Tensor w =
+      (o.weight_.defined() ? o.weight_.to(logp.dtype()).index_select(0, safe) : ones_like(validf)) * validf;
   Tensor loss = -logp.gather(1, safe.unsqueeze(1)).squeeze(1) * w;
   if (o.label_smoothing_ > 0) {
     const double eps = o.label_smoothing_;
@@ -57,8 +58,8 @@ void check_class_input(const Tensor& input, const char* op) {
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   check_class_input(input, "cross_entropy");
-  EMBER_CHECK(o.label_smoothing_ >= 0 && o.label_smoothing_ <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
-              o.label_smoothing_);
+  EMBER_CHECK(o.label_smoothing_ >= 0 && o.label_smoothing_ <= 1,
+              "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing_);
   const Tensor logp = classes_last(input).log_softmax(1);
   if (target.is_floating_point()) {  // class probabilities
     EMBER_CHECK(target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
@@ -107,7 +108,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const 
   return reduce(loss, o.reduction_, "binary_cross_entropy_with_logits");
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   EMBER_CHECK(k > 0 && k <= x.dim() && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
               "layer_norm: normalized_shape ", shape_str(normalized_shape), " must match the trailing dims of input ",
@@ -163,7 +165,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   Tensor mask;
   {
     NoGradGuard no_grad;
-    mask = (rand(x.sizes(), TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
+    mask =
+        (rand(x.sizes(), TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
   }
   return x * mask;  // mul saves the mask for backward
 }

@@ -15,10 +15,22 @@ struct CrossEntropyOptions {
   int64_t ignore_index_ = -100;
   double label_smoothing_ = 0.0;
   std::string reduction_ = "mean";
-  CrossEntropyOptions& weight(Tensor w) { weight_ = std::move(w); return *this; }
-  CrossEntropyOptions& ignore_index(int64_t i) { ignore_index_ = i; return *this; }
-  CrossEntropyOptions& label_smoothing(double s) { label_smoothing_ = s; return *this; }
-  CrossEntropyOptions& reduction(std::string r) { reduction_ = std::move(r); return *this; }
+  CrossEntropyOptions& weight(Tensor w) {
+    weight_ = std::move(w);
+    return *this;
+  }
+  CrossEntropyOptions& ignore_index(int64_t i) {
+    ignore_index_ = i;
+    return *this;
+  }
+  CrossEntropyOptions& label_smoothing(double s) {
+    label_smoothing_ = s;
+    return *this;
+  }
+  CrossEntropyOptions& reduction(std::string r) {
+    reduction_ = std::move(r);
+    return *this;
+  }
 };
 using NLLLossOptions = CrossEntropyOptions;  // label_smoothing must stay 0
 
@@ -32,9 +44,18 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 struct BCEWithLogitsOptions {
   Tensor weight_, pos_weight_;
   std::string reduction_ = "mean";
-  BCEWithLogitsOptions& weight(Tensor w) { weight_ = std::move(w); return *this; }
-  BCEWithLogitsOptions& pos_weight(Tensor w) { pos_weight_ = std::move(w); return *this; }
-  BCEWithLogitsOptions& reduction(std::string r) { reduction_ = std::move(r); return *this; }
+  BCEWithLogitsOptions& weight(Tensor w) {
+    weight_ = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& pos_weight(Tensor w) {
+    pos_weight_ = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& reduction(std::string r) {
+    reduction_ = std::move(r);
+    return *this;
+  }
 };
 // Numerically stable: (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,

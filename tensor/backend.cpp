@@ -27,8 +27,12 @@ void Backend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const
                               const Conv2dParams&) {
   unsupported("conv2d_backward");
 }
-void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("avg_pool2d_backward"); }
-void Backend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) { unsupported("adaptive_avg_pool2d_backward"); }
+void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, const Pool2dParams&) {
+  unsupported("avg_pool2d_backward");
+}
+void Backend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) {
+  unsupported("adaptive_avg_pool2d_backward");
+}
 void Backend::softmax(const Tensor&, const Tensor&, int64_t, bool) { unsupported("softmax"); }
 void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }

@@ -19,7 +19,7 @@ enum class BinaryOp : int8_t {
   Div,
   Pow,
   Maximum,
-  Minimum,  // arithmetic: out has the inputs' dtype
+  Minimum,          // arithmetic: out has the inputs' dtype
   TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
   SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
   ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0

@@ -101,8 +101,8 @@ class Tensor {
   const Tensor& grad() const;  // undefined until a backward reaches this leaf (or retain_grad)
   Tensor& mutable_grad();      // for optimizers and zero_grad: assign or modify in place
   std::shared_ptr<Node> grad_fn() const;
-  bool is_leaf() const;        // no grad_fn: made by the user, not by a recorded op
-  void retain_grad();          // keep .grad() for a non-leaf too
+  bool is_leaf() const;  // no grad_fn: made by the user, not by a recorded op
+  void retain_grad();    // keep .grad() for a non-leaf too
   bool retains_grad() const;
   // Backpropagates from this tensor; `gradient` defaults to 1 for a one-element tensor.
   void backward(const Tensor& gradient = {}, bool retain_graph = false) const;

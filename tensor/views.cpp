@@ -86,7 +86,8 @@ Tensor view(const Tensor& self, const Shape& shape) {
 
 Tensor reshape(const Tensor& self, const Shape& shape) {
   const Shape target = infer_shape(shape, self.numel(), "reshape");
-  if (auto st = view_strides(self.sizes(), self.strides(), target)) return make_view(self, target, *st, self.storage_offset());
+  if (auto st = view_strides(self.sizes(), self.strides(), target))
+    return make_view(self, target, *st, self.storage_offset());
   return view(self.clone(), target);
 }
 
@@ -131,7 +132,8 @@ Tensor movedim(const Tensor& self, int64_t source, int64_t destination) {
   return permute(self, order);
 }
 
-Tensor slice(const Tensor& self, int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt, int64_t step) {
+Tensor slice(const Tensor& self, int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
+             int64_t step) {
   EMBER_CHECK(self.dim() > 0, "slice: cannot slice a 0-d tensor");
   d = wrap_dim(d, self.dim(), "slice");
   EMBER_CHECK(step > 0, "slice: step must be positive, got ", step);

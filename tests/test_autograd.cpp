@@ -23,7 +23,8 @@ TEST(Autograd, LeavesAndRequiresGrad) {
   ASSERT_NE(y.grad_fn(), nullptr);
   EXPECT_EQ(y.grad_fn()->name(), "MulBackward");
   EXPECT_ERROR_CONTAINS(y.requires_grad_(false), "you can only change requires_grad flags of leaf tensors");
-  EXPECT_ERROR_CONTAINS(ones({2}, kInt64).requires_grad_(), "only tensors of floating point dtype can require gradients");
+  EXPECT_ERROR_CONTAINS(ones({2}, kInt64).requires_grad_(),
+                        "only tensors of floating point dtype can require gradients");
   EXPECT_FALSE((x > 0.5).requires_grad());  // bool outputs carry no gradient
   EXPECT_FALSE(x.argmax().requires_grad());
 }
@@ -62,9 +63,9 @@ TEST(Autograd, RetainGraphAndFreedGraphError) {
 
 TEST(Autograd, InplaceModificationOfASavedTensorIsCaught) {
   Tensor x = leaf({3});
-  Tensor y = x * 2.0;          // mul by a scalar saves nothing
+  Tensor y = x * 2.0;  // mul by a scalar saves nothing
   Tensor z = (y * 3.0).sum();
-  Tensor w = y.sin().sum();    // sin saves y
+  Tensor w = y.sin().sum();  // sin saves y
   {
     NoGradGuard no_grad;
     y.mul_(2.0);  // version of y's storage: 0 -> 1
@@ -78,7 +79,8 @@ TEST(Autograd, InplaceModificationOfASavedTensorIsCaught) {
 
 TEST(Autograd, InplaceOnLeafRefusedOutsideNoGrad) {
   Tensor w = leaf({3});
-  EXPECT_ERROR_CONTAINS(w.add_(ones({3}, kFloat64)), "a leaf tensor that requires grad is being used in an in-place operation");
+  EXPECT_ERROR_CONTAINS(w.add_(ones({3}, kFloat64)),
+                        "a leaf tensor that requires grad is being used in an in-place operation");
   EXPECT_ERROR_CONTAINS(w.fill_(0), "a leaf tensor that requires grad");
   {
     NoGradGuard no_grad;  // how optimizers update parameters
@@ -179,7 +181,8 @@ TEST(Autograd, ErrorsOnBadBackward) {
   Tensor x = leaf({3});
   EXPECT_ERROR_CONTAINS((x * 2.0).backward(), "grad can be implicitly created only for one-element outputs");
   EXPECT_ERROR_CONTAINS(ones({3}).sum().backward(), "does not require grad and does not have a grad_fn");
-  EXPECT_ERROR_CONTAINS((x * 2.0).backward(ones({2}, kFloat64)), "gradient of shape [2] does not match output 0 of shape [3]");
+  EXPECT_ERROR_CONTAINS((x * 2.0).backward(ones({2}, kFloat64)),
+                        "gradient of shape [2] does not match output 0 of shape [3]");
   (x * 2.0).backward(ones({3}, kFloat64));  // an explicit gradient works
   EXPECT_TRUE(all_close(x.grad(), full({3}, 2.0, kFloat64), 0, 0));
 }
@@ -218,7 +221,8 @@ TEST(Autograd, GradientAccumulationOverMicroBatchesEqualsOneBatch) {
   big.loss(x, y).backward();
   for (int k = 0; k < 4; ++k)  // 4 micro-batches of 8, each loss divided by 4
     (small.loss(x.narrow(0, 8 * k, 8), y.narrow(0, 8 * k, 8)) / 4.0).backward();
-  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(all_close(small.grads()[i], big.grads()[i], 1e-10, 1e-12)) << "param " << i;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_TRUE(all_close(small.grads()[i], big.grads()[i], 1e-10, 1e-12)) << "param " << i;
 }
 
 // Memory: the tape's saved tensors are what NoGradGuard saves, and backward frees them.
@@ -328,11 +332,15 @@ TEST(Functional, DropoutMaskIsSeededScaledAndUsedByBackward) {
 TEST(Functional, LossArgumentErrors) {
   const Tensor logits = randn({4, 3});
   EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2})), "expected target of shape [4]");
-  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 3})), "target 3 is out of bounds for 3 classes");
-  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 0}), F::CrossEntropyOptions().reduction("avg")),
-                        "reduction must be 'mean', 'sum' or 'none', got 'avg'");
-  EXPECT_ERROR_CONTAINS(F::layer_norm(logits, {4}), "normalized_shape [4] must match the trailing dims of input [4, 3]");
-  EXPECT_ERROR_CONTAINS(F::mse_loss(logits, randn({3, 4})), "mse_loss: input of shape [4, 3] and target of shape [3, 4] differ");
+  EXPECT_ERROR_CONTAINS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 3})),
+                        "target 3 is out of bounds for 3 classes");
+  EXPECT_ERROR_CONTAINS(
+      F::cross_entropy(logits, tensor<int64_t>({0, 1, 2, 0}), F::CrossEntropyOptions().reduction("avg")),
+      "reduction must be 'mean', 'sum' or 'none', got 'avg'");
+  EXPECT_ERROR_CONTAINS(F::layer_norm(logits, {4}),
+                        "normalized_shape [4] must match the trailing dims of input [4, 3]");
+  EXPECT_ERROR_CONTAINS(F::mse_loss(logits, randn({3, 4})),
+                        "mse_loss: input of shape [4, 3] and target of shape [3, 4] differ");
 }
 
 }  // namespace

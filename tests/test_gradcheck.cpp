@@ -49,7 +49,11 @@ std::vector<Case> cases() {
       {"reciprocal", [](X x) { return x[0].reciprocal(); }, {{2, 3}}, true},
       {"erf", [](X x) { return erf(x[0]); }, {{2, 3}}},
       {"sum_all", [](X x) { return x[0].sum(); }, {{3, 4}}},
-      {"sum_dims", [](X x) { return x[0].sum({0, 2}, true); }, {{2, 3, 4}}},
+      {"sum_dims",
+       [](X x) {
+         return x[0].sum({0, 2}, true);
+       },
+       {{2, 3, 4}}},
       {"sum_noncontig", [](X x) { return x[0].t().sum({1}); }, {{5, 6}}},
       {"mean", [](X x) { return x[0].mean({-1}); }, {{3, 4, 5}}},
       {"prod", [](X x) { return x[0].prod(1); }, {{3, 4}}},
@@ -73,35 +77,115 @@ std::vector<Case> cases() {
       {"bmm", [](X x) { return bmm(x[0], x[1]); }, {{3, 4, 5}, {3, 5, 2}}},
       {"addmm", [](X x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); }, {{3}, {2, 4}, {4, 3}}},
       {"linear", [](X x) { return linear(x[0], x[1], x[2]); }, {{2, 3, 5}, {4, 5}, {4}}},
-      {"views", [](X x) { return x[0].view({4, 6}).t().reshape({2, 12}).unsqueeze(1).squeeze(); }, {{2, 3, 4}}},
-      {"permute_flatten", [](X x) { return x[0].permute({2, 0, 1}).flatten(1).unflatten(1, {3, 2}); }, {{2, 3, 4}}},
-      {"slice_select_narrow", [](X x) { return x[0].slice(1, 1, 5, 2).select(1, 1) + x[0].narrow(1, 0, 2).sum({1}); }, {{3, 6}}},
-      {"expand", [](X x) { return x[0].expand({3, 4, 5}) * 2.0; }, {{4, 1}}},
+      {"views",
+       [](X x) {
+         return x[0].view({4, 6}).t().reshape({2, 12}).unsqueeze(1).squeeze();
+       },
+       {{2, 3, 4}}},
+      {"permute_flatten",
+       [](X x) {
+         return x[0].permute({2, 0, 1}).flatten(1).unflatten(1, {3, 2});
+       },
+       {{2, 3, 4}}},
+      {"slice_select_narrow",
+       [](X x) { return x[0].slice(1, 1, 5, 2).select(1, 1) + x[0].narrow(1, 0, 2).sum({1}); },
+       {{3, 6}}},
+      {"expand",
+       [](X x) {
+         return x[0].expand({3, 4, 5}) * 2.0;
+       },
+       {{4, 1}}},
       {"movedim", [](X x) { return x[0].movedim(0, 2); }, {{2, 3, 4}}},
       {"clone_contiguous", [](X x) { return x[0].t().contiguous().clone(); }, {{3, 4}}},
-      {"cat", [](X x) { return cat({x[0], x[1]}, 1); }, {{2, 3}, {2, 2}}},
-      {"stack", [](X x) { return stack({x[0], x[1]}, 1); }, {{2, 3}, {2, 3}}},
-      {"split_chunk", [](X x) { auto p = x[0].split(2, 1); auto c = x[0].chunk(2, 0); return p[1].sum() * c[0].sum() + p[2].sum(); }, {{4, 5}}},
-      {"index_select_repeats", [](X x) { return x[0].index_select(1, tensor<int64_t>({4, 0, 4, 2})); }, {{3, 5}}},
-      {"gather", [](X x) { return x[0].gather(1, tensor<int64_t>({0, 4, 1, 1, 3, 2}, Shape{3, 2})); }, {{3, 5}}},
-      {"scatter_add", [](X x) { return x[0].scatter_add(0, tensor<int64_t>({0, 1, 2, 0, 2, 2, 1, 0}, Shape{2, 4}), x[1]); }, {{3, 4}, {2, 4}}},
-      {"embedding", [](X x) { return embedding(x[0], tensor<int64_t>({1, 9, 0, 1}, Shape{2, 2})); }, {{10, 3}}},
+      {"cat",
+       [](X x) {
+         return cat({x[0], x[1]}, 1);
+       },
+       {{2, 3}, {2, 2}}},
+      {"stack",
+       [](X x) {
+         return stack({x[0], x[1]}, 1);
+       },
+       {{2, 3}, {2, 3}}},
+      {"split_chunk",
+       [](X x) {
+         auto p = x[0].split(2, 1);
+         auto c = x[0].chunk(2, 0);
+         return p[1].sum() * c[0].sum() + p[2].sum();
+       },
+       {{4, 5}}},
+      {"index_select_repeats",
+       [](X x) {
+         return x[0].index_select(1, tensor<int64_t>({4, 0, 4, 2}));
+       },
+       {{3, 5}}},
+      {"gather",
+       [](X x) {
+         return x[0].gather(1, tensor<int64_t>({0, 4, 1, 1, 3, 2}, Shape{3, 2}));
+       },
+       {{3, 5}}},
+      {"scatter_add",
+       [](X x) {
+         return x[0].scatter_add(0, tensor<int64_t>({0, 1, 2, 0, 2, 2, 1, 0}, Shape{2, 4}), x[1]);
+       },
+       {{3, 4}, {2, 4}}},
+      {"embedding",
+       [](X x) {
+         return embedding(x[0], tensor<int64_t>({1, 9, 0, 1}, Shape{2, 2}));
+       },
+       {{10, 3}}},
       {"tril_triu", [](X x) { return x[0].tril(-1) + x[0].triu(1) * 2.0; }, {{4, 5}}},
       {"softmax", [](X x) { return x[0].softmax(-1); }, {{4, 7}}},
       {"softmax_dim0", [](X x) { return x[0].softmax(0); }, {{3, 4, 5}}},
       {"log_softmax", [](X x) { return x[0].log_softmax(1); }, {{3, 4, 5}}},
-      {"max_pool2d", [](X x) { return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }, {{2, 3, 7, 7}}},
+      {"max_pool2d",
+       [](X x) {
+         return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});
+       },
+       {{2, 3, 7, 7}}},
       {"conv2d", [](X x) { return conv2d(x[0], x[1], x[2]); }, {{2, 3, 6, 5}, {4, 3, 3, 2}, {4}}},
-      {"conv2d_stride_pad", [](X x) { return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2}); }, {{2, 3, 7, 6}, {2, 3, 3, 3}, {2}}},
-      {"conv2d_dilation", [](X x) { return conv2d(x[0], x[1], {}, {1, 1}, {1, 1}, {2, 2}); }, {{1, 2, 7, 7}, {3, 2, 3, 3}}},
-      {"conv2d_groups", [](X x) { return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1}, {1, 1}, 2); }, {{2, 4, 5, 5}, {6, 2, 3, 3}, {6}}},
+      {"conv2d_stride_pad",
+       [](X x) {
+         return conv2d(x[0], x[1], x[2], {2, 1}, {1, 2});
+       },
+       {{2, 3, 7, 6}, {2, 3, 3, 3}, {2}}},
+      {"conv2d_dilation",
+       [](X x) {
+         return conv2d(x[0], x[1], {}, {1, 1}, {1, 1}, {2, 2});
+       },
+       {{1, 2, 7, 7}, {3, 2, 3, 3}}},
+      {"conv2d_groups",
+       [](X x) {
+         return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1}, {1, 1}, 2);
+       },
+       {{2, 4, 5, 5}, {6, 2, 3, 3}, {6}}},
       {"conv2d_1x1", [](X x) { return conv2d(x[0], x[1], x[2]); }, {{3, 4, 3, 3}, {2, 4, 1, 1}, {2}}},
       {"conv2d_unbatched", [](X x) { return conv2d(x[0], x[1]); }, {{2, 5, 5}, {3, 2, 3, 3}}},
-      {"avg_pool2d", [](X x) { return avg_pool2d(x[0], {2, 2}); }, {{2, 3, 6, 6}}},
-      {"avg_pool2d_pad", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }, {{1, 2, 7, 7}}},
-      {"avg_pool2d_exclude_pad_ceil", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true, false); }, {{1, 2, 8, 8}}},
-      {"adaptive_avg_pool2d", [](X x) { return adaptive_avg_pool2d(x[0], {3, 2}); }, {{2, 3, 5, 7}}},
-      {"adaptive_avg_pool2d_global", [](X x) { return adaptive_avg_pool2d(x[0], {1, 1}); }, {{2, 3, 4, 4}}},
+      {"avg_pool2d",
+       [](X x) {
+         return avg_pool2d(x[0], {2, 2});
+       },
+       {{2, 3, 6, 6}}},
+      {"avg_pool2d_pad",
+       [](X x) {
+         return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});
+       },
+       {{1, 2, 7, 7}}},
+      {"avg_pool2d_exclude_pad_ceil",
+       [](X x) {
+         return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true, false);
+       },
+       {{1, 2, 8, 8}}},
+      {"adaptive_avg_pool2d",
+       [](X x) {
+         return adaptive_avg_pool2d(x[0], {3, 2});
+       },
+       {{2, 3, 5, 7}}},
+      {"adaptive_avg_pool2d_global",
+       [](X x) {
+         return adaptive_avg_pool2d(x[0], {1, 1});
+       },
+       {{2, 3, 4, 4}}},
   };
 }
 
@@ -123,8 +207,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradcheckTest, ::testing::ValuesIn(cases()),
 
 TEST(Gradcheck, CatchesAWrongGradient) {
   // A function whose "gradient" is wrong on purpose: detach hides half of it from the tape.
-  const auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0] * x[0].detach(); },
-                                     {randn({3}, kFloat64)});
+  const auto r =
+      autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0] * x[0].detach(); }, {randn({3}, kFloat64)});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("gradient mismatch for input 0"), std::string::npos) << r.message;
 }

@@ -17,23 +17,42 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
        [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().weight(x[2]).ignore_index(-100)); }},
       {"cross_entropy_smoothing",
        [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().weight(x[2]).label_smoothing(0.1)); }},
-      {"cross_entropy_sum_4d", [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("sum")); }},
+      {"cross_entropy_sum_4d",
+       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("sum")); }},
       {"cross_entropy_none",
-       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("none").label_smoothing(0.2)); }},
-      {"cross_entropy_probs", [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().label_smoothing(0.1)); }},
+       [](X x) {
+         return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().reduction("none").label_smoothing(0.2));
+       }},
+      {"cross_entropy_probs",
+       [](X x) { return F::cross_entropy(x[0], x[1], F::CrossEntropyOptions().label_smoothing(0.1)); }},
       {"nll_loss", [](X x) { return F::nll_loss(x[0], x[1]); }},
       {"mse_loss", [](X x) { return F::mse_loss(x[0], x[1]); }},
       {"bce_with_logits",
        [](X x) { return F::binary_cross_entropy_with_logits(x[0], x[1], F::BCEWithLogitsOptions().pos_weight(x[2])); }},
-      {"layer_norm", [](X x) { return F::layer_norm(x[0], {4, 5}, x[1], x[2]); }},
+      {"layer_norm",
+       [](X x) {
+         return F::layer_norm(x[0], {4, 5}, x[1], x[2]);
+       }},
       {"batch_norm_train", [](X x) { return F::batch_norm(x[0], {}, {}, x[1], x[2], true); }},
       {"batch_norm_eval", [](X x) { return F::batch_norm(x[0], x[1], x[2], x[3], x[4], false); }},
       {"matmul_broadcast", [](X x) { return matmul(x[0], x[1]); }},
       {"softmax", [](X x) { return x[0].softmax(1); }},
-      {"conv2d_groups", [](X x) { return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1}, 2); }},
-      {"max_pool2d", [](X x) { return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}); }},
-      {"avg_pool2d", [](X x) { return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true); }},
-      {"adaptive_avg_pool2d", [](X x) { return adaptive_avg_pool2d(x[0], {3, 2}); }},
+      {"conv2d_groups",
+       [](X x) {
+         return conv2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1}, 2);
+       }},
+      {"max_pool2d",
+       [](X x) {
+         return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});
+       }},
+      {"avg_pool2d",
+       [](X x) {
+         return avg_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1}, true);
+       }},
+      {"adaptive_avg_pool2d",
+       [](X x) {
+         return adaptive_avg_pool2d(x[0], {3, 2});
+       }},
       {"gelu", [](X x) { return x[0].gelu(); }},
       {"logsumexp", [](X x) { return x[0].logsumexp({1}); }},
       {"var", [](X x) { return x[0].var({1}); }},
@@ -41,8 +60,14 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"max_dim_ties", [](X x) { return std::get<0>(x[0].max(1)); }},
       {"maximum_ties", [](X x) { return maximum(x[0], x[1]); }},
       {"prod_zero", [](X x) { return x[0].prod(1); }},
-      {"index_select_repeats", [](X x) { return x[0].index_select(0, tensor<int64_t>({4, 0, 4})); }},
-      {"cat", [](X x) { return cat({x[0], x[1]}, 1); }},
+      {"index_select_repeats",
+       [](X x) {
+         return x[0].index_select(0, tensor<int64_t>({4, 0, 4}));
+       }},
+      {"cat",
+       [](X x) {
+         return cat({x[0], x[1]}, 1);
+       }},
       {"norm", [](X x) { return x[0].norm(); }},
   };
   return *table;
@@ -73,8 +98,8 @@ TEST_P(ReferenceGradTest, MatchesPyTorch) {
   EXPECT_TRUE(testing::all_close(out, ref.at(name + ".out0"), 1e-10, 1e-12)) << name << " forward";
   out.backward(ref.at(name + ".gout"));
   for (size_t k = 0; k < wrt.size(); ++k)
-    EXPECT_TRUE(testing::all_close(inputs[static_cast<size_t>(wrt[k])].grad(), ref.at(name + ".grad" + std::to_string(k)),
-                                   1e-9, 1e-11))
+    EXPECT_TRUE(testing::all_close(inputs[static_cast<size_t>(wrt[k])].grad(),
+                                   ref.at(name + ".grad" + std::to_string(k)), 1e-9, 1e-11))
         << name << " gradient of input " << wrt[k];
 }
 

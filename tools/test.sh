@@ -4,6 +4,7 @@
 #                            the GoogleTest suite, and an outside project built against an
 #                            installed ember through find_package(ember).
 #   EMBER_ASAN=1 tools/test.sh   also builds and runs the suite under ASan + UBSan.
+#   EMBER_TSAN=1 tools/test.sh   also runs the threading tests under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/deps.sh
@@ -20,6 +21,13 @@ cmake --install build/release --prefix build/install >/dev/null
 cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer -j "$jobs" >/dev/null
 ./build/consumer/consumer
+
+if [ "${EMBER_TSAN:-0}" = "1" ]; then
+  echo "== ThreadSanitizer (threading and autograd tests) =="
+  cmake --preset tsan
+  cmake --build --preset tsan -j "$jobs"
+  TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/ember_tests --gtest_filter='*Thread*:Autograd.*:Memory.*'
+fi
 
 if [ "${EMBER_ASAN:-0}" = "1" ]; then
   echo "== ASan + UBSan =="

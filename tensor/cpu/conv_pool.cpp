@@ -117,8 +117,8 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   const int64_t O = weight.size(0), kH = weight.size(2), kW = weight.size(3);
   const int64_t Ho = grad_out.size(2), Wo = grad_out.size(3), G = p.groups, Cg = C / G, Og = O / G;
   const int64_t rows = Cg * kH * kW, cols = Ho * Wo;
-  const bool pointwise = kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
-                         p.padding[1] == 0;
+  const bool pointwise =
+      kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
   const T* x = static_cast<const T*>(input.data_ptr());
   const T* w = static_cast<const T*>(weight.data_ptr());
   const T* dy = static_cast<const T*>(grad_out.data_ptr());
@@ -321,14 +321,15 @@ void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
 void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) {
   fill(grad_in, 0);
   EMBER_DISPATCH_FLOATING(grad_in.dtype(), "avg_pool2d_backward", [&] {
-    average_pool<scalar_t, true>(grad_in, grad_out, [&](int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t, int64_t) {
-      return avg_window(oh, ow, H, W, p);
-    });
+    average_pool<scalar_t, true>(
+        grad_in, grad_out,
+        [&](int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t, int64_t) { return avg_window(oh, ow, H, W, p); });
   });
 }
 // in [N, C, H, W] -> out [N, C, Ho, Wo]
 void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) {
-  EMBER_DISPATCH_FLOATING(in.dtype(), "adaptive_avg_pool2d", [&] { average_pool<scalar_t, false>(in, out, adaptive_window); });
+  EMBER_DISPATCH_FLOATING(in.dtype(), "adaptive_avg_pool2d",
+                          [&] { average_pool<scalar_t, false>(in, out, adaptive_window); });
 }
 // grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
 void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) {
@@ -341,7 +342,9 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in)
 void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
                      const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
   if (grad_input.defined()) fill(grad_input, 0);
-  auto ptr = [](const Tensor& t, auto* tag) { return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr; };
+  auto ptr = [](const Tensor& t, auto* tag) {
+    return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr;
+  };
   switch (input.dtype()) {
     case kFloat32:
       return conv2d_backward_typed<float>(input, weight, grad_out, ptr(grad_input, (float*)nullptr),

@@ -38,7 +38,9 @@ class CpuBackend final : public Backend {
   void avg_pool2d_backward(const Tensor& go, const Tensor& gi, const Pool2dParams& p) override {
     cpu::avg_pool2d_backward(go, gi, p);
   }
-  void adaptive_avg_pool2d_backward(const Tensor& go, const Tensor& gi) override { cpu::adaptive_avg_pool2d_backward(go, gi); }
+  void adaptive_avg_pool2d_backward(const Tensor& go, const Tensor& gi) override {
+    cpu::adaptive_avg_pool2d_backward(go, gi);
+  }
   void softmax(const Tensor& x, const Tensor& o, int64_t dim, bool log) override { cpu::softmax(x, o, dim, log); }
   void index_select(const Tensor& s, int64_t dim, const Tensor& i, const Tensor& o) override {
     cpu::index_select(s, dim, i, o);

@@ -115,10 +115,12 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
     case BinaryOp::Minimum:
       return binary_loop<T, T>(a, b, out, [](T x, T y) { return (M(x) < M(y) || M(x) != M(x)) ? x : y; });
     case BinaryOp::TanhBackward:
-      if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * (M(1) - M(y) * M(y))); });
+      if constexpr (is_float)
+        return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * (M(1) - M(y) * M(y))); });
       break;
     case BinaryOp::SigmoidBackward:
-      if constexpr (is_float) return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * M(y) * (M(1) - M(y))); });
+      if constexpr (is_float)
+        return binary_loop<T, T>(a, b, out, [](T d, T y) { return T(M(d) * M(y) * (M(1) - M(y))); });
       break;
     case BinaryOp::ReluBackward:
       return binary_loop<T, T>(a, b, out, [](T d, T y) { return M(y) > M(0) ? d : T(0); });

@@ -130,7 +130,6 @@ Tensor unary(UnaryOp op, const Tensor& x, const char* name, bool floating, doubl
 
 }  // namespace
 
-
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary(BinaryOp::Add, a, b, alpha); }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return binary(BinaryOp::Sub, a, b, alpha); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
