@@ -36,3 +36,12 @@ struct Like {
 };
 
 }  // namespace ember::autograd
+
+namespace ember {
+// The functions_*.cpp files define ember's public ops with these helpers.
+using autograd::fit;
+using autograd::forward;
+using autograd::Like;
+using autograd::needs_grad;
+using autograd::record_fn;
+}  // namespace ember

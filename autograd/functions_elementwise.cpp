@@ -5,12 +5,6 @@
 
 namespace ember {
 
-using autograd::fit;
-using autograd::forward;
-using autograd::Like;
-using autograd::needs_grad;
-using autograd::record_fn;
-
 Tensor sum_to(const Tensor& g, const Shape& sizes) {
   if (g.sizes() == sizes) return g;
   const int64_t lead = g.dim() - static_cast<int64_t>(sizes.size());

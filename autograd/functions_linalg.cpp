@@ -3,12 +3,6 @@
 
 namespace ember {
 
-using autograd::fit;
-using autograd::forward;
-using autograd::Like;
-using autograd::needs_grad;
-using autograd::record_fn;
-
 Tensor mm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mm(a, b); });
   if (needs_grad(a, b))

@@ -3,12 +3,6 @@
 
 namespace ember {
 
-using autograd::fit;
-using autograd::forward;
-using autograd::Like;
-using autograd::needs_grad;
-using autograd::record_fn;
-
 Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor out = forward([&] { return native::softmax(x, dim); });
   if (needs_grad(x)) {

@@ -8,11 +8,6 @@
 
 namespace ember {
 
-using autograd::forward;
-using autograd::Like;
-using autograd::needs_grad;
-using autograd::record_fn;
-
 namespace {
 // d of a reduction over `dims` -> the input's shape (d keeps the reduced dims as size 1).
 Tensor unreduce(const Tensor& d, const Shape& in_sizes, const std::vector<bool>& mask, bool keepdim) {

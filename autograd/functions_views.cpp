@@ -6,12 +6,6 @@
 
 namespace ember {
 
-using autograd::fit;
-using autograd::forward;
-using autograd::Like;
-using autograd::needs_grad;
-using autograd::record_fn;
-
 namespace {
 // Views whose gradient is the output gradient reshaped back.
 Tensor reshaping(const char* name, const Tensor& self, Tensor out) {

@@ -15,6 +15,20 @@ using MatR = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::
 template <class T>
 using CMatR = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
+// sample(n, thread) for every n in [0, N): one sample per thread, each thread with its own
+// workspace slot, Eigen serial inside; with one thread, Eigen parallelizes each product.
+template <class F>
+void for_each_sample(int64_t N, int threads, const F& sample) {
+  if (threads > 1) {
+#ifdef EMBER_WITH_OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t n = 0; n < N; ++n) sample(n, omp_get_thread_num());
+    return;
+#endif
+  }
+  for (int64_t n = 0; n < N; ++n) sample(n, 0);
+}
+
 // col [Cg*kH*kW, Ho*Wo] <- x [Cg, H, W]: each column is one receptive field, zero-padded.
 template <class T>
 void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW, int64_t Ho, int64_t Wo,
@@ -93,20 +107,7 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
         for (int64_t o = 0; o < Og; ++o) Y.row(o).array() += b[g * Og + o];
     }
   };
-  if (threads > 1) {
-#ifdef EMBER_WITH_OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
-#endif
-    for (int64_t n = 0; n < N; ++n) {
-#ifdef EMBER_WITH_OPENMP
-      sample(n, omp_get_thread_num());
-#else
-      sample(n, 0);
-#endif
-    }
-  } else {
-    for (int64_t n = 0; n < N; ++n) sample(n, 0);
-  }
+  for_each_sample(N, threads, sample);
 }
 
 // dx (zeroed by the caller), dw, db from dy; any of them may be null.
@@ -163,20 +164,7 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
       }
     }
   };
-  if (threads > 1) {
-#ifdef EMBER_WITH_OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
-#endif
-    for (int64_t n = 0; n < N; ++n) {
-#ifdef EMBER_WITH_OPENMP
-      sample(n, omp_get_thread_num());
-#else
-      sample(n, 0);
-#endif
-    }
-  } else {
-    for (int64_t n = 0; n < N; ++n) sample(n, 0);
-  }
+  for_each_sample(N, threads, sample);
   if (dw) {
     const T* parts = static_cast<const T*>(dw_ws.data_ptr());
     for (int64_t k = 0; k < O * rows; ++k) {
