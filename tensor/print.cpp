@@ -52,7 +52,7 @@ void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
     return;
   }
   for (int64_t i : shown(t.size(0), summarize))
-    if (i >= 0) collect(t.select(0, i), summarize, out);
+    if (i >= 0) collect(native::select(t, 0, i), summarize, out);
 }
 
 Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
@@ -102,7 +102,7 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
       if (idx[k] < 0)
         os << " ...";  // PyTorch's marker in a row of numbers
       else
-        os << f.padded(t.select(0, idx[k]).item().to_double());
+        os << f.padded(native::select(t, 0, idx[k]).item().to_double());
     }
   } else {
     for (size_t k = 0; k < idx.size(); ++k) {
@@ -112,7 +112,7 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
       if (idx[k] < 0)
         os << "...";
       else
-        print_rec(os, t.select(0, idx[k]), f, summarize, indent + 1);
+        print_rec(os, native::select(t, 0, idx[k]), f, summarize, indent + 1);
     }
   }
   os << "]";
@@ -122,7 +122,7 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t_in) {
   if (!t_in.defined()) return os << "[ undefined Tensor ]";
-  const Tensor t = t_in.to(Device(kCPU));
+  const Tensor t = native::to(t_in, Device(kCPU), t_in.dtype(), false, false);  // native: printing records nothing
   os << "tensor(";
   std::vector<std::string> suffix;
   if (t.numel() == 0 && t.dim() != 1) {

@@ -31,13 +31,15 @@ void* Tensor::data_ptr() const {
 Scalar Tensor::item() const {
   EMBER_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
               ") cannot be converted to a Scalar");
-  const Tensor host = to(Device(kCPU));
+  const Tensor host = native::to(*this, Device(kCPU), dtype(), false, false);
   return EMBER_DISPATCH_ALL(dtype(), "item", [&]() -> Scalar { return Scalar(*host.data_ptr<scalar_t>()); });
 }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  const Tensor host = to(Device(kCPU), dtype_of<T>::value).contiguous();
+  // Native ops: reading values records nothing on the tape.
+  Tensor host = native::to(*this, Device(kCPU), dtype_of<T>::value, false, false);
+  if (!host.is_contiguous()) host = native::clone(host);
   std::vector<T> out(static_cast<size_t>(host.numel()));
   if (!out.empty()) std::memcpy(static_cast<void*>(out.data()), host.data_ptr(), out.size() * sizeof(T));
   return out;
