@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 source tools/deps.sh
 ember_ensure_deps
 jobs=$(nproc)
+# Let ccache share results between clones in different folders (CI builds a fresh clone).
+export CCACHE_BASEDIR="$PWD"
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"

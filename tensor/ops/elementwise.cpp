@@ -44,9 +44,45 @@ namespace {
 bool can_cast(DType from, DType to) { return category(from) <= category(to); }
 
 const char* binary_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum",     "minimum",   "eq",
-                                "ne",  "lt",  "le",  "gt",  "ge",  "logical_and", "logical_or"};
-  return names[static_cast<int>(op)];
+  switch (op) {
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
+    case BinaryOp::Pow:
+      return "pow";
+    case BinaryOp::Maximum:
+      return "maximum";
+    case BinaryOp::Minimum:
+      return "minimum";
+    case BinaryOp::TanhBackward:
+      return "tanh_backward";
+    case BinaryOp::SigmoidBackward:
+      return "sigmoid_backward";
+    case BinaryOp::ReluBackward:
+      return "relu_backward";
+    case BinaryOp::Eq:
+      return "eq";
+    case BinaryOp::Ne:
+      return "ne";
+    case BinaryOp::Lt:
+      return "lt";
+    case BinaryOp::Le:
+      return "le";
+    case BinaryOp::Gt:
+      return "gt";
+    case BinaryOp::Ge:
+      return "ge";
+    case BinaryOp::LogicalAnd:
+      return "logical_and";
+    case BinaryOp::LogicalOr:
+      return "logical_or";
+  }
+  return "binary";  // a switch over every op: the compiler warns when one is missing
 }
 
 Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
