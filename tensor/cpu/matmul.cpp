@@ -63,8 +63,11 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
           else
             C.noalias() = al * (A * Bm);
         } else {
-          C *= be;
-          C.noalias() += al * (A * Bm);
+          if (beta != 1) C *= be;  // addmm's usual beta = 1 costs no extra pass over C
+          if (alpha == 1)
+            C.noalias() += A * Bm;
+          else
+            C.noalias() += al * (A * Bm);
         }
       });
     });
