@@ -356,9 +356,7 @@ void check_inplace(const Tensor& self, const char* op) {
 }
 }  // namespace
 
-namespace autograd {
-void check_inplace_allowed(const Tensor& self, const char* op) { check_inplace(self, op); }
-}  // namespace autograd
+void autograd::check_inplace_allowed(const Tensor& self, const char* op) { check_inplace(self, op); }
 
 Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   check_inplace(self, "add_");

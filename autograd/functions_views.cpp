@@ -127,10 +127,6 @@ Tensor clone(const Tensor& self) {
   return out;
 }
 
-namespace autograd {
-void check_inplace_allowed(const Tensor& self, const char* op);
-}
-
 Tensor& copy_(Tensor& self, const Tensor& src) {
   autograd::check_inplace_allowed(self, "copy_");
   native::copy_(self, src);

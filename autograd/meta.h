@@ -27,6 +27,9 @@ Edge edge_of(const Tensor& t);
 bool needs_grad(std::initializer_list<const Tensor*> inputs);
 inline bool needs_grad(const Tensor& a) { return needs_grad({&a}); }
 inline bool needs_grad(const Tensor& a, const Tensor& b) { return needs_grad({&a, &b}); }
+// Throws unless an in-place op `op` may modify `self`: the tape does not rewrite history, so
+// tensors that require grad are refused while grad mode is on (leaves as in PyTorch).
+void check_inplace_allowed(const Tensor& self, const char* op);
 // Records `node` as the producer of `outputs` (floating outputs only) with edges to `inputs`.
 void record(const std::shared_ptr<Node>& node, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<Tensor*> outputs);

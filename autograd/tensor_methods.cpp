@@ -2,6 +2,7 @@
 // of autograd/functions.h.
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "autograd/meta.h"
 #include "tensor/backend.h"
 
 namespace ember {
@@ -10,10 +11,6 @@ Tensor scalar_like(const Tensor& self, const Scalar& s) {
   return full({}, s, TensorOptions().dtype(result_type(self, s)).device(self.device()));
 }
 }  // namespace
-
-namespace autograd {
-void check_inplace_allowed(const Tensor& self, const char* op);
-}
 
 // ---- conversion, copies and views ----
 Tensor Tensor::to(DType d, bool copy) const { return ember::to(*this, device(), d, false, copy); }
