@@ -74,31 +74,29 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// Ties split the gradient evenly between the two inputs, as PyTorch does.
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out = forward([&] { return native::maximum(a, b); });
+// maximum/minimum: the gradient goes to the winning input; ties split it evenly, as
+// PyTorch does. `wins(x, y)` is x > y for maximum, x < y for minimum.
+namespace {
+Tensor extreme_of_two(const char* name, Tensor (*native_fn)(const Tensor&, const Tensor&),
+                      Tensor (*wins)(const Tensor&, const Tensor&), const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return native_fn(a, b); });
   if (needs_grad(a, b))
     record_fn(
-        "MaximumBackward", {&a, &b}, {&out},
-        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-          const Tensor x = sa.unpack("maximum"), y = sb.unpack("maximum");
-          const Tensor wa = (x > y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
+        name, {&a, &b}, {&out},
+        [name, wins, la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack(name), y = sb.unpack(name);
+          const Tensor wa = native::add(wins(x, y).to(d[0].dtype()), (x == y).to(d[0].dtype()) * 0.5);
           return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
         });
   return out;
 }
+}  // namespace
 
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extreme_of_two("MaximumBackward", native::maximum, native::gt, a, b);
+}
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out = forward([&] { return native::minimum(a, b); });
-  if (needs_grad(a, b))
-    record_fn(
-        "MinimumBackward", {&a, &b}, {&out},
-        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-          const Tensor x = sa.unpack("minimum"), y = sb.unpack("minimum");
-          const Tensor wa = (x < y).to(d[0].dtype()) + (x == y).to(d[0].dtype()) * 0.5;
-          return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
-        });
-  return out;
+  return extreme_of_two("MinimumBackward", native::minimum, native::lt, a, b);
 }
 
 // Comparisons and logical ops have bool results: nothing to differentiate.

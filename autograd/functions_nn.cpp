@@ -75,9 +75,9 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<
   Tensor out = forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
   if (needs_grad(x))
     record_fn("AvgPool2dBackward", {&x}, {&out},
-              [sx = SavedTensor(x), kernel, stride, padding, ceil_mode, count_include_pad](std::vector<Tensor>& g) {
-                return std::vector<Tensor>{native::avg_pool2d_backward(g[0], sx.unpack("avg_pool2d"), kernel, stride,
-                                                                       padding, ceil_mode, count_include_pad)};
+              [sizes = x.sizes(), kernel, stride, padding, ceil_mode, count_include_pad](std::vector<Tensor>& g) {
+                return std::vector<Tensor>{
+                    native::avg_pool2d_backward(g[0], sizes, kernel, stride, padding, ceil_mode, count_include_pad)};
               });
   return out;
 }
@@ -85,8 +85,8 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
   Tensor out = forward([&] { return native::adaptive_avg_pool2d(x, output_size); });
   if (needs_grad(x))
-    record_fn("AdaptiveAvgPool2dBackward", {&x}, {&out}, [sx = SavedTensor(x)](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{native::adaptive_avg_pool2d_backward(g[0], sx.unpack("adaptive_avg_pool2d"))};
+    record_fn("AdaptiveAvgPool2dBackward", {&x}, {&out}, [sizes = x.sizes()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{native::adaptive_avg_pool2d_backward(g[0], sizes)};
     });
   return out;
 }
@@ -159,20 +159,18 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   return forward([&] { return native::one_hot(indices, num_classes); });
 }
 
-Tensor tril(const Tensor& x, int64_t diagonal) {
-  Tensor out = forward([&] { return native::tril(x, diagonal); });
+namespace {
+// tril/triu keep a triangle; their gradient is the same triangle of the output gradient.
+Tensor triangle(const char* name, Tensor (*native_fn)(const Tensor&, int64_t), const Tensor& x, int64_t diagonal) {
+  Tensor out = forward([&] { return native_fn(x, diagonal); });
   if (needs_grad(x))
-    record_fn("TrilBackward", {&x}, {&out},
-              [diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native::tril(g[0], diagonal)}; });
+    record_fn(name, {&x}, {&out},
+              [native_fn, diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native_fn(g[0], diagonal)}; });
   return out;
 }
+}  // namespace
 
-Tensor triu(const Tensor& x, int64_t diagonal) {
-  Tensor out = forward([&] { return native::triu(x, diagonal); });
-  if (needs_grad(x))
-    record_fn("TriuBackward", {&x}, {&out},
-              [diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native::triu(g[0], diagonal)}; });
-  return out;
-}
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("TrilBackward", native::tril, x, diagonal); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("TriuBackward", native::triu, x, diagonal); }
 
 }  // namespace ember

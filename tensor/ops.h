@@ -199,10 +199,10 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Te
                                                    std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
                                                    std::array<int64_t, 2> dilation, int64_t groups,
                                                    std::array<bool, 3> wanted);
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, std::array<int64_t, 2> kernel,
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std::array<int64_t, 2> kernel,
                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
                            bool count_include_pad);
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes);
 
 // ---- softmax (tensor/ops/softmax.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -289,7 +289,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
       return;
     }
     default:
-      throw Error(detail::concat("conv2d: not implemented for dtype ", input.dtype()));
+      throw Error(detail::concat("conv2d: expected a floating point dtype, got ", input.dtype()));
   }
 }
 
@@ -341,7 +341,7 @@ void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& gr
       return conv2d_backward_typed<double>(input, weight, grad_out, ptr(grad_input, (double*)nullptr),
                                            ptr(grad_weight, (double*)nullptr), ptr(grad_bias, (double*)nullptr), p);
     default:
-      throw Error(detail::concat("conv2d backward: not implemented for dtype ", input.dtype(),
+      throw Error(detail::concat("conv2d backward: expected float32 or float64, got ", input.dtype(),
                                  " (16-bit convolutions compute in float32 and are differentiated there)"));
   }
 }

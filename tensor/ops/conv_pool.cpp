@@ -151,24 +151,34 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Te
   return {gx, gw, gb};
 }
 
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& input, std::array<int64_t, 2> kernel,
+namespace {
+// The gradient buffer for a pooling backward: the input's shape, made 4-D, in grad_out's dtype.
+Tensor pool_grad_input(const Tensor& grad_out, const Shape& input_sizes, const char* op) {
+  EMBER_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op, ": expected a 3-D or 4-D input shape, got ",
+              shape_str(input_sizes));
+  Shape s = input_sizes;
+  if (s.size() == 3) s.insert(s.begin(), 1);
+  return ops::empty_on(s, grad_out.dtype(), grad_out.device());
+}
+}  // namespace
+
+// Only the input's shape is needed: the pooling nodes keep that, not the input itself.
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std::array<int64_t, 2> kernel,
                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
                            bool count_include_pad) {
-  const Tensor x = check_nchw(input, "avg_pool2d");
-  Pool2dParams p = pool_params(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "avg_pool2d_backward");
+  Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
-  Tensor gx = ops::empty_on(x.sizes(), x.dtype(), x.device());
-  const Tensor dy = (input.dim() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
-  backend(x.device()).avg_pool2d_backward(dy, gx, p);
-  return restore_rank(gx, input);
+  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(gx.device()).avg_pool2d_backward(dy, gx, p);
+  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
 }
 
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& input) {
-  const Tensor x = check_nchw(input, "adaptive_avg_pool2d");
-  Tensor gx = ops::empty_on(x.sizes(), x.dtype(), x.device());
-  const Tensor dy = (input.dim() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
-  backend(x.device()).adaptive_avg_pool2d_backward(dy, gx);
-  return restore_rank(gx, input);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "adaptive_avg_pool2d_backward");
+  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(gx.device()).adaptive_avg_pool2d_backward(dy, gx);
+  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
 }
 
 }  // namespace ember::native
