@@ -92,6 +92,20 @@ Tensor& Tensor::detach_() {
   return *this;
 }
 
+void Tensor::set_data(const Tensor& new_data) const {
+  EMBER_CHECK(defined() && new_data.defined(), "set_data: both tensors must be defined");
+  EMBER_CHECK(!requires_grad() || is_floating(new_data.dtype()), "set_data: a tensor that requires grad cannot take ",
+              new_data.dtype(), " data");
+  TensorImpl& self = *impl();
+  const TensorImpl& src = *new_data.impl();
+  self.storage = src.storage;
+  self.offset = src.offset;
+  self.sizes = src.sizes;
+  self.strides = src.strides;
+  self.dtype = src.dtype;
+  self.device = src.device;
+}
+
 uint64_t Tensor::version() const { return storage() ? storage()->version() : 0; }
 void Tensor::bump_version() const {
   if (storage()) storage()->bump_version();

@@ -7,7 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "cuda/cuda.h"
-#include "nn/functional.h"
+#include "nn/nn.h"
 #include "tensor/allocator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"

@@ -108,6 +108,53 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const 
   return reduce(loss, o.reduction_, "binary_cross_entropy_with_logits");
 }
 
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "l1_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  return reduce((input - target).abs(), reduction, "l1_loss");
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "smooth_l1_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
+  const Tensor d = (input - target).abs();
+  if (beta == 0) return reduce(d, reduction, "smooth_l1_loss");
+  const Tensor quadratic = d * d * (0.5 / beta);
+  return reduce(where(d < beta, quadratic, d - 0.5 * beta), reduction, "smooth_l1_loss");
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "kl_div: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  // target · (log target - input), with 0 · log 0 = 0 as PyTorch's xlogy.
+  const Tensor loss =
+      log_target ? target.exp() * (target - input) : target * where(target > 0, target, 1.0).log() - target * input;
+  if (reduction == "batchmean") {
+    EMBER_CHECK(input.dim() > 0, "kl_div: 'batchmean' needs a batch dimension, input is 0-d");
+    return loss.sum() / static_cast<double>(input.size(0));
+  }
+  return reduce(loss, reduction, "kl_div");
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  EMBER_CHECK(x.dim() >= 2, "group_norm: expects input [N, C, ...], got shape ", shape_str(x.sizes()));
+  const int64_t n = x.size(0), c = x.size(1);
+  EMBER_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: ", c, " channels are not divisible into ", num_groups,
+              " groups");
+  for (const Tensor* t : {&weight, &bias})
+    EMBER_CHECK(!t->defined() || t->sizes() == Shape{c}, "group_norm: weight and bias must have shape [", c, "], got ",
+                shape_str(t->sizes()));
+  const Tensor grouped = x.reshape({n, num_groups, -1});
+  const Tensor centered = grouped - grouped.mean({2}, true);
+  Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + eps)).reshape(x.sizes());
+  Shape channel_shape(static_cast<size_t>(x.dim()), 1);
+  channel_shape[1] = c;
+  if (weight.defined()) y = y * weight.reshape(channel_shape);
+  if (bias.defined()) y = y + bias.reshape(channel_shape);
+  return y;
+}
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());

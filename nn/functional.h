@@ -41,6 +41,16 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// Huber-like: 0.5 d² / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: L1).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                      double beta = 1.0);
+// input: log-probabilities; target: probabilities (log-probabilities when log_target).
+// Pointwise target (log target - input); reduction "batchmean" divides the sum by the batch size
+// (the mathematically correct KL divergence; PyTorch's "mean" divides by the element count).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
+
 struct BCEWithLogitsOptions {
   Tensor weight_, pos_weight_;
   std::string reduction_ = "mean";
@@ -63,6 +73,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 
 // Normalizes over the trailing `normalized_shape` dims; weight and bias (that shape) optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x [N, C, ...]: normalizes each of `num_groups` groups of C / num_groups channels per sample;
+// weight and bias [C] optional.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 // x [N, C, ...]. Training: batch statistics (biased variance), and the running statistics,
 // when given, move by `momentum` (with the unbiased variance). Eval: the running statistics.

@@ -112,6 +112,9 @@ class Tensor {
   void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   Tensor detach() const;  // shares storage and version counter, no history
   Tensor& detach_();
+  // Makes this tensor refer to new_data's storage, shape, dtype and device, keeping its
+  // identity and autograd state (PyTorch's `param.data = ...`); module.to() uses it.
+  void set_data(const Tensor& new_data) const;
   uint64_t version() const;  // bumped by every in-place op on the storage
   void bump_version() const;
 
