@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "cuda/cuda.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "tensor/allocator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"

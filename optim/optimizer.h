@@ -1,0 +1,140 @@
+#pragma once
+// The optimizer base (torch.optim.Optimizer): parameter groups with their own options,
+// per-parameter state, zero_grad, state_dict / load_state_dict. Subclasses implement step().
+// Options follow LibTorch's call shapes: SGD(params, SGDOptions(0.1).momentum(0.9)); the
+// getter is the option's name, the setter the name with a value.
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nn/ordered_dict.h"
+#include "tensor/tensor.h"
+
+// Declares option `name` of type T with a default: `T name_`, setter `Self& name(T)`, getter `T name()`.
+#define EMBER_OPTION(T, name, value)        \
+ public:                                    \
+  Self& name(const T& v) {                  \
+    name##_ = v;                            \
+    return static_cast<Self&>(*this);       \
+  }                                         \
+  const T& name() const { return name##_; } \
+  T name##_ = value
+
+namespace ember {
+
+using StateDict = OrderedDict<Tensor>;
+
+namespace optim {
+
+// Options shared by a parameter group. Every option is a number (a bool is 0 or 1), so that
+// state_dict() can store them by name.
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual std::map<std::string, double> to_map() const = 0;
+  virtual void from_map(const std::map<std::string, double>& values) = 0;
+  // Throws an ember::Error naming the first invalid option.
+  virtual void validate() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  // The momentum that OneCycleLR cycles: SGD's and RMSprop's momentum, Adam's beta1.
+  virtual std::optional<double> get_momentum() const { return std::nullopt; }
+  virtual void set_momentum(double) {}
+};
+
+class ParamGroup {
+ public:
+  explicit ParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options = nullptr)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  ParamGroup(const ParamGroup& o) : params_(o.params_), options_(o.options_ ? o.options_->clone() : nullptr) {}
+  ParamGroup& operator=(const ParamGroup& o) {
+    params_ = o.params_;
+    options_ = o.options_ ? o.options_->clone() : nullptr;
+    return *this;
+  }
+  ParamGroup(ParamGroup&&) = default;
+  ParamGroup& operator=(ParamGroup&&) = default;
+
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  bool has_options() const { return options_ != nullptr; }
+  OptimizerOptions& options() { return *options_; }
+  const OptimizerOptions& options() const { return *options_; }
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+};
+
+// An optimizer's saved state: tensors ("state.<i>.<name>", i = the parameter's position over
+// all groups, as PyTorch numbers them) and scalars as strings (optimizer type, param_groups as
+// JSON, "state.<i>.step"). ember::save writes it as one safetensors file whose __metadata__
+// holds the scalars.
+struct OptimizerState {
+  StateDict tensors{"optimizer state tensor"};
+  std::map<std::string, std::string> metadata;
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::string type_name, std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter with a gradient. `closure` (zero grads, compute the loss,
+  // backward, return the loss) is optional except for LBFGS; step returns its loss.
+  virtual Tensor step(const std::function<Tensor()>& closure = nullptr) = 0;
+  void zero_grad(bool set_to_none = true);
+  // Options missing from `group` come from the defaults; a parameter may be in one group only.
+  void add_param_group(ParamGroup group);
+
+  const std::string& type_name() const { return type_name_; }
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  const OptimizerOptions& defaults() const { return *defaults_; }
+  std::vector<Tensor> parameters() const;
+
+  OptimizerState state_dict() const;
+  // Restores state saved from an optimizer of the same type over parameters of the same shapes.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  struct ParamState {
+    int64_t step = 0;
+    OrderedDict<Tensor> buffers{"optimizer state"};
+  };
+  ParamState& state_of(const Tensor& param) { return state_[param.impl().get()]; }
+  // Hooks for optimizers with state beyond per-parameter buffers (LBFGS).
+  virtual void save_extra(OptimizerState&) const {}
+  virtual void load_extra(const OptimizerState&) {}
+
+ private:
+  std::string type_name_;
+  std::unique_ptr<OptimizerOptions> defaults_;
+  std::vector<ParamGroup> groups_;
+  std::unordered_map<TensorImpl*, ParamState> state_;
+};
+
+// Runs a fused step kernel on param with grad and state tensors: contiguous operands as they
+// are; a non-contiguous parameter or gradient through a contiguous copy.
+void run_fused_step(const Tensor& param, const Tensor& grad,
+                    const std::function<void(const Tensor&, const Tensor&)>& kernel);
+
+// Base for option structs: clone() through the copy constructor.
+template <class Derived>
+class OptimizerCloneableOptions : public OptimizerOptions {
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+}  // namespace optim
+}  // namespace ember
