@@ -51,8 +51,10 @@ class ParamGroup {
  public:
   explicit ParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options = nullptr)
       : params_(std::move(params)), options_(std::move(options)) {}
-  ParamGroup(const ParamGroup& o) : params_(o.params_), options_(o.options_ ? o.options_->clone() : nullptr) {}
+  ParamGroup(const ParamGroup& o)
+      : initial_lr(o.initial_lr), params_(o.params_), options_(o.options_ ? o.options_->clone() : nullptr) {}
   ParamGroup& operator=(const ParamGroup& o) {
+    initial_lr = o.initial_lr;
     params_ = o.params_;
     options_ = o.options_ ? o.options_->clone() : nullptr;
     return *this;
@@ -66,6 +68,9 @@ class ParamGroup {
   OptimizerOptions& options() { return *options_; }
   const OptimizerOptions& options() const { return *options_; }
   void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+  // The learning rate a scheduler started from (PyTorch's group["initial_lr"]); the first
+  // scheduler attached to the optimizer sets it.
+  std::optional<double> initial_lr;
 
  private:
   std::vector<Tensor> params_;
