@@ -52,6 +52,17 @@ const std::map<std::string, Tensor>& reference_grads() {
   return *ref;
 }
 
+const std::map<std::string, Tensor>& reference_nn() {
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/nn.bin"));
+  return *ref;
+}
+
+const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::string& name) {
+  auto it = ref.find(name);
+  EMBER_CHECK(it != ref.end(), "reference tensor '", name, "' is missing: rerun tools/gen_reference.py");
+  return it->second;
+}
+
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
   if (actual.dtype() != expected.dtype())
     return ::testing::AssertionFailure() << "dtype " << actual.dtype() << " != expected " << expected.dtype();

@@ -13,6 +13,9 @@ namespace ember::testing {
 std::map<std::string, Tensor> load_reference(const std::string& path);
 const std::map<std::string, Tensor>& reference();        // tests/reference/ops.bin, loaded once
 const std::map<std::string, Tensor>& reference_grads();  // tests/reference/grads.bin
+const std::map<std::string, Tensor>& reference_nn();     // tests/reference/nn.bin
+// ref[name], or an ember::Error naming the missing entry.
+const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::string& name);
 
 // Same dtype, same shape, and every element within atol + rtol * |expected| (NaN == NaN).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,

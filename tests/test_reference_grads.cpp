@@ -69,6 +69,12 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
          return cat({x[0], x[1]}, 1);
        }},
       {"norm", [](X x) { return x[0].norm(); }},
+      {"l1_loss", [](X x) { return F::l1_loss(x[0], x[1]); }},
+      {"smooth_l1_loss", [](X x) { return F::smooth_l1_loss(x[0], x[1], "mean", 0.5); }},
+      {"smooth_l1_loss_sum", [](X x) { return F::smooth_l1_loss(x[0], x[1], "sum"); }},
+      {"kl_div_batchmean", [](X x) { return F::kl_div(x[0], x[1], "batchmean"); }},
+      {"kl_div_log_target", [](X x) { return F::kl_div(x[0], x[1], "sum", true); }},
+      {"group_norm", [](X x) { return F::group_norm(x[0], 3, x[1], x[2]); }},
   };
   return *table;
 }

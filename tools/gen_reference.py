@@ -216,6 +216,8 @@ def main():
     entries.clear()
     grad_cases()
     write("grads.bin")
+    import gen_reference_nn  # layers, optimizers, schedulers, checkpoints: tests/reference/nn.bin
+    gen_reference_nn.main()
 
 
 def grad_cases():
@@ -262,6 +264,16 @@ def grad_cases():
         ("index_select_repeats", [r(5, 3, dtype=d)], lambda x: x.index_select(0, torch.tensor([4, 0, 4]))),
         ("cat", [r(2, 3, dtype=d), r(2, 2, dtype=d)], lambda a, b: torch.cat([a, b], 1)),
         ("norm", [r(3, 4, dtype=d)], lambda x: x.norm()),
+        ("l1_loss", [r(3, 4, dtype=d), r(3, 4, dtype=d)], lambda a, b: F.l1_loss(a, b)),
+        ("smooth_l1_loss", [r(3, 4, dtype=d), r(3, 4, dtype=d)], lambda a, b: F.smooth_l1_loss(a, b, beta=0.5)),
+        ("smooth_l1_loss_sum", [r(3, 4, dtype=d), r(3, 4, dtype=d)],
+         lambda a, b: F.smooth_l1_loss(a, b, reduction="sum")),
+        ("kl_div_batchmean", [torch.log_softmax(r(3, 4, dtype=d), 1), torch.softmax(r(3, 4, dtype=d), 1)],
+         lambda a, b: F.kl_div(a, b, reduction="batchmean")),
+        ("kl_div_log_target", [torch.log_softmax(r(3, 4, dtype=d), 1), torch.log_softmax(r(3, 4, dtype=d), 1)],
+         lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True)),
+        ("group_norm", [r(2, 6, 3, dtype=d), r(6, dtype=d), r(6, dtype=d)],
+         lambda x, w, b: F.group_norm(x, 3, w, b)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

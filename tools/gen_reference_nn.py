@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Generates tests/reference/nn.bin (layers, optimizer trajectories, LR schedules) and
+tests/reference/torch_mlp.safetensors (weights saved from PyTorch) for ember's nn, optim and
+checkpoint tests. Run with Debian's PyTorch:  /usr/bin/python3 tools/gen_reference.py
+(which runs this script too). Format of nn.bin: "EMBREF01", as in gen_reference.py.
+
+Names in nn.bin:
+  layer.<case>.state.<key>   the layer's state_dict before the forward (ember loads it)
+  layer.<case>.in / .out / .gout / .grad_in   input, output, upstream gradient, input gradient
+  layer.<case>.grad.<param>  parameter gradients; layer.<case>.after.<buffer> buffers after
+  optim.model.<key>, optim.model.x / .y   the small model's initial state and data
+  optim.<model|rosen>.<config>  parameters after each of 10 steps, flattened: [10, P]
+  sched.<config>             lr after construction and after each of 100 steps: [101]
+  sched.<config>.momentum    the same for the momentum (OneCycleLR)
+  st_mlp.in / st_mlp.out     input and output of the model in torch_mlp.safetensors
+The C++ tests build the same layers and optimizer configurations by these names.
+"""
+import json
+import math
+import os
+import struct
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gen_reference as ref
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- the small GPT pieces, nanoGPT's layout and names (ember's nn/modules/transformer.h) ----
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = [z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        y = att.softmax(-1) @ v
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+def layer(name, module, x, train=True):
+    """Stores the module's state, x, the output, an upstream gradient and the gradients."""
+    module.train(train)
+    for k, v in module.state_dict().items():
+        ref.put(f"layer.{name}.state.{k}", v)
+    if x.is_floating_point():
+        x = x.clone().requires_grad_(True)
+    out = module(x)
+    gout = torch.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    out.backward(gout)
+    ref.put(f"layer.{name}.in", x)
+    ref.put(f"layer.{name}.out", out)
+    ref.put(f"layer.{name}.gout", gout)
+    if x.is_floating_point():
+        ref.put(f"layer.{name}.grad_in", x.grad)
+    for k, p in module.named_parameters():
+        ref.put(f"layer.{name}.grad.{k}", p.grad if p.grad is not None else torch.zeros_like(p))
+    for k, b in module.named_buffers():
+        ref.put(f"layer.{name}.after.{k}", b)
+
+
+def layers():
+    torch.manual_seed(2024)
+    layer("linear", nn.Linear(5, 3), r(4, 5))
+    layer("linear_nobias_3d", nn.Linear(5, 3, bias=False), r(2, 4, 5))
+    layer("conv2d", nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), r(2, 4, 7, 7))
+    layer("conv2d_dilation", nn.Conv2d(3, 5, (3, 2), padding=(2, 1), dilation=2), r(2, 3, 6, 6))
+    layer("maxpool2d", nn.MaxPool2d(3, 2, 1), r(2, 3, 7, 7))
+    layer("avgpool2d", nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False), r(2, 3, 7, 7))
+    layer("adaptive_avgpool2d", nn.AdaptiveAvgPool2d((2, 3)), r(2, 3, 5, 7))
+    bn = nn.BatchNorm1d(4)
+    layer("batchnorm1d", bn, r(8, 4))
+    layer("batchnorm1d_3d", nn.BatchNorm1d(3, momentum=None), r(4, 3, 5))
+    layer("batchnorm2d", nn.BatchNorm2d(3, momentum=0.2), r(4, 3, 3, 3))
+    bn_eval = nn.BatchNorm2d(3)
+    with torch.no_grad():
+        bn_eval.running_mean.copy_(r(3))
+        bn_eval.running_var.copy_(torch.rand(3) + 0.5)
+        bn_eval.weight.copy_(r(3))
+        bn_eval.bias.copy_(r(3))
+    layer("batchnorm2d_eval", bn_eval, r(4, 3, 3, 3), train=False)
+    ln = nn.LayerNorm([4, 5])
+    with torch.no_grad():
+        ln.weight.copy_(r(4, 5))
+        ln.bias.copy_(r(4, 5))
+    layer("layernorm", ln, r(3, 4, 5))
+    gn = nn.GroupNorm(2, 6)
+    with torch.no_grad():
+        gn.weight.copy_(r(6))
+        gn.bias.copy_(r(6))
+    layer("groupnorm", gn, r(2, 6, 3, 2))
+    layer("dropout_eval", nn.Dropout(0.3), r(4, 5), train=False)
+    layer("embedding", nn.Embedding(10, 4), torch.tensor([[1, 9, 1], [0, 3, 1]]))
+    layer("embedding_padding", nn.Embedding(10, 4, padding_idx=1), torch.tensor([[1, 9, 1], [0, 3, 1]]))
+    layer("flatten", nn.Flatten(), r(2, 3, 2, 2))
+    layer("identity", nn.Identity(), r(3, 2))
+    layer("relu", nn.ReLU(), r(4, 5))
+    layer("gelu", nn.GELU(), r(4, 5))
+    layer("gelu_tanh", nn.GELU(approximate="tanh"), r(4, 5))
+    layer("silu", nn.SiLU(), r(4, 5))
+    layer("tanh", nn.Tanh(), r(4, 5))
+    layer("sigmoid", nn.Sigmoid(), r(4, 5))
+    layer("softmax", nn.Softmax(dim=1), r(3, 4, 2))
+    layer("sequential", nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 2)), r(6, 5))
+    layer("cnn", nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                               nn.Linear(4 * 4 * 4, 10)), r(3, 1, 8, 8))
+    layer("attention", CausalSelfAttention(8, 2), r(2, 5, 8))
+    layer("mlp", MLP(8), r(2, 3, 8))
+    layer("block", Block(8, 2), r(2, 5, 8))
+
+
+# ---- optimizer trajectories ----
+OPTIMIZERS = {
+    # name: (constructor, rosenbrock lr, model lr)
+    "sgd": (lambda p, lr: torch.optim.SGD(p, lr=lr), 1e-3, 0.1),
+    "sgd_momentum": (lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9, dampening=0.1), 1e-3, 0.1),
+    "sgd_nesterov": (lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9, nesterov=True), 1e-3, 0.1),
+    "sgd_weight_decay": (lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.5, weight_decay=0.1), 1e-3, 0.1),
+    "adam": (lambda p, lr: torch.optim.Adam(p, lr=lr), 1e-2, 1e-2),
+    "adam_amsgrad_l2": (lambda p, lr: torch.optim.Adam(p, lr=lr, amsgrad=True, weight_decay=0.1), 1e-2, 1e-2),
+    "adamw": (lambda p, lr: torch.optim.AdamW(p, lr=lr, betas=(0.8, 0.99), weight_decay=0.1), 1e-2, 1e-2),
+    "rmsprop": (lambda p, lr: torch.optim.RMSprop(p, lr=lr), 1e-3, 1e-3),
+    "rmsprop_centered_momentum": (lambda p, lr: torch.optim.RMSprop(p, lr=lr, momentum=0.5, centered=True,
+                                                                     weight_decay=0.01), 1e-3, 1e-3),
+    "lbfgs": (lambda p, lr: torch.optim.LBFGS(p, lr=lr, max_iter=5), 1.0, 1.0),
+    "lbfgs_strong_wolfe": (lambda p, lr: torch.optim.LBFGS(p, lr=lr, max_iter=5, line_search_fn="strong_wolfe"),
+                           1.0, 1.0),
+}
+
+
+def rosenbrock(x):
+    return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+
+def trajectory(params, make, loss_fn):
+    opt = make(params)
+    rows = []
+    for _ in range(10):
+        def closure():
+            opt.zero_grad()
+            loss = loss_fn()
+            loss.backward()
+            return loss
+        opt.step(closure)
+        rows.append(torch.cat([p.detach().reshape(-1) for p in params]))
+    return torch.stack(rows)
+
+
+def optimizers():
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = r(16, 4), r(16, 3)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    for k, v in initial.items():
+        ref.put(f"optim.model.{k}", v)
+    ref.put("optim.model.x", x)
+    ref.put("optim.model.y", y)
+    for name, (make, rosen_lr, model_lr) in OPTIMIZERS.items():
+        xr = torch.tensor([-1.5, 2.0], requires_grad=True)
+        ref.put(f"optim.rosen.{name}", trajectory([xr], lambda p: make(p, rosen_lr), lambda: rosenbrock(xr)))
+        model.load_state_dict(initial)
+        ref.put(f"optim.model.{name}", trajectory(list(model.parameters()), lambda p: make(p, model_lr),
+                                                  lambda: F.mse_loss(model(x), y)))
+
+
+# ---- LR schedulers ----
+SCHEDULERS = {
+    "step": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=7, gamma=0.5),
+    "multistep": lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[10, 30, 30, 60], gamma=0.3),
+    "exponential": lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.95),
+    "cosine": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=30, eta_min=0.001),
+    "linear": lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, end_factor=1.0, total_iters=10),
+    "onecycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=100),
+    "onecycle_three_phase_linear": lambda o: torch.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.5, total_steps=100, pct_start=0.25, anneal_strategy="linear", three_phase=True),
+    "sequential": lambda o: torch.optim.lr_scheduler.SequentialLR(
+        o, [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=5),
+            torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=20)], milestones=[5]),
+}
+
+
+def schedulers():
+    import warnings
+    warnings.simplefilter("ignore")
+    for name, make in SCHEDULERS.items():
+        p = torch.zeros(1, requires_grad=True)
+        opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+        sched = make(opt)
+        lrs, moms = [opt.param_groups[0]["lr"]], [opt.param_groups[0]["momentum"]]
+        for _ in range(100):
+            opt.step()
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+            moms.append(opt.param_groups[0]["momentum"])
+        ref.put(f"sched.{name}", torch.tensor(lrs, dtype=torch.float64))
+        ref.put(f"sched.{name}.momentum", torch.tensor(moms, dtype=torch.float64))
+
+
+# ---- a safetensors file written from PyTorch tensors ----
+ST_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+             torch.int64: "I64", torch.int32: "I32", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def save_safetensors(tensors, path, metadata=None):
+    """The safetensors layout (Debian has no python3-safetensors): u64 header length, JSON, data."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+        header[name] = {"dtype": ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    js = json.dumps(header).encode()
+    js += b" " * ((8 - len(js) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js + b"".join(blobs))
+
+
+def safetensors_model():
+    torch.manual_seed(99)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    x = r(5, 4)
+    save_safetensors(model.state_dict(), os.path.join(HERE, "..", "tests", "reference", "torch_mlp.safetensors"),
+                     {"format": "pt"})
+    ref.put("st_mlp.in", x)
+    ref.put("st_mlp.out", model(x))
+
+
+def main():
+    ref.entries.clear()
+    layers()
+    optimizers()
+    schedulers()
+    safetensors_model()
+    ref.write("nn.bin")
+
+
+if __name__ == "__main__":
+    main()
