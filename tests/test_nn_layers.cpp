@@ -19,18 +19,26 @@ const std::map<std::string, std::function<ModulePtr()>>& factories() {
       {"linear_nobias_3d", [] { return as_module(Linear(LinearOptions(5, 3).bias(false))); }},
       {"conv2d", [] { return as_module(Conv2d(Conv2dOptions(4, 6, 3).stride(2).padding(1).groups(2))); }},
       {"conv2d_dilation",
-       [] { return as_module(Conv2d(Conv2dOptions(3, 5, Int2{3, 2}).padding(Int2{2, 1}).dilation(2))); }},
+       [] {
+         return as_module(Conv2d(Conv2dOptions(3, 5, Int2{3, 2}).padding(Int2{2, 1}).dilation(2)));
+       }},
       {"maxpool2d", [] { return as_module(MaxPool2d(Pool2dOptions(3).stride(2).padding(1))); }},
       {"avgpool2d",
        [] {
          return as_module(AvgPool2d(Pool2dOptions(3).stride(2).padding(1).ceil_mode(true).count_include_pad(false)));
        }},
-      {"adaptive_avgpool2d", [] { return as_module(AdaptiveAvgPool2d(Int2{2, 3})); }},
+      {"adaptive_avgpool2d",
+       [] {
+         return as_module(AdaptiveAvgPool2d(Int2{2, 3}));
+       }},
       {"batchnorm1d", [] { return as_module(BatchNorm1d(4)); }},
       {"batchnorm1d_3d", [] { return as_module(BatchNorm1d(BatchNormOptions(3).momentum(std::nullopt))); }},
       {"batchnorm2d", [] { return as_module(BatchNorm2d(BatchNormOptions(3).momentum(0.2))); }},
       {"batchnorm2d_eval", [] { return as_module(BatchNorm2d(3)); }},
-      {"layernorm", [] { return as_module(LayerNorm(LayerNormOptions({4, 5}))); }},
+      {"layernorm",
+       [] {
+         return as_module(LayerNorm(LayerNormOptions({4, 5})));
+       }},
       {"groupnorm", [] { return as_module(GroupNorm(2, 6)); }},
       {"dropout_eval", [] { return as_module(Dropout(0.3)); }},
       {"embedding", [] { return as_module(Embedding(10, 4)); }},

@@ -10,6 +10,7 @@ Names in nn.bin:
   layer.<case>.grad.<param>  parameter gradients; layer.<case>.after.<buffer> buffers after
   optim.model.<key>, optim.model.x / .y   the small model's initial state and data
   optim.<model|rosen>.<config>  parameters after each of 10 steps, flattened: [10, P]
+  optim.<model64|rosen64>.<config>  the same in float64 (L-BFGS configurations)
   sched.<config>             lr after construction and after each of 100 steps: [101]
   sched.<config>.momentum    the same for the momentum (OneCycleLR)
   st_mlp.in / st_mlp.out     input and output of the model in torch_mlp.safetensors
@@ -198,6 +199,16 @@ def optimizers():
         model.load_state_dict(initial)
         ref.put(f"optim.model.{name}", trajectory(list(model.parameters()), lambda p: make(p, model_lr),
                                                   lambda: F.mse_loss(model(x), y)))
+        if name.startswith("lbfgs"):
+            # L-BFGS in float32 amplifies rounding (a different summation order in a dot product)
+            # from step to step; float64 trajectories show that the algorithms agree.
+            xr = torch.tensor([-1.5, 2.0], dtype=torch.float64, requires_grad=True)
+            ref.put(f"optim.rosen64.{name}", trajectory([xr], lambda p: make(p, rosen_lr), lambda: rosenbrock(xr)))
+            model.load_state_dict(initial)
+            model.double()
+            ref.put(f"optim.model64.{name}", trajectory(list(model.parameters()), lambda p: make(p, model_lr),
+                                                        lambda: F.mse_loss(model(x.double()), y.double())))
+            model.float()
 
 
 # ---- LR schedulers ----

@@ -1,0 +1,110 @@
+// LR schedulers: 100 steps against PyTorch's values (tools/gen_reference_nn.py, SCHEDULERS),
+// state save/load, bad options.
+#include <functional>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using SchedulerPtr = std::shared_ptr<optim::LRScheduler>;
+
+// The same schedules, under the same names, as SCHEDULERS in tools/gen_reference_nn.py.
+const std::map<std::string, std::function<SchedulerPtr(optim::Optimizer&)>>& schedules() {
+  using namespace optim;
+  static const auto* table = new std::map<std::string, std::function<SchedulerPtr(Optimizer&)>>{
+      {"step", [](Optimizer& o) { return std::make_shared<StepLR>(o, 7, 0.5); }},
+      {"multistep",
+       [](Optimizer& o) {
+         return std::make_shared<MultiStepLR>(o, std::vector<int64_t>{10, 30, 30, 60}, 0.3);
+       }},
+      {"exponential", [](Optimizer& o) { return std::make_shared<ExponentialLR>(o, 0.95); }},
+      {"cosine", [](Optimizer& o) { return std::make_shared<CosineAnnealingLR>(o, 30, 0.001); }},
+      {"linear", [](Optimizer& o) { return std::make_shared<LinearLR>(o, 0.25, 1.0, 10); }},
+      {"onecycle", [](Optimizer& o) { return std::make_shared<OneCycleLR>(o, OneCycleLROptions(1.0, 100)); }},
+      {"onecycle_three_phase_linear",
+       [](Optimizer& o) {
+         return std::make_shared<OneCycleLR>(
+             o, OneCycleLROptions(0.5, 100).pct_start(0.25).anneal_strategy("linear").three_phase(true));
+       }},
+      {"sequential",
+       [](Optimizer& o) {
+         auto warmup = std::make_shared<LinearLR>(o, 0.1, 1.0, 5);
+         auto cosine = std::make_shared<CosineAnnealingLR>(o, 20);
+         return std::make_shared<SequentialLR>(o, std::vector<SchedulerPtr>{warmup, cosine}, std::vector<int64_t>{5});
+       }},
+  };
+  return *table;
+}
+
+std::vector<std::string> schedule_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : schedules()) out.push_back(name);
+  return out;
+}
+
+class SchedulerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerTest, HundredStepsMatchPyTorch) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9));
+  SchedulerPtr sched = schedules().at(GetParam())(opt);
+  std::vector<double> lrs{opt.param_groups()[0].options().get_lr()};
+  std::vector<double> momenta{*opt.param_groups()[0].options().get_momentum()};
+  for (int i = 0; i < 100; ++i) {
+    opt.step();
+    sched->step();
+    lrs.push_back(opt.param_groups()[0].options().get_lr());
+    momenta.push_back(*opt.param_groups()[0].options().get_momentum());
+    EXPECT_DOUBLE_EQ(sched->get_last_lr()[0], lrs.back());
+  }
+  const auto& ref = testing::reference_nn();
+  EXPECT_TRUE(testing::all_close(tensor<double>(lrs), testing::ref_tensor(ref, "sched." + GetParam()), 1e-12, 1e-15));
+  EXPECT_TRUE(testing::all_close(tensor<double>(momenta), testing::ref_tensor(ref, "sched." + GetParam() + ".momentum"),
+                                 1e-12, 1e-15));
+}
+
+INSTANTIATE_TEST_SUITE_P(Optim, SchedulerTest, ::testing::ValuesIn(schedule_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST(LRScheduler, StateDictResumesTheSchedule) {
+  for (const auto& name : schedule_names()) {
+    Tensor p = zeros({1}).requires_grad_();
+    optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9));
+    SchedulerPtr sched = schedules().at(name)(opt);
+    for (int i = 0; i < 37; ++i) sched->step();
+    const auto state = sched->state_dict();
+    const double lr = opt.param_groups()[0].options().get_lr();
+
+    Tensor q = zeros({1}).requires_grad_();
+    optim::SGD opt2({q}, optim::SGDOptions(0.1).momentum(0.9));
+    SchedulerPtr resumed = schedules().at(name)(opt2);
+    resumed->load_state_dict(state);
+    opt2.param_groups()[0].options().set_lr(lr);  // the optimizer's state carries its lr
+    opt2.param_groups()[0].options().set_momentum(*opt.param_groups()[0].options().get_momentum());
+    for (int i = 0; i < 20; ++i) {
+      sched->step();
+      resumed->step();
+      EXPECT_DOUBLE_EQ(resumed->get_last_lr()[0], sched->get_last_lr()[0]) << name << " step " << 38 + i;
+    }
+  }
+}
+
+TEST(LRScheduler, BadOptionsThrow) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD sgd({p}, optim::SGDOptions(0.1));
+  EXPECT_ERROR_CONTAINS(optim::StepLR(sgd, 0), "step_size must be > 0");
+  EXPECT_ERROR_CONTAINS(optim::CosineAnnealingLR(sgd, 0), "T_max must be > 0");
+  EXPECT_ERROR_CONTAINS(optim::LinearLR(sgd, 1.5), "start_factor");
+  EXPECT_ERROR_CONTAINS(optim::OneCycleLR(sgd, optim::OneCycleLROptions(1.0, 10).anneal_strategy("exp")),
+                        "anneal_strategy");
+  EXPECT_ERROR_CONTAINS(optim::OneCycleLR(sgd, optim::OneCycleLROptions(1.0, 10).pct_start(1.5)), "pct_start");
+  optim::OneCycleLR one(sgd, optim::OneCycleLROptions(1.0, 3).cycle_momentum(false));
+  for (int i = 0; i < 3; ++i) one.step();
+  EXPECT_ERROR_CONTAINS(one.step(), "total steps is 3");
+  auto a = std::make_shared<optim::StepLR>(sgd, 2);
+  EXPECT_ERROR_CONTAINS(optim::SequentialLR(sgd, {a}, {5}), "one milestone fewer");
+}
+
+}  // namespace
+}  // namespace ember
