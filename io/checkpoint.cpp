@@ -17,7 +17,9 @@ void save(const optim::Optimizer& optimizer, const std::string& path) {
 
 StateDict load(const std::string& path) { return io::read_safetensors(path).tensors; }
 
-std::map<std::string, std::string> load_metadata(const std::string& path) { return io::read_safetensors(path).metadata; }
+std::map<std::string, std::string> load_metadata(const std::string& path) {
+  return io::read_safetensors(path).metadata;
+}
 
 nn::Module::LoadResult load(nn::Module& module, const std::string& path, bool strict) {
   try {

@@ -19,12 +19,12 @@ struct DTypeName {
   const char* name;
   DType dtype;
 };
-constexpr DTypeName kDTypes[] = {{"BOOL", kBool}, {"U8", kUInt8},   {"I8", kInt8},     {"I32", kInt32},
-                                 {"I64", kInt64}, {"F16", kFloat16}, {"BF16", kBFloat16}, {"F32", kFloat32},
-                                 {"F64", kFloat64}};
+constexpr DTypeName kDTypes[] = {{"BOOL", kBool},     {"U8", kUInt8},    {"I8", kInt8},
+                                 {"I32", kInt32},     {"I64", kInt64},   {"F16", kFloat16},
+                                 {"BF16", kBFloat16}, {"F32", kFloat32}, {"F64", kFloat64}};
 // Valid safetensors dtypes that ember has no tensor type for.
-constexpr const char* kUnsupported[] = {"I16", "U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
-                                        "F6_E3M2", "C64"};
+constexpr const char* kUnsupported[] = {"I16",     "U16", "U32",     "U64",     "F8_E4M3", "F8_E5M2",
+                                        "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
 
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
@@ -33,7 +33,7 @@ uint64_t read_u64_le(const uint8_t* p) {
 }
 
 // A JSON value that must be an unsigned integer.
-uint64_t unsigned_value(const nlohmann::json& v, const std::string& source, const std::string& what) {
+uint64_t unsigned_value(const nlohmann::ordered_json& v, const std::string& source, const std::string& what) {
   EMBER_CHECK(v.is_number_unsigned(), "safetensors '", source, "': ", what, " must be a non-negative integer, got ",
               v.dump());
   return v.get<uint64_t>();
@@ -59,17 +59,18 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, con
   EMBER_CHECK(header_len >= 2 && data[8] == '{', "safetensors '", source,
               "': the header does not start with a JSON object");
 
-  // Parse, refusing duplicate names and nesting deeper than the format has.
+  // Parse (keeping the file's order of entries), refusing duplicate names and nesting deeper than the format has.
   std::set<std::string> names;
   std::string duplicate;
   bool too_deep = false;
-  nlohmann::json header;
+  nlohmann::ordered_json header;
   try {
-    header = nlohmann::json::parse(
+    header = nlohmann::ordered_json::parse(
         data + 8, data + 8 + header_len,
-        [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        [&](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json& parsed) {
           if (depth > kMaxJsonDepth) too_deep = true;
-          if (event == nlohmann::json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second)
+          if (event == nlohmann::ordered_json::parse_event_t::key && depth == 1 &&
+              !names.insert(parsed.get<std::string>()).second)
             duplicate = parsed.get<std::string>();
           return !too_deep;
         });
@@ -101,14 +102,14 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, con
     const std::string dtype_str = dtype.get<std::string>();
     SafetensorsEntry e;
     e.name = name;
-    const auto* found = std::find_if(std::begin(kDTypes), std::end(kDTypes),
-                                     [&](const DTypeName& d) { return dtype_str == d.name; });
+    const auto* found =
+        std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeName& d) { return dtype_str == d.name; });
     if (found == std::end(kDTypes)) {
-      const bool known = std::any_of(std::begin(kUnsupported), std::end(kUnsupported),
-                                     [&](const char* n) { return dtype_str == n; });
-      throw Error(detail::concat("safetensors '", source, "': ", where, " has ",
-                                 known ? "dtype '" + dtype_str + "', which ember does not support"
-                                       : "an unknown dtype '" + dtype_str + "'"));
+      const bool known =
+          std::any_of(std::begin(kUnsupported), std::end(kUnsupported), [&](const char* n) { return dtype_str == n; });
+      throw Error(detail::concat(
+          "safetensors '", source, "': ", where, " has ",
+          known ? "dtype '" + dtype_str + "', which ember does not support" : "an unknown dtype '" + dtype_str + "'"));
     }
     e.dtype = found->dtype;
 
