@@ -10,6 +10,7 @@
 
 #include <ember/ember.h>
 
+#include "models.h"
 #include "timing.h"
 
 namespace {
@@ -48,6 +49,101 @@ void compare(const char* name, const std::function<void()>& ours, const std::fun
               theirs_out ? fmt("%.2f ms", t[1] * 1e3).c_str() : "-",
               theirs_out ? fmt("%.2f", t[1] / t[0]).c_str() : "-", t_alloc * 1e3, t_alloc / t[0]);
   std::fflush(stdout);
+}
+
+// ---- optimizers: AdamW steps, a CNN training step, L-BFGS on Rosenbrock ----
+
+void adamw_steps(int64_t tensors) {
+  const int64_t n = 10'000'000 / tensors;
+  std::vector<ember::Tensor> ep;
+  std::vector<torch::Tensor> tp;
+  for (int64_t i = 0; i < tensors; ++i) {
+    ep.push_back(ember::randn({n}).set_requires_grad(true));
+    ep.back().mutable_grad() = ember::randn({n});
+    tp.push_back(as_torch(ep.back()).clone().requires_grad_(true));
+    tp.back().mutable_grad() = as_torch(ep.back().grad()).clone();
+  }
+  ember::optim::AdamW eopt(ep, ember::optim::AdamWOptions(1e-3));
+  torch::optim::AdamW topt(tp, torch::optim::AdamWOptions(1e-3));
+  eopt.step();
+  topt.step();
+  for (size_t i = 0; i < ep.size(); ++i) check("AdamW step", ep[i], tp[i], 1e-6);
+  const auto t = ember::bench::interleaved_medians({[&] { eopt.step(); }, [&] { topt.step(); }}, 9);
+  std::printf("| AdamW step, %s float32 | %.2f ms | %.2f ms | %.2f |\n", tensors == 1 ? "1 x 10M" : "100 x 100K",
+              t[0] * 1e3, t[1] * 1e3, t[1] / t[0]);
+}
+
+void cnn_step() {
+  ember::manual_seed(0);
+  ember::nn::Sequential em = ember::bench::small_cnn();
+  auto tm = torch::nn::Sequential(
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+      torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)), torch::nn::ReLU(), torch::nn::MaxPool2d(2),
+      torch::nn::Flatten(), torch::nn::Linear(3136, 128), torch::nn::ReLU(), torch::nn::Linear(128, 10));
+  {  // the same weights
+    torch::NoGradGuard no_grad;
+    auto ours = em->named_parameters();
+    for (auto& p : tm->named_parameters()) p.value().copy_(as_torch(ours[p.key()]));
+  }
+  const ember::Tensor x = ember::randn({128, 1, 28, 28}), y = ember::randint(0, 10, {128});
+  const torch::Tensor tx = as_torch(x), ty = torch::from_blob(y.data_ptr(), {128}, torch::kInt64);
+  ember::optim::SGD eopt(em->parameters(), ember::optim::SGDOptions(0.01).momentum(0.9));
+  torch::optim::SGD topt(tm->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  auto ember_step = [&] {
+    eopt.zero_grad();
+    ember::nn::functional::cross_entropy(em(x), y).backward();
+    eopt.step();
+  };
+  auto torch_step = [&] {
+    topt.zero_grad();
+    torch::nn::functional::cross_entropy(tm->forward(tx), ty).backward();
+    topt.step();
+  };
+  ember_step();
+  torch_step();
+  check("CNN first-layer weight after one step", em->parameters()[0], tm->parameters()[0], 1e-5);
+  const auto t = ember::bench::interleaved_medians({ember_step, torch_step}, 9);
+  std::printf("| small CNN train step (SGD momentum), batch 128 | %.2f ms | %.2f ms | %.2f |\n", t[0] * 1e3, t[1] * 1e3,
+              t[1] / t[0]);
+}
+
+// Iterations (steps of max_iter 1) and closure evaluations to reach loss < 1e-8, float64.
+void lbfgs_rosenbrock(bool strong_wolfe) {
+  ember::Tensor ex = ember::tensor<double>({-1.5, 2.0}).set_requires_grad(true);
+  torch::Tensor tx = torch::tensor({-1.5, 2.0}, torch::kFloat64).requires_grad_(true);
+  auto eo = ember::optim::LBFGSOptions(1.0).max_iter(1);
+  auto to = torch::optim::LBFGSOptions(1.0).max_iter(1);
+  if (strong_wolfe) {
+    eo.line_search_fn("strong_wolfe");
+    to.line_search_fn("strong_wolfe");
+  }
+  ember::optim::LBFGS eopt({ex}, eo);
+  torch::optim::LBFGS topt({tx}, to);
+  auto trosen = [](const torch::Tensor& x) { return (1 - x[0]).square() + 100 * (x[1] - x[0].square()).square(); };
+  int64_t e_iter = 0, e_evals = 0, t_iter = 0, t_evals = 0;
+  while (ember::bench::rosenbrock(ex).item<double>() >= 1e-8 && e_iter < 1000) {
+    eopt.step([&] {
+      ++e_evals;
+      eopt.zero_grad();
+      ember::Tensor f = ember::bench::rosenbrock(ex);
+      f.backward();
+      return f;
+    });
+    ++e_iter;
+  }
+  while (trosen(tx).item<double>() >= 1e-8 && t_iter < 1000) {
+    topt.step([&] {
+      ++t_evals;
+      topt.zero_grad();
+      torch::Tensor f = trosen(tx);
+      f.backward();
+      return f;
+    });
+    ++t_iter;
+  }
+  std::printf("| L-BFGS%s, Rosenbrock from (-1.5, 2) to loss < 1e-8 | %lld it / %lld evals | %lld it / %lld evals |\n",
+              strong_wolfe ? " + strong Wolfe" : "", static_cast<long long>(e_iter), static_cast<long long>(e_evals),
+              static_cast<long long>(t_iter), static_cast<long long>(t_evals));
 }
 
 }  // namespace
@@ -162,5 +258,12 @@ int main(int argc, char** argv) {
     std::printf("| MLP 784-1024-1024-10 step, batch 256 | %.2f ms | %.2f ms | %.2f |\n", t[0] * 1e3, t[1] * 1e3,
                 t[1] / t[0]);
   }
+
+  std::printf("\n| optimizer workload | ember | LibTorch | LibTorch / ember |\n|---|---|---|---|\n");
+  adamw_steps(1);
+  adamw_steps(100);
+  cnn_step();
+  lbfgs_rosenbrock(false);
+  lbfgs_rosenbrock(true);
   return 0;
 }

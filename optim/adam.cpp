@@ -55,6 +55,8 @@ Tensor Adam::step(const std::function<Tensor()>& closure) {
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const AdamOptions&>(group.options());
+    FusedOperands operands;
+    PerDevice<AdamParam> batches;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
@@ -65,13 +67,14 @@ Tensor Adam::step(const std::function<Tensor()>& closure) {
       const Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");
       const Tensor vmax = o.amsgrad() ? buffer("max_exp_avg_sq") : Tensor();
       ++state.step;
-      const AdamStep s{o.lr(),      std::get<0>(o.betas()), std::get<1>(o.betas()),
-                       o.eps(),     o.weight_decay(),       decoupled_,
-                       o.amsgrad(), o.maximize(),           state.step};
-      run_fused_step(p, p.grad(), [&](const Tensor& param, const Tensor& grad) {
-        backend(param.device()).adam_step(param, grad, m, v, vmax, s);
-      });
+      const auto [param, grad] = operands.prepare(p);
+      batches[p.device()].push_back(AdamParam{param, grad, m, v, vmax, state.step});
     }
+    const AdamStep s{
+        o.lr(),      std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(), decoupled_, o.amsgrad(),
+        o.maximize()};
+    for (auto& [device, items] : batches) backend(device).adam_step(items, s);
+    operands.finish();
   }
   return loss;
 }

@@ -138,21 +138,24 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   state_ = std::move(new_state);
 }
 
-void run_fused_step(const Tensor& param, const Tensor& grad,
-                    const std::function<void(const Tensor&, const Tensor&)>& kernel) {
+FusedOperands::Operand FusedOperands::prepare(const Tensor& param) {
+  const Tensor& grad = param.grad();
   EMBER_CHECK(grad.sizes() == param.sizes(), "optimizer step: the gradient has shape ", shape_str(grad.sizes()),
               " but the parameter has shape ", shape_str(param.sizes()));
   EMBER_CHECK(grad.dtype() == param.dtype() && grad.device() == param.device(), "optimizer step: the gradient is ",
               grad.dtype(), " on ", grad.device(), ", the parameter ", param.dtype(), " on ", param.device());
-  const Tensor g = grad.contiguous();
-  if (param.is_contiguous()) {
-    kernel(param, g);
-  } else {
-    Tensor p = param.contiguous();
-    kernel(p, g);
-    native::copy_(const_cast<Tensor&>(param), p);
-  }
-  param.bump_version();
+  params_.push_back(param);
+  if (param.is_contiguous()) return {param, grad.contiguous()};
+  Tensor stand_in = param.contiguous();
+  stand_ins_.emplace_back(param, stand_in);
+  return {stand_in, grad.contiguous()};
+}
+
+void FusedOperands::finish() {
+  for (auto& [param, stand_in] : stand_ins_) native::copy_(param, stand_in);
+  for (const auto& p : params_) p.bump_version();
+  params_.clear();
+  stand_ins_.clear();
 }
 
 }  // namespace ember::optim

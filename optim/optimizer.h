@@ -127,10 +127,39 @@ class Optimizer {
   std::unordered_map<TensorImpl*, ParamState> state_;
 };
 
-// Runs a fused step kernel on param with grad and state tensors: contiguous operands as they
-// are; a non-contiguous parameter or gradient through a contiguous copy.
-void run_fused_step(const Tensor& param, const Tensor& grad,
-                    const std::function<void(const Tensor&, const Tensor&)>& kernel);
+// Operands for the fused step kernels (Note [Fused optimizer steps] in tensor/backend.h),
+// which take contiguous tensors: prepare() checks a parameter against its gradient and returns
+// both contiguous (a non-contiguous parameter gets a contiguous stand-in), finish() copies the
+// stand-ins back and bumps every parameter's version counter.
+class FusedOperands {
+ public:
+  struct Operand {
+    Tensor param, grad;
+  };
+  Operand prepare(const Tensor& param);
+  void finish();
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<std::pair<Tensor, Tensor>> stand_ins_;  // (parameter, contiguous copy)
+};
+
+// The kernel arguments of one step, one list per device (a kernel call runs on one device).
+template <class Item>
+class PerDevice {
+ public:
+  std::vector<Item>& operator[](Device device) {
+    for (auto& [d, items] : lists_)
+      if (d == device) return items;
+    lists_.emplace_back(device, std::vector<Item>{});
+    return lists_.back().second;
+  }
+  auto begin() { return lists_.begin(); }
+  auto end() { return lists_.end(); }
+
+ private:
+  std::vector<std::pair<Device, std::vector<Item>>> lists_;
+};
 
 // Base for option structs: clone() through the copy constructor.
 template <class Derived>

@@ -48,6 +48,8 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const RMSpropOptions&>(group.options());
+    FusedOperands operands;
+    PerDevice<RmspropParam> batches;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
@@ -59,11 +61,12 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
       const Tensor grad_avg = o.centered() ? buffer("grad_avg") : Tensor();
       const Tensor momentum_buffer = o.momentum() > 0 ? buffer("momentum_buffer") : Tensor();
       ++state.step;
-      const RmspropStep s{o.lr(), o.alpha(), o.eps(), o.weight_decay(), o.momentum(), o.centered(), o.maximize()};
-      run_fused_step(p, p.grad(), [&](const Tensor& param, const Tensor& grad) {
-        backend(param.device()).rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, s);
-      });
+      const auto [param, grad] = operands.prepare(p);
+      batches[p.device()].push_back(RmspropParam{param, grad, square_avg, grad_avg, momentum_buffer});
     }
+    const RmspropStep s{o.lr(), o.alpha(), o.eps(), o.weight_decay(), o.momentum(), o.centered(), o.maximize()};
+    for (auto& [device, items] : batches) backend(device).rmsprop_step(items, s);
+    operands.finish();
   }
   return loss;
 }

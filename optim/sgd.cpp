@@ -48,24 +48,28 @@ Tensor SGD::step(const std::function<Tensor()>& closure) {
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
+    FusedOperands operands;
+    PerDevice<SgdParam> batches;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
-      SgdStep s{o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov(), o.maximize(), false};
-      Tensor buf;
+      ++state.step;
+      const auto [param, grad] = operands.prepare(p);
+      SgdParam item{param, grad, Tensor(), false};
       if (o.momentum() != 0) {
         if (Tensor* b = state.buffers.find("momentum_buffer")) {
-          buf = *b;
+          item.momentum_buffer = *b;
         } else {
-          buf = state.buffers.insert("momentum_buffer", empty(p.sizes(), TensorOptions(p.dtype()).device(p.device())));
-          s.first_step = true;
+          item.momentum_buffer =
+              state.buffers.insert("momentum_buffer", empty(p.sizes(), TensorOptions(p.dtype()).device(p.device())));
+          item.first_step = true;
         }
       }
-      ++state.step;
-      run_fused_step(p, p.grad(), [&](const Tensor& param, const Tensor& grad) {
-        backend(param.device()).sgd_step(param, grad, buf, s);
-      });
+      batches[p.device()].push_back(std::move(item));
     }
+    const SgdStep s{o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov(), o.maximize()};
+    for (auto& [device, items] : batches) backend(device).sgd_step(items, s);
+    operands.finish();
   }
   return loss;
 }

@@ -43,13 +43,8 @@ void Backend::random_int(const Tensor&, int64_t, int64_t, uint64_t, uint64_t) { 
 
 Backend& backend(Device device) { return device.is_cpu() ? cpu_backend() : cuda_backend(); }
 
-void Backend::sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdStep&) { unsupported("sgd_step"); }
-void Backend::adam_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const AdamStep&) {
-  unsupported("adam_step");
-}
-void Backend::rmsprop_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                           const RmspropStep&) {
-  unsupported("rmsprop_step");
-}
+void Backend::sgd_step(const std::vector<SgdParam>&, const SgdStep&) { unsupported("sgd_step"); }
+void Backend::adam_step(const std::vector<AdamParam>&, const AdamStep&) { unsupported("adam_step"); }
+void Backend::rmsprop_step(const std::vector<RmspropParam>&, const RmspropStep&) { unsupported("rmsprop_step"); }
 
 }  // namespace ember

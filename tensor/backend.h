@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -70,26 +71,36 @@ struct Pool2dParams {
   bool count_include_pad = true;  // avg_pool2d only
 };
 
-// Note [Fused optimizer steps]: one pass over each parameter per step. The kernel reads
-// param, grad and the state once and writes param and the state once; coefficients are
-// computed in double on the host and applied in the tensors' dtype (as PyTorch's op-by-op
-// single-tensor path does, so trajectories match it to rounding). All tensors of one call are
-// contiguous, of one floating dtype and one shape; state tensors a step does not use are
-// undefined.
+// Note [Fused optimizer steps]: one pass over each parameter per step, for all parameters of
+// a step in one call (one parallel region on the CPU, one launch per batch on CUDA). For
+// each element the kernel reads param, grad and the state once and writes param and the
+// state once; coefficients are computed in double on the host and applied in the tensors'
+// opmath type, in the order PyTorch's single-tensor optimizers apply their ops, so
+// trajectories match PyTorch's to rounding. The tensors of one parameter are contiguous and
+// share one floating dtype and shape; state tensors a step does not use are undefined.
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, maximize = false;
+};
+struct SgdParam {
+  Tensor param, grad, momentum_buffer;
   bool first_step = false;  // the momentum buffer starts as a copy of the gradient
 };
 struct AdamStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd; Adam: g += wd * p
   bool amsgrad = false, maximize = false;
-  int64_t step = 1;  // after the increment (bias corrections use it)
+};
+struct AdamParam {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  int64_t step = 1;  // after the increment (the bias corrections use it)
 };
 struct RmspropStep {
   double lr = 0, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
   bool centered = false, maximize = false;
+};
+struct RmspropParam {
+  Tensor param, grad, square_avg, grad_avg, momentum_buffer;
 };
 
 class Backend {
@@ -155,13 +166,11 @@ class Backend {
 
   // ---- optimizer steps (Note [Fused optimizer steps]) ----
   // p -= lr * (nesterov ? g + μ buf : buf), buf = μ buf + (1 - τ) g, g = ±grad + wd p
-  virtual void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+  virtual void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
   // m, v (and v_max) updated; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
-  virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                         const Tensor& max_exp_avg_sq, const AdamStep& s);
+  virtual void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
   // v = α v + (1 - α) g², p -= lr g / (sqrt(v - ḡ²) + eps), optionally through a momentum buffer
-  virtual void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                            const Tensor& momentum_buffer, const RmspropStep& s);
+  virtual void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
 
   // ---- random (counter-based Philox; see tensor/generator.h) ----
   // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).

@@ -5,6 +5,7 @@
 #                            installed ember through find_package(ember).
 #   EMBER_ASAN=1 tools/test.sh   also builds and runs the suite under ASan + UBSan.
 #   EMBER_TSAN=1 tools/test.sh   also runs the threading tests under ThreadSanitizer.
+#   EMBER_FUZZ_SECONDS=N tools/test.sh   also fuzzes the file parsers for N seconds each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/deps.sh
@@ -36,4 +37,9 @@ if [ "${EMBER_ASAN:-0}" = "1" ]; then
   cmake --preset asan
   cmake --build --preset asan -j "$jobs"
   ctest --preset asan -j "$jobs"
+fi
+
+if [ -n "${EMBER_FUZZ_SECONDS:-}" ]; then
+  echo "== libFuzzer: file parsers, ${EMBER_FUZZ_SECONDS}s each =="
+  tools/fuzz.sh "$EMBER_FUZZ_SECONDS"
 fi

@@ -35,17 +35,9 @@ class CpuBackend final : public Backend {
                        const Tensor& gb, const Conv2dParams& p) override {
     cpu::conv2d_backward(x, w, go, gx, gw, gb, p);
   }
-  void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& s) override {
-    cpu::sgd_step(p, g, buf, s);
-  }
-  void adam_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const Tensor& vmax,
-                 const AdamStep& s) override {
-    cpu::adam_step(p, g, m, v, vmax, s);
-  }
-  void rmsprop_step(const Tensor& p, const Tensor& g, const Tensor& sq, const Tensor& ga, const Tensor& buf,
-                    const RmspropStep& s) override {
-    cpu::rmsprop_step(p, g, sq, ga, buf, s);
-  }
+  void sgd_step(const std::vector<SgdParam>& p, const SgdStep& s) override { cpu::sgd_step(p, s); }
+  void adam_step(const std::vector<AdamParam>& p, const AdamStep& s) override { cpu::adam_step(p, s); }
+  void rmsprop_step(const std::vector<RmspropParam>& p, const RmspropStep& s) override { cpu::rmsprop_step(p, s); }
   void avg_pool2d_backward(const Tensor& go, const Tensor& gi, const Pool2dParams& p) override {
     cpu::avg_pool2d_backward(go, gi, p);
   }

@@ -24,11 +24,9 @@ void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
 void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
 void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const AdamStep& s);
-void rmsprop_step(const Tensor& param, const Tensor& grad, const Tensor& square_avg, const Tensor& grad_avg,
-                  const Tensor& momentum_buffer, const RmspropStep& s);
+void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
+void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
+void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
 void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
 void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
 void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
