@@ -51,16 +51,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<i
   auto [out, idx] =
       forward([&] { return native::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode); });
   if (needs_grad(x))
-    record_fn("MaxPool2dBackward", {&x}, {&out, &idx}, [lx = Like(x), indices = idx](std::vector<Tensor>& g) {
-      // Planes flattened: [.., C, H*W] gets scatter-added from [.., C, Ho*Wo].
-      const Shape& s = lx.sizes;
-      Shape flat(s.begin(), s.end() - 2);
-      flat.push_back(s[s.size() - 2] * s[s.size() - 1]);
-      Shape out_flat(flat.begin(), flat.end() - 1);
-      out_flat.push_back(-1);
-      Tensor gx = zeros(flat, TensorOptions().dtype(lx.dtype).device(lx.device));
-      gx.scatter_add_(static_cast<int64_t>(flat.size()) - 1, indices.reshape(out_flat), g[0].reshape(out_flat));
-      return std::vector<Tensor>{gx.reshape(s)};
+    record_fn("MaxPool2dBackward", {&x}, {&out, &idx}, [sizes = x.sizes(), indices = idx](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{native::max_pool2d_backward(g[0], indices, sizes)};
     });
   return {out, idx};
 }

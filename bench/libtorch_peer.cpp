@@ -1,9 +1,10 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads]
+//   build/bench/bench/libtorch_peer [threads] [optim]   ("optim": only the optimizer section)
 #include <torch/torch.h>
 
+#include <malloc.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -146,14 +147,31 @@ void lbfgs_rosenbrock(bool strong_wolfe) {
               static_cast<long long>(t_iter), static_cast<long long>(t_evals));
 }
 
+int optimizer_section() {
+  std::printf("\n| optimizer workload | ember | LibTorch | LibTorch / ember |\n|---|---|---|---|\n");
+  adamw_steps(1);
+  adamw_steps(100);
+  cnn_step();
+  lbfgs_rosenbrock(false);
+  lbfgs_rosenbrock(true);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // LibTorch's CPU allocator caches nothing: with glibc's default (dynamic) mmap threshold,
+  // its large blocks go back to the OS on free and every training step page-faults them in
+  // again, which made its CNN step 70-80 ms or 26-28 ms from run to run. Keeping freed memory
+  // in the heap compares against LibTorch at its best (ember's allocator caches by design).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   ember::set_num_threads(threads);
   torch::set_num_threads(threads);
   ember::manual_seed(0);
   std::printf("ember vs LibTorch %s, %d threads\n\n", TORCH_VERSION, threads);
+  if (argc > 2 && std::string(argv[2]) == "optim") return optimizer_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");
@@ -259,11 +277,5 @@ int main(int argc, char** argv) {
                 t[1] / t[0]);
   }
 
-  std::printf("\n| optimizer workload | ember | LibTorch | LibTorch / ember |\n|---|---|---|---|\n");
-  adamw_steps(1);
-  adamw_steps(100);
-  cnn_step();
-  lbfgs_rosenbrock(false);
-  lbfgs_rosenbrock(true);
-  return 0;
+  return optimizer_section();
 }

@@ -27,6 +27,7 @@ void Backend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const
                               const Conv2dParams&) {
   unsupported("conv2d_backward");
 }
+void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { unsupported("max_pool2d_backward"); }
 void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, const Pool2dParams&) {
   unsupported("avg_pool2d_backward");
 }

@@ -149,6 +149,8 @@ class Backend {
   virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
   // grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W]: each output's gradient shared over its window.
+  // grad_in[plane, indices[plane, o]] += grad_out[plane, o]; grad_in zeroed here
+  virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in);
   virtual void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
 

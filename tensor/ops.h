@@ -203,6 +203,8 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std
                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
                            bool count_include_pad);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes);
+// Routes each window's gradient to the input position max_pool2d recorded in `indices`.
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes);
 
 // ---- softmax (tensor/ops/softmax.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim);

@@ -239,3 +239,39 @@ TEST(Copy, TransposingCopiesMatchIndexMath) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// The branch-free max-pool kernel: ties go to the first position, a NaN wins, windows that
+// overhang the padding see only real taps; backward routes each gradient to that position.
+TEST(Pooling, MaxPoolTiesNaNAndEdges) {
+  const Tensor x = tensor<float>({1, 3, 3, 0,    //
+                                  2, 3, NAN, 1,  //
+                                  5, 5, 4, 4,    //
+                                  5, 5, 4, 6},
+                                 Shape{1, 1, 4, 4});
+  auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
+  const auto values = y.to_vector<float>();
+  EXPECT_EQ(values[0], 3.0f);
+  EXPECT_TRUE(std::isnan(values[1]));
+  EXPECT_EQ(values[2], 5.0f);
+  EXPECT_EQ(values[3], 6.0f);
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{1, 6, 8, 15}));
+  // 3x3 windows, stride 2, padding 1 on a 4x4 input: every window overhangs the padding.
+  const Tensor ramp = arange(16, kFloat32).reshape({1, 1, 4, 4});
+  EXPECT_EQ(std::get<1>(max_pool2d_with_indices(ramp, {3, 3}, {{2, 2}}, {1, 1})).to_vector<int64_t>(),
+            (std::vector<int64_t>{5, 7, 13, 15}));
+  // All equal: the first real tap of each window.
+  Tensor flat = ones({1, 1, 4, 4}).requires_grad_();
+  auto [y3, idx3] = max_pool2d_with_indices(flat, {3, 3}, {{2, 2}}, {1, 1});
+  EXPECT_EQ(idx3.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 4, 5}));
+  y3.sum().backward();
+  EXPECT_EQ(flat.grad().reshape({-1}).to_vector<float>(),
+            (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, 99, kInt64), {1, 1, 2, 2}),
+                        "index 99 is outside a plane of 4 elements");
+}
+
+}  // namespace
+}  // namespace ember

@@ -2,6 +2,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/ops.h"
@@ -123,16 +124,17 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   const T* x = static_cast<const T*>(input.data_ptr());
   const T* w = static_cast<const T*>(weight.data_ptr());
   const T* dy = static_cast<const T*>(grad_out.data_ptr());
-  if (db) {
-    for (int64_t o = 0; o < O; ++o) db[o] = T(0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t o = 0; o < O; ++o) {
-        const T* d = dy + (n * O + o) * cols;
+  if (db)  // one output channel per task: the sum of its gradient over samples and positions
+    parallel_for(0, O, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * cols, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
         T s = T(0);
-        for (int64_t k = 0; k < cols; ++k) s += d[k];
-        db[o] += s;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* d = dy + (n * O + o) * cols;
+          for (int64_t k = 0; k < cols; ++k) s += d[k];
+        }
+        db[o] = s;
       }
-  }
+    });
   if (!dx && !dw) return;
   const int threads = static_cast<int>(std::min<int64_t>(parallel_threads(), N));
   // Per thread: a column buffer and, for dw, a partial sum over its samples.
@@ -175,39 +177,81 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   }
 }
 
+// The kernel taps [begin, end) of a pooling window starting at `origin` (stride and padding
+// applied) that fall inside [0, size): out-of-bounds taps are skipped by the loop bounds, not
+// tested per element.
+inline std::pair<int64_t, int64_t> taps_inside(int64_t origin, int64_t kernel, int64_t dilation, int64_t size) {
+  const int64_t begin = origin < 0 ? (-origin + dilation - 1) / dilation : 0;
+  const int64_t end = std::min(kernel, (size - origin + dilation - 1) / dilation);
+  return {begin, std::max(begin, end)};
+}
+
+// The maximum of a window and the first tap that holds it, in two branch-free passes (random
+// data makes any `v > best` branch unpredictable; this is 2-4x faster). A NaN wins, as in
+// PyTorch. Taps [i0, i1) x [j0, j1) at origin + i * dh * W + j * dw. KH, KW > 0 fix the tap
+// counts at compile time (the common 2x2 and 3x3 windows, fully inside, get unrolled).
+template <class T, int KH = 0, int KW = 0>
+inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                       int64_t dh, int64_t dw, T& out, int64_t& index) {
+  using M = opmath_t<T>;
+  if constexpr (KH > 0) {
+    i0 = 0, i1 = KH, j0 = 0, j1 = KW;
+  }
+  M best = -std::numeric_limits<M>::infinity();
+  int any_nan = 0;
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j) {
+      const M v = M(xp[origin + i * dh * W + j * dw]);
+      best = v > best ? v : best;
+      any_nan |= (v != v);
+    }
+  int64_t at = origin + i0 * dh * W + j0 * dw;  // an empty window: its first tap
+  for (int64_t i = i1 - 1; i >= i0; --i)
+    for (int64_t j = j1 - 1; j >= j0; --j) {
+      const int64_t pos = origin + i * dh * W + j * dw;
+      const M v = M(xp[pos]);
+      const int64_t hit = -static_cast<int64_t>(any_nan ? v != v : v == best);
+      at = (pos & hit) | (at & ~hit);
+    }
+  out = any_nan ? T(std::numeric_limits<M>::quiet_NaN()) : T(best);
+  index = at;
+}
+
 template <class T>
 void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
-  using M = opmath_t<T>;
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
   const int64_t Ho = out.size(2), Wo = out.size(3);
+  const int64_t kh = p.kernel[0], kw = p.kernel[1], dh = p.dilation[0], dw = p.dilation[1];
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
   int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+  // The taps inside the input, per output row and column (the same for every plane; integer
+  // divisions per output would cost more than the pooling itself).
+  std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(Ho)), cols(static_cast<size_t>(Wo));
+  for (int64_t oh = 0; oh < Ho; ++oh) rows[oh] = taps_inside(oh * p.stride[0] - p.padding[0], kh, dh, H);
+  for (int64_t ow = 0; ow < Wo; ++ow) cols[ow] = taps_inside(ow * p.stride[1] - p.padding[1], kw, dw, W);
+  const bool dense = dh == 1 && dw == 1;
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * H * W;
-      for (int64_t oh = 0; oh < Ho; ++oh)
+      T* yp = y + pl * Ho * Wo;
+      int64_t* ip = idx + pl * Ho * Wo;
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const int64_t h0 = oh * p.stride[0] - p.padding[0];
+        const auto [i0, i1] = rows[oh];
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          M best = -std::numeric_limits<M>::infinity();
-          int64_t at = -1;
-          for (int64_t i = 0; i < p.kernel[0]; ++i) {
-            const int64_t h = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
-            if (h < 0 || h >= H) continue;
-            for (int64_t j = 0; j < p.kernel[1]; ++j) {
-              const int64_t w = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
-              if (w < 0 || w >= W) continue;
-              const M v = M(xp[h * W + w]);
-              if (v > best || v != v || at < 0) {
-                best = v;
-                at = h * W + w;
-                if (v != v) goto done;  // NaN wins, like PyTorch
-              }
-            }
-          }
-        done:
-          y[(pl * Ho + oh) * Wo + ow] = T(best);
-          idx[(pl * Ho + oh) * Wo + ow] = at;
+          const int64_t w0 = ow * p.stride[1] - p.padding[1];
+          const auto [j0, j1] = cols[ow];
+          const int64_t o = oh * Wo + ow, origin = h0 * W + w0;
+          const bool inside = dense && i0 == 0 && i1 == kh && j0 == 0 && j1 == kw;
+          if (inside && kh == 2 && kw == 2)
+            window_max<T, 2, 2>(xp, origin, W, 0, 2, 0, 2, 1, 1, yp[o], ip[o]);
+          else if (inside && kh == 3 && kw == 3)
+            window_max<T, 3, 3>(xp, origin, W, 0, 3, 0, 3, 1, 1, yp[o], ip[o]);
+          else
+            window_max<T>(xp, origin, W, i0, i1, j0, j1, dh, dw, yp[o], ip[o]);
         }
+      }
     }
   });
 }
@@ -297,6 +341,28 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   EMBER_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { max_pool_typed<scalar_t>(in, out, indices, p); });
 }
+// grad_out, indices [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
+void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
+  const int64_t planes = grad_in.size(0) * grad_in.size(1), HW = grad_in.size(2) * grad_in.size(3);
+  const int64_t outs = grad_out.size(2) * grad_out.size(3);
+  const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+  for (int64_t k = 0; k < planes * outs; ++k)  // indices come from max_pool2d; check them anyway
+    EMBER_CHECK(idx[k] >= 0 && idx[k] < HW, "max_pool2d_backward: index ", idx[k], " is outside a plane of ", HW,
+                " elements");
+  EMBER_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
+    const scalar_t* dy = static_cast<const scalar_t*>(grad_out.data_ptr());
+    scalar_t* dx = static_cast<scalar_t*>(grad_in.data_ptr());
+    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(HW, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t pl = b; pl < e; ++pl) {
+        scalar_t* dxp = dx + pl * HW;
+        std::fill(dxp, dxp + HW, scalar_t(0));
+        for (int64_t o = pl * outs; o < (pl + 1) * outs; ++o)
+          dxp[idx[o]] = scalar_t(opmath_t<scalar_t>(dxp[idx[o]]) + opmath_t<scalar_t>(dy[o]));
+      }
+    });
+  });
+}
+
 // in [N, C, H, W] -> out [N, C, Ho, Wo]
 void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
   EMBER_DISPATCH_FLOATING(in.dtype(), "avg_pool2d", [&] {

@@ -38,6 +38,9 @@ class CpuBackend final : public Backend {
   void sgd_step(const std::vector<SgdParam>& p, const SgdStep& s) override { cpu::sgd_step(p, s); }
   void adam_step(const std::vector<AdamParam>& p, const AdamStep& s) override { cpu::adam_step(p, s); }
   void rmsprop_step(const std::vector<RmspropParam>& p, const RmspropStep& s) override { cpu::rmsprop_step(p, s); }
+  void max_pool2d_backward(const Tensor& go, const Tensor& idx, const Tensor& gi) override {
+    cpu::max_pool2d_backward(go, idx, gi);
+  }
   void avg_pool2d_backward(const Tensor& go, const Tensor& gi, const Pool2dParams& p) override {
     cpu::avg_pool2d_backward(go, gi, p);
   }

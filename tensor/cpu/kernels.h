@@ -18,6 +18,7 @@ void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
 void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
 void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
                      const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p);
+void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in);
 void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
 void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
 void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);

@@ -174,6 +174,18 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std
   return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
 }
 
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "max_pool2d_backward");
+  EMBER_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_out.sizes(),
+              "max_pool2d_backward: indices must be int64 of the gradient's shape ", shape_str(grad_out.sizes()),
+              ", got ", indices.dtype(), " ", shape_str(indices.sizes()));
+  const bool batched = input_sizes.size() == 4;
+  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const Tensor idx = (batched ? indices : indices.unsqueeze(0)).contiguous();
+  backend(gx.device()).max_pool2d_backward(dy, idx, gx);
+  return batched ? gx : gx.squeeze(0);
+}
+
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes) {
   Tensor gx = pool_grad_input(grad_out, input_sizes, "adaptive_avg_pool2d_backward");
   const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
