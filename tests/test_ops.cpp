@@ -4,8 +4,6 @@
 #include <limits>
 
 #include "helpers.h"
-#include "tensor/backend.h"
-#include "tensor/cpu/kernels.h"
 
 namespace ember {
 namespace {
@@ -273,49 +271,6 @@ TEST(Pooling, MaxPoolTiesNaNAndEdges) {
             (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_ERROR_CONTAINS(native::max_pool2d_backward(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, 99, kInt64), {1, 1, 2, 2}),
                         "index 99 is outside a plane of 4 elements");
-}
-
-}  // namespace
-}  // namespace ember
-
-namespace ember {
-namespace {
-
-// Winograd F(2x2, 3x3) against the im2col path (the oracle) on shapes with partial tiles,
-// every padding it takes, and the input gradient.
-TEST(Convolution, WinogradMatchesIm2col) {
-  manual_seed(11);
-  struct Case {
-    Shape x;
-    int64_t out, pad;
-  };
-  for (const Case& c : {Case{{2, 8, 7, 9}, 16, 1}, Case{{3, 12, 5, 5}, 8, 0}, Case{{1, 8, 6, 4}, 10, 2},
-                        Case{{5, 16, 14, 14}, 32, 1}}) {
-    for (DType dt : {kFloat64, kFloat32}) {
-      const Tensor x = randn(c.x, dt), w = randn({c.out, c.x[1], 3, 3}, dt), b = randn({c.out}, dt);
-      Conv2dParams p;
-      p.padding = {c.pad, c.pad};
-      ASSERT_TRUE(cpu::winograd_applies(x, w, p));
-      const Tensor y = native::conv2d(x, w, b, {1, 1}, {c.pad, c.pad});
-      const Tensor gy = randn(y.sizes(), dt);
-      Tensor gx = empty(x.sizes(), dt), gw = empty(w.sizes(), dt), gb = empty(b.sizes(), dt);
-      cpu_backend().conv2d_backward(x, w, gy, gx, gw, gb, p);
-      cpu::set_winograd_enabled(false);
-      const Tensor y_ref = native::conv2d(x, w, b, {1, 1}, {c.pad, c.pad});
-      Tensor gx_ref = empty(x.sizes(), dt);
-      cpu_backend().conv2d_backward(x, w, gy, gx_ref, Tensor(), Tensor(), p);
-      cpu::set_winograd_enabled(true);
-      // Sums of up to 144 products of N(0, 1) values (magnitude ~10): float32 agrees to ~1e-6 of that.
-      const double rtol = dt == kFloat64 ? 1e-12 : 1e-5, atol = dt == kFloat64 ? 1e-12 : 1e-4;
-      EXPECT_TRUE(testing::all_close(y, y_ref, rtol, atol)) << shape_str(c.x) << " " << dt;
-      EXPECT_TRUE(testing::all_close(gx, gx_ref, rtol, atol)) << shape_str(c.x) << " " << dt << " input gradient";
-    }
-  }
-  // Where it does not apply: the first layer of a CNN, strides, groups.
-  Conv2dParams p;
-  EXPECT_FALSE(cpu::winograd_applies(ones({1, 1, 8, 8}), ones({32, 1, 3, 3}), p));
-  p.stride = {2, 2};
-  EXPECT_FALSE(cpu::winograd_applies(ones({1, 8, 8, 8}), ones({8, 8, 3, 3}), p));
 }
 
 }  // namespace

@@ -320,7 +320,6 @@ void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of
 
 // input [N, C, H, W], weight [O, C/g, kH, kW], bias [O] -> out [N, O, Ho, Wo]
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) {
-  if (winograd_applies(input, weight, p)) return winograd_conv2d(input, weight, bias, out, p);
   switch (input.dtype()) {
     case kFloat32:
       return conv2d_typed<float>(input, weight, bias, out, p);
@@ -396,23 +395,16 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in)
 // The gradients of conv2d; grad_input is zeroed here, undefined outputs are skipped.
 void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
                      const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
-  // The input gradient of a stride-1 3x3 convolution is a Winograd convolution of grad_out;
-  // the rest (weight and bias gradients) stays with im2col.
-  Tensor dx = grad_input;
-  if (dx.defined() && winograd_applies(input, weight, p)) {
-    winograd_conv2d_input_grad(grad_out, weight, dx, p);
-    dx = Tensor();
-  }
-  if (dx.defined()) fill(dx, 0);
+  if (grad_input.defined()) fill(grad_input, 0);
   auto ptr = [](const Tensor& t, auto* tag) {
     return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr;
   };
   switch (input.dtype()) {
     case kFloat32:
-      return conv2d_backward_typed<float>(input, weight, grad_out, ptr(dx, (float*)nullptr),
+      return conv2d_backward_typed<float>(input, weight, grad_out, ptr(grad_input, (float*)nullptr),
                                           ptr(grad_weight, (float*)nullptr), ptr(grad_bias, (float*)nullptr), p);
     case kFloat64:
-      return conv2d_backward_typed<double>(input, weight, grad_out, ptr(dx, (double*)nullptr),
+      return conv2d_backward_typed<double>(input, weight, grad_out, ptr(grad_input, (double*)nullptr),
                                            ptr(grad_weight, (double*)nullptr), ptr(grad_bias, (double*)nullptr), p);
     default:
       throw Error(detail::concat("conv2d backward: expected float32 or float64, got ", input.dtype(),

@@ -28,15 +28,6 @@ void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
 void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
 void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
-// Winograd F(2x2, 3x3) (tensor/cpu/winograd.cpp): 3x3 kernels, stride 1, no dilation or
-// groups, padding <= 2, at least 8 input and output channels. conv2d and its input gradient
-// take this path when it applies; set_winograd_enabled(false) forces im2col (tests compare).
-bool winograd_applies(const Tensor& input, const Tensor& weight, const Conv2dParams& p);
-void set_winograd_enabled(bool enabled);
-void winograd_conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
-                     const Conv2dParams& p);
-void winograd_conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Tensor& grad_input,
-                                const Conv2dParams& p);
 void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
 void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
 void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
