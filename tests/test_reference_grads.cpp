@@ -75,6 +75,14 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"kl_div_batchmean", [](X x) { return F::kl_div(x[0], x[1], "batchmean"); }},
       {"kl_div_log_target", [](X x) { return F::kl_div(x[0], x[1], "sum", true); }},
       {"group_norm", [](X x) { return F::group_norm(x[0], 3, x[1], x[2]); }},
+      {"conv2d_wide",
+       [](X x) {
+         return conv2d(x[0], x[1], x[2], {1, 1}, {1, 1});
+       }},
+      {"conv2d_pad2_nobias",
+       [](X x) {
+         return conv2d(x[0], x[1], {}, {1, 1}, {2, 2});
+       }},
   };
   return *table;
 }

@@ -274,6 +274,10 @@ def grad_cases():
          lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True)),
         ("group_norm", [r(2, 6, 3, dtype=d), r(6, dtype=d), r(6, dtype=d)],
          lambda x, w, b: F.group_norm(x, 3, w, b)),
+        ("conv2d_wide", [r(3, 8, 7, 9, dtype=d), r(16, 8, 3, 3, dtype=d), r(16, dtype=d)],
+         lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+        ("conv2d_pad2_nobias", [r(2, 9, 5, 6, dtype=d), r(8, 9, 3, 3, dtype=d)],
+         lambda x, w: F.conv2d(x, w, padding=2)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)
