@@ -13,8 +13,13 @@ namespace ember {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kCacheMinBlock = size_t{1} << 20;  // only blocks of 1 MiB and more are cached
-constexpr size_t kCacheGranule = size_t{64} << 10;  // cached sizes round up to 64 KiB
+// Blocks of 64 KiB and more are cached. glibc serves blocks above its mmap threshold (128 KiB
+// at first, then adapting to what the program frees) with fresh mmaps and returns them on
+// free; caching from 64 KiB keeps a training loop's activations out of that heuristic, so
+// a steady loop makes no system allocations whatever ran before it.
+constexpr size_t kCacheMinBlock = size_t{64} << 10;
+constexpr size_t kPageGranule = size_t{4} << 10;    // cached sizes below 1 MiB round up to 4 KiB
+constexpr size_t kLargeGranule = size_t{64} << 10;  // and from 1 MiB up to 64 KiB
 constexpr size_t kCacheLimit = size_t{512} << 20;   // at most this much kept idle
 
 class CpuAllocator final : public Allocator {
@@ -87,7 +92,7 @@ class CpuAllocator final : public Allocator {
   // aligned_alloc wants a multiple of the alignment; cached blocks use a coarser granule
   // so that nearby sizes share blocks.
   static size_t block_size(size_t nbytes) {
-    const size_t g = nbytes >= kCacheMinBlock ? kCacheGranule : kAlignment;
+    const size_t g = nbytes >= (size_t{1} << 20) ? kLargeGranule : nbytes >= kCacheMinBlock ? kPageGranule : kAlignment;
     EMBER_CHECK(nbytes <= SIZE_MAX - g, "CPU allocator: size ", nbytes, " overflows");
     return (nbytes + g - 1) / g * g;
   }
