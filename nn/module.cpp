@@ -78,11 +78,13 @@ std::shared_ptr<Module> Module::find_module(const std::string& name) const {
 
 // ---- traversal ----
 
-OrderedDict<Tensor> Module::named_parameters(bool recurse) const {
-  OrderedDict<Tensor> out("parameter");
+// The defined tensors of `member` (parameters_ or buffers_) of this module and, when recurse,
+// of every descendant, under dotted names.
+OrderedDict<Tensor> Module::named_tensors(OrderedDict<Tensor> Module::*member, const char* what, bool recurse) const {
+  OrderedDict<Tensor> out(what);
   std::function<void(const Module&, const std::string&)> visit = [&](const Module& m, const std::string& prefix) {
-    for (const auto& p : m.parameters_)
-      if (p.value.defined()) out.insert(join(prefix, p.key), p.value);
+    for (const auto& t : m.*member)
+      if (t.value.defined()) out.insert(join(prefix, t.key), t.value);
     if (recurse)
       for (const auto& c : m.children_) visit(*c.value, join(prefix, c.key));
   };
@@ -90,18 +92,14 @@ OrderedDict<Tensor> Module::named_parameters(bool recurse) const {
   return out;
 }
 
+OrderedDict<Tensor> Module::named_parameters(bool recurse) const {
+  return named_tensors(&Module::parameters_, "parameter", recurse);
+}
+
 std::vector<Tensor> Module::parameters(bool recurse) const { return named_parameters(recurse).values(); }
 
 OrderedDict<Tensor> Module::named_buffers(bool recurse) const {
-  OrderedDict<Tensor> out("buffer");
-  std::function<void(const Module&, const std::string&)> visit = [&](const Module& m, const std::string& prefix) {
-    for (const auto& b : m.buffers_)
-      if (b.value.defined()) out.insert(join(prefix, b.key), b.value);
-    if (recurse)
-      for (const auto& c : m.children_) visit(*c.value, join(prefix, c.key));
-  };
-  visit(*this, "");
-  return out;
+  return named_tensors(&Module::buffers_, "buffer", recurse);
 }
 
 std::vector<Tensor> Module::buffers(bool recurse) const { return named_buffers(recurse).values(); }

@@ -119,6 +119,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void print_tree(std::ostream& os, int indent) const;
   friend std::ostream& operator<<(std::ostream& os, const Module& module);
   void collect_state(const std::string& prefix, StateDict& out) const;
+  OrderedDict<Tensor> named_tensors(OrderedDict<Tensor> Module::*member, const char* what, bool recurse) const;
   void apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn);
 
   std::string type_name_;

@@ -47,11 +47,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options)
     : Adam("AdamW", std::move(groups), options, true) {}
 
 Tensor Adam::step(const std::function<Tensor()>& closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard grad;
-    loss = closure();
-  }
+  const Tensor loss = evaluate(closure);
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const AdamOptions&>(group.options());
@@ -60,12 +56,8 @@ Tensor Adam::step(const std::function<Tensor()>& closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
-      auto buffer = [&](const char* name) -> Tensor {
-        if (Tensor* b = state.buffers.find(name)) return *b;
-        return state.buffers.insert(name, zeros(p.sizes(), TensorOptions(p.dtype()).device(p.device())));
-      };
-      const Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");
-      const Tensor vmax = o.amsgrad() ? buffer("max_exp_avg_sq") : Tensor();
+      const Tensor m = state.buffer("exp_avg", p), v = state.buffer("exp_avg_sq", p);
+      const Tensor vmax = o.amsgrad() ? state.buffer("max_exp_avg_sq", p) : Tensor();
       ++state.step;
       const auto [param, grad] = operands.prepare(p);
       batches[p.device()].push_back(AdamParam{param, grad, m, v, vmax, state.step});

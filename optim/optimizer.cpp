@@ -138,6 +138,17 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   state_ = std::move(new_state);
 }
 
+Tensor Optimizer::ParamState::buffer(const char* name, const Tensor& param) {
+  if (Tensor* b = buffers.find(name)) return *b;
+  return buffers.insert(name, zeros(param.sizes(), TensorOptions(param.dtype()).device(param.device())));
+}
+
+Tensor Optimizer::evaluate(const std::function<Tensor()>& closure) {
+  if (!closure) return Tensor();
+  EnableGradGuard grad;
+  return closure();
+}
+
 FusedOperands::Operand FusedOperands::prepare(const Tensor& param) {
   const Tensor& grad = param.grad();
   EMBER_CHECK(grad.sizes() == param.sizes(), "optimizer step: the gradient has shape ", shape_str(grad.sizes()),

@@ -114,8 +114,12 @@ class Optimizer {
   struct ParamState {
     int64_t step = 0;
     OrderedDict<Tensor> buffers{"optimizer state"};
+    // The buffer `name`, created as zeros shaped like `param` on first use.
+    Tensor buffer(const char* name, const Tensor& param);
   };
   ParamState& state_of(const Tensor& param) { return state_[param.impl().get()]; }
+  // Runs the closure (if any) with grad mode on, as step() must; returns its loss.
+  static Tensor evaluate(const std::function<Tensor()>& closure);
   // Hooks for optimizers with state beyond per-parameter buffers (LBFGS).
   virtual void save_extra(OptimizerState&) const {}
   virtual void load_extra(const OptimizerState&) {}

@@ -40,11 +40,7 @@ RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options)
     : Optimizer("RMSprop", std::move(groups), options.clone()) {}
 
 Tensor RMSprop::step(const std::function<Tensor()>& closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard grad;
-    loss = closure();
-  }
+  const Tensor loss = evaluate(closure);
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const RMSpropOptions&>(group.options());
@@ -53,13 +49,9 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
-      auto buffer = [&](const char* name) -> Tensor {
-        if (Tensor* b = state.buffers.find(name)) return *b;
-        return state.buffers.insert(name, zeros(p.sizes(), TensorOptions(p.dtype()).device(p.device())));
-      };
-      const Tensor square_avg = buffer("square_avg");
-      const Tensor grad_avg = o.centered() ? buffer("grad_avg") : Tensor();
-      const Tensor momentum_buffer = o.momentum() > 0 ? buffer("momentum_buffer") : Tensor();
+      const Tensor square_avg = state.buffer("square_avg", p);
+      const Tensor grad_avg = o.centered() ? state.buffer("grad_avg", p) : Tensor();
+      const Tensor momentum_buffer = o.momentum() > 0 ? state.buffer("momentum_buffer", p) : Tensor();
       ++state.step;
       const auto [param, grad] = operands.prepare(p);
       batches[p.device()].push_back(RmspropParam{param, grad, square_avg, grad_avg, momentum_buffer});

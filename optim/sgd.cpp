@@ -40,11 +40,7 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
     : Optimizer("SGD", std::move(groups), options.clone()) {}
 
 Tensor SGD::step(const std::function<Tensor()>& closure) {
-  Tensor loss;
-  if (closure) {
-    EnableGradGuard grad;
-    loss = closure();
-  }
+  const Tensor loss = evaluate(closure);
   NoGradGuard no_grad;
   for (auto& group : param_groups()) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
