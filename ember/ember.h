@@ -7,6 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "cuda/cuda.h"
+#include "data/dataloader.h"
 #include "io/checkpoint.h"
 #include "nn/nn.h"
 #include "optim/optim.h"

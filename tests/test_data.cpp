@@ -1,0 +1,226 @@
+// The data loader: order, batching, shuffling, sharding, errors, shutdown and timing. The
+// suite's name contains "Thread" so that CI runs it under ThreadSanitizer too.
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using namespace data;
+
+// Example i = ([i, i + 0.5], target i); optionally slow, or failing at one index.
+class CountingDataset : public Dataset {
+ public:
+  explicit CountingDataset(int64_t n, int64_t fail_at = -1, int sleep_us = 0)
+      : n_(n), fail_at_(fail_at), sleep_us_(sleep_us) {}
+  int64_t size() const override { return n_; }
+  Example get(int64_t i) const override {
+    check_index(i, "CountingDataset");
+    if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    EMBER_CHECK(i != fail_at_, "corrupt record ", i);
+    return {tensor<float>({static_cast<float>(i), static_cast<float>(i) + 0.5f}), scalar_tensor(i, kInt64)};
+  }
+
+ private:
+  int64_t n_, fail_at_;
+  int sleep_us_;
+};
+
+std::vector<std::vector<int64_t>> epoch_of(DataLoader& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (const Batch& b : loader) {
+    EXPECT_EQ(b.target.to_vector<int64_t>(), b.indices);
+    EXPECT_EQ(b.data.size(0), static_cast<int64_t>(b.indices.size()));
+    out.push_back(b.indices);
+  }
+  return out;
+}
+
+TEST(LoaderThreads, OrderIsTheSamplersWhateverTheWorkers) {
+  auto ds = std::make_shared<CountingDataset>(103);
+  for (bool shuffle : {false, true}) {
+    DataLoader serial(ds, DataLoaderOptions().batch_size(8).shuffle(shuffle).seed(7));
+    const auto want = epoch_of(serial);
+    ASSERT_EQ(want.size(), 13u);
+    for (int workers = 1; workers <= 4; ++workers) {
+      DataLoader loader(ds, DataLoaderOptions().batch_size(8).shuffle(shuffle).seed(7).num_workers(workers));
+      EXPECT_EQ(epoch_of(loader), want) << workers << " workers, shuffle " << shuffle;
+    }
+  }
+}
+
+TEST(LoaderThreads, BatchingAndDropLast) {
+  auto ds = std::make_shared<CountingDataset>(10);
+  DataLoader keep(ds, DataLoaderOptions().batch_size(4));
+  EXPECT_EQ(keep.size(), 3);
+  const auto batches = epoch_of(keep);
+  EXPECT_EQ(batches.back(), (std::vector<int64_t>{8, 9}));  // the partial last batch
+  DataLoader drop(ds, DataLoaderOptions().batch_size(4).drop_last(true).num_workers(2));
+  EXPECT_EQ(drop.size(), 2);
+  EXPECT_EQ(epoch_of(drop).size(), 2u);
+  Batch first = *DataLoader(ds, DataLoaderOptions().batch_size(3)).begin();
+  EXPECT_EQ(first.data.sizes(), (Shape{3, 2}));
+  EXPECT_TRUE(testing::all_close(first.data[2], tensor<float>({2.0f, 2.5f})));
+}
+
+TEST(LoaderThreads, ShuffleIsReproduciblePerSeedAndEpoch) {
+  auto ds = std::make_shared<CountingDataset>(50);
+  DataLoader a(ds, DataLoaderOptions().batch_size(50).shuffle(true).seed(1));
+  DataLoader b(ds, DataLoaderOptions().batch_size(50).shuffle(true).seed(1).num_workers(2));
+  const auto a0 = epoch_of(a), a1 = epoch_of(a);
+  EXPECT_EQ(epoch_of(b), a0);
+  EXPECT_EQ(epoch_of(b), a1);
+  EXPECT_NE(a0, a1) << "a new permutation each epoch";
+  std::vector<int64_t> sorted = a0[0];
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(sorted[static_cast<size_t>(i)], i);
+  a.set_epoch(1);
+  EXPECT_EQ(epoch_of(a), a1) << "set_epoch replays an epoch";
+  DataLoader c(ds, DataLoaderOptions().batch_size(50).shuffle(true).seed(2));
+  EXPECT_NE(epoch_of(c), a0);
+}
+
+TEST(LoaderThreads, DistributedShardsCoverTheDatasetOnce) {
+  for (bool drop_last : {false, true}) {
+    std::multiset<int64_t> seen;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      DistributedSampler s(10, 3, rank, /*shuffle=*/true, /*seed=*/5, drop_last);
+      const auto idx = s.indices(/*epoch=*/2);
+      EXPECT_EQ(static_cast<int64_t>(idx.size()), drop_last ? 3 : 4);
+      EXPECT_EQ(s.size(), static_cast<int64_t>(idx.size()));
+      seen.insert(idx.begin(), idx.end());
+    }
+    for (int64_t i = 0; i < 10; ++i) EXPECT_GE(seen.count(i), drop_last ? 0u : 1u) << i;
+    EXPECT_EQ(seen.size(), drop_last ? 9u : 12u);  // 10 + 2 padding, or 9 after dropping one
+    std::set<int64_t> distinct(seen.begin(), seen.end());
+    EXPECT_EQ(distinct.size(), drop_last ? 9u : 10u);
+  }
+  EXPECT_NE(DistributedSampler(10, 2, 0, true, 5).indices(0), DistributedSampler(10, 2, 0, true, 5).indices(1));
+  EXPECT_ERROR_CONTAINS(DistributedSampler(10, 2, 2), "rank 2 is out of range for 2 replicas");
+}
+
+TEST(LoaderThreads, WorkerErrorsArriveWhenTheirBatchIsDue) {
+  auto ds = std::make_shared<CountingDataset>(40, /*fail_at=*/13);
+  for (int workers : {0, 2}) {
+    DataLoader loader(ds, DataLoaderOptions().batch_size(5).num_workers(workers));
+    int delivered = 0;
+    const std::string msg = testing::error_of([&] {
+      for (const Batch& b : loader) {
+        (void)b;
+        ++delivered;
+      }
+    });
+    EXPECT_EQ(delivered, 2) << "batches 0 and 1 come first";
+    EXPECT_NE(msg.find("sample 13"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("corrupt record 13"), std::string::npos) << msg;
+  }
+}
+
+TEST(LoaderThreads, LeavingEarlyAndDestroyingMidEpochShutDown) {
+  auto slow = std::make_shared<CountingDataset>(1000, -1, /*sleep_us=*/200);
+  for (bool persistent : {false, true}) {
+    DataLoader loader(slow, DataLoaderOptions().batch_size(4).num_workers(3).persistent_workers(persistent));
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      int n = 0;
+      for (const Batch& b : loader) {
+        (void)b;
+        if (++n == 2) break;  // leaves 200+ batches undone
+      }
+    }
+  }
+  {
+    DataLoader loader(slow, DataLoaderOptions().batch_size(4).num_workers(2));
+    auto it = loader.begin();
+    ++it;
+  }  // destroyed mid-epoch, an iterator still pointing into it: no hang, no leak (ASan/TSan)
+  {
+    DataLoader loader(slow, DataLoaderOptions().batch_size(4).num_workers(2));
+    auto stale = loader.begin();
+    auto fresh = loader.begin();  // a new epoch ends the old one
+    EXPECT_ERROR_CONTAINS(++stale, "this iterator's epoch is over");
+    ++fresh;
+  }
+}
+
+TEST(LoaderThreads, Timeout) {
+  auto slow = std::make_shared<CountingDataset>(4, -1, /*sleep_us=*/100000);
+  DataLoader loader(slow, DataLoaderOptions().batch_size(2).num_workers(1).timeout(0.02));
+  EXPECT_ERROR_CONTAINS(loader.begin(), "timed out after 0.02 s waiting for batch 0");
+}
+
+TEST(LoaderThreads, ManyShortEpochs) {
+  auto ds = std::make_shared<CountingDataset>(23);
+  for (bool persistent : {false, true}) {
+    DataLoader loader(
+        ds, DataLoaderOptions().batch_size(5).shuffle(true).num_workers(3).prefetch_factor(1).persistent_workers(
+                persistent));
+    int64_t total = 0;
+    for (int epoch = 0; epoch < 100; ++epoch)
+      for (const Batch& b : loader) total += b.data.size(0);
+    EXPECT_EQ(total, 2300);
+    EXPECT_EQ(loader.batches_delivered(), 500);
+  }
+}
+
+TEST(LoaderThreads, TransformsSeededPerSampleNotPerWorker) {
+  auto base = std::make_shared<CountingDataset>(30);
+  auto noisy = map(base, [](Example e, int64_t, uint64_t seed) {
+    manual_seed(0);  // must not matter: the transform uses its sample seed only
+    const float jitter = static_cast<float>(seed % 1000) / 1000.0f;
+    e.data = e.data + jitter;
+    return e;
+  });
+  auto run = [&](int workers, int64_t epoch) {
+    DataLoader loader(noisy, DataLoaderOptions().batch_size(7).num_workers(workers).seed(3));
+    loader.set_epoch(epoch);
+    std::vector<float> out;
+    for (const Batch& b : loader)
+      for (float v : b.data.to_vector<float>()) out.push_back(v);
+    return out;
+  };
+  EXPECT_EQ(run(0, 0), run(3, 0));
+  EXPECT_NE(run(0, 0), run(0, 1)) << "new augmentations each epoch";
+}
+
+TEST(LoaderThreads, WorkerInitWaitStatsAndOptions) {
+  auto ds = std::make_shared<CountingDataset>(20, -1, /*sleep_us=*/2000);
+  std::atomic<int> inits{0}, id_sum{0};
+  DataLoader loader(ds, DataLoaderOptions().batch_size(5).num_workers(2).worker_init([&](int id, uint64_t) {
+    ++inits;
+    id_sum += id;
+    EXPECT_EQ(get_num_threads(), 1) << "workers run kernels single-threaded";
+  }));
+  epoch_of(loader);
+  EXPECT_EQ(inits.load(), 2);
+  EXPECT_EQ(id_sum.load(), 1);
+  EXPECT_EQ(loader.batches_delivered(), 4);
+  DataLoader serial(ds, DataLoaderOptions().batch_size(5));
+  epoch_of(serial);
+  EXPECT_GT(serial.data_wait_seconds(), 0.02) << "20 examples x 2 ms, all waited for";
+  serial.reset_stats();
+  EXPECT_EQ(serial.batches_delivered(), 0);
+  EXPECT_ERROR_CONTAINS(DataLoader(ds, DataLoaderOptions().batch_size(0)), "batch_size must be >= 1");
+  EXPECT_ERROR_CONTAINS(DataLoader(ds, DataLoaderOptions().persistent_workers(true)), "needs num_workers > 0");
+  EXPECT_ERROR_CONTAINS(DataLoader(ds, DataLoaderOptions().shuffle(true), std::make_shared<SequentialSampler>(20)),
+                        "either a sampler or shuffle");
+  DataLoader pinned(ds, DataLoaderOptions().batch_size(10).pin_memory(true));
+  EXPECT_EQ(epoch_of(pinned).size(), 2u) << "pin_memory degrades to pageable memory without a GPU";
+}
+
+TEST(LoaderThreads, DatasetsAndSubsets) {
+  auto td = std::make_shared<TensorDataset>(arange(12, kFloat32).reshape({6, 2}), arange(6, kInt64));
+  EXPECT_EQ(td->size(), 6);
+  EXPECT_TRUE(testing::all_close(td->get(4).data, tensor<float>({8.0f, 9.0f})));
+  auto sub = std::make_shared<Subset>(td, std::vector<int64_t>{5, 0});
+  EXPECT_EQ(sub->get(0).target.item<int64_t>(), 5);
+  EXPECT_ERROR_CONTAINS(sub->get(2), "Subset: index 2 is out of range for 2 examples");
+  EXPECT_ERROR_CONTAINS(TensorDataset(ones({3, 2}), ones({4})), "data has 3 examples");
+  EXPECT_ERROR_CONTAINS(Subset(td, {6}), "index 6 is out of range");
+}
+
+}  // namespace
+}  // namespace ember
