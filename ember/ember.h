@@ -8,6 +8,8 @@
 #include "autograd/node.h"
 #include "cuda/cuda.h"
 #include "data/dataloader.h"
+#include "data/idx.h"
+#include "data/sampler.h"
 #include "io/checkpoint.h"
 #include "nn/nn.h"
 #include "optim/optim.h"

@@ -224,3 +224,93 @@ TEST(LoaderThreads, DatasetsAndSubsets) {
 
 }  // namespace
 }  // namespace ember
+
+#include <zlib.h>
+
+#include <fstream>
+
+namespace ember {
+namespace {
+
+std::vector<uint8_t> idx_bytes(uint8_t code, std::vector<uint32_t> dims, std::vector<uint8_t> payload) {
+  std::vector<uint8_t> out{0, 0, code, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(d >> s));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+std::string idx_error(const std::vector<uint8_t>& b) {
+  return testing::error_of([&] { data::parse_idx(b.data(), b.size(), "bad.idx"); });
+}
+
+TEST(Idx, ParsesBigEndianData) {
+  const auto u8 = idx_bytes(0x08, {2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor t = data::parse_idx(u8.data(), u8.size(), "u8");
+  EXPECT_EQ(t.dtype(), kUInt8);
+  EXPECT_EQ(t.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(t.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  const auto i32 = idx_bytes(0x0C, {2}, {0xFF, 0xFF, 0xFF, 0xFE, 0x00, 0x00, 0x01, 0x00});
+  EXPECT_EQ(data::parse_idx(i32.data(), i32.size(), "i32").to_vector<int64_t>(), (std::vector<int64_t>{-2, 256}));
+  const auto f32 = idx_bytes(0x0D, {1}, {0x3F, 0xC0, 0x00, 0x00});
+  EXPECT_EQ(data::parse_idx(f32.data(), f32.size(), "f32").item<float>(), 1.5f);
+}
+
+TEST(Idx, HostileFilesAreErrorsNamingTheProblem) {
+  EXPECT_NE(idx_error({0, 0}).find("shorter than the 4-byte magic"), std::string::npos);
+  EXPECT_NE(idx_error({1, 0, 8, 1, 0, 0, 0, 0}).find("bad magic number"), std::string::npos);
+  EXPECT_NE(idx_error(idx_bytes(0x0A, {1}, {0})).find("unknown element type 0x0A"), std::string::npos);
+  EXPECT_NE(idx_error(idx_bytes(0x0B, {1}, {0, 0})).find("int16"), std::string::npos);
+  EXPECT_NE(idx_error({0, 0, 8, 0}).find("0 dimensions"), std::string::npos);
+  EXPECT_NE(idx_error({0, 0, 8, 3, 0, 0}).find("too short for 3 dimensions"), std::string::npos);
+  EXPECT_NE(idx_error(idx_bytes(0x08, {2, 3}, {1, 2, 3})).find("6 bytes) but the file holds 3"), std::string::npos);
+  EXPECT_NE(idx_error(idx_bytes(0x08, {1 << 20, 1 << 20, 1 << 20}, {})).find("too large"), std::string::npos);
+  EXPECT_NE(idx_error({0, 0, 8, 1}).find("'bad.idx'"), std::string::npos);
+}
+
+TEST(Idx, ReadsGzipAndPlainFilesAndRejectsCorruptGzip) {
+  const auto bytes = idx_bytes(0x08, {4}, {7, 8, 9, 10});
+  const std::string plain = ::testing::TempDir() + "ember_plain.idx", gz = ::testing::TempDir() + "ember_packed.idx.gz";
+  std::ofstream(plain, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  gzFile f = gzopen(gz.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+  EXPECT_EQ(data::read_idx(plain).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9, 10}));
+  EXPECT_EQ(data::read_idx(gz).to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9, 10}));
+  std::ifstream in(gz, std::ios::binary);
+  std::vector<char> packed((std::istreambuf_iterator<char>(in)), {});
+  packed.resize(packed.size() - 6);  // cut the gzip trailer and some data
+  const std::string cut = ::testing::TempDir() + "ember_cut.idx.gz";
+  std::ofstream(cut, std::ios::binary).write(packed.data(), static_cast<std::streamsize>(packed.size()));
+  EXPECT_FALSE(testing::error_of([&] { data::read_idx(cut); }).empty());
+  EXPECT_ERROR_CONTAINS(data::read_idx(::testing::TempDir() + "missing.idx"), "cannot open");
+  EXPECT_ERROR_CONTAINS(data::MNIST(::testing::TempDir(), true), "download MNIST");
+}
+
+// Real MNIST from ../shared/data (skipped where it is absent; CI has it).
+TEST(Idx, MnistFromSharedData) {
+  const std::string root = EMBER_SHARED_DATA_DIR "/mnist";
+  if (!std::ifstream(root + "/train-labels-idx1-ubyte.gz")) GTEST_SKIP() << "no MNIST at " << root;
+  data::MNIST train(root, true), test(root, false);
+  EXPECT_EQ(train.size(), 60000);
+  EXPECT_EQ(test.size(), 10000);
+  EXPECT_EQ(train.images().sizes(), (Shape{60000, 1, 28, 28}));
+  EXPECT_EQ(train.labels().narrow(0, 0, 5).to_vector<int64_t>(), (std::vector<int64_t>{5, 0, 4, 1, 9}));
+  EXPECT_EQ(test.labels().narrow(0, 0, 3).to_vector<int64_t>(), (std::vector<int64_t>{7, 2, 1}));
+  EXPECT_EQ(train.images().max().item<float>(), 1.0f);
+  EXPECT_EQ(train.images().min().item<float>(), 0.0f);
+  // Sums computed from the files with Python's gzip module: the labels, and the first image.
+  EXPECT_EQ(train.labels().sum().item<int64_t>(), 267236);
+  EXPECT_NEAR((train.images()[0].sum() * 255.0).item<double>(), 27525.0, 1e-2);
+  data::DataLoader loader(std::make_shared<data::MNIST>(root, false),
+                          data::DataLoaderOptions().batch_size(1000).num_workers(2));
+  int64_t seen = 0;
+  for (const data::Batch& b : loader) {
+    EXPECT_EQ(b.data.sizes(), (Shape{1000, 1, 28, 28}));
+    seen += b.target.size(0);
+  }
+  EXPECT_EQ(seen, 10000);
+}
+
+}  // namespace
+}  // namespace ember
