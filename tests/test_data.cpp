@@ -314,3 +314,49 @@ TEST(Idx, MnistFromSharedData) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace T = data::transforms;
+
+Tensor one_hot_image(int64_t h, int64_t w, int64_t row, int64_t col) {
+  Tensor x = zeros({1, h, w});
+  x.data_ptr<float>()[row * w + col] = 1.0f;
+  return x;
+}
+
+TEST(Transforms, DeterministicCores) {
+  const Tensor x = one_hot_image(3, 3, 0, 2);  // top right
+  // 90 degrees counterclockwise on screen: top right goes to top left.
+  EXPECT_TRUE(testing::all_close(T::affine(x, 90, 0, 0), one_hot_image(3, 3, 0, 0), 0, 1e-6));
+  EXPECT_TRUE(testing::all_close(T::affine(x, -90, 0, 0), one_hot_image(3, 3, 2, 2), 0, 1e-6));
+  EXPECT_TRUE(testing::all_close(T::affine(x, 0, -1, 1), one_hot_image(3, 3, 1, 1), 0, 1e-6));  // left 1, down 1
+  EXPECT_TRUE(testing::all_close(T::affine(x, 0, 0.5, 0).sum(), scalar_tensor(0.5f), 0, 1e-6)) << "bilinear halves";
+  EXPECT_TRUE(testing::all_close(T::horizontal_flip(x), one_hot_image(3, 3, 0, 0)));
+  EXPECT_TRUE(testing::all_close(T::crop(x, 0, 0, 3, 0), x));
+  EXPECT_TRUE(testing::all_close(T::crop(x, 0, 1, 3, 1), one_hot_image(3, 3, 1, 2)));  // padded, shifted
+  EXPECT_ERROR_CONTAINS(T::crop(x, 2, 0, 3, 0), "does not fit a 3x3 image");
+  EXPECT_ERROR_CONTAINS(T::horizontal_flip(ones({3, 3})), "expects a float32 image [C, H, W]");
+}
+
+TEST(Transforms, RandomOnesFollowTheirSeed) {
+  const Tensor x = arange(2 * 6 * 6, kFloat32).reshape({2, 6, 6});
+  const data::Example e{x, scalar_tensor(1, kInt64)};
+  const auto pipeline = T::compose({T::random_crop(6, 2), T::random_horizontal_flip(), T::random_affine(15, 0.1),
+                                    T::normalize({1.0, 2.0}, {2.0, 4.0})});
+  const Tensor a = pipeline(e, 0, 42).data, b = pipeline(e, 0, 42).data, c = pipeline(e, 0, 43).data;
+  EXPECT_EQ(a.sizes(), x.sizes());
+  EXPECT_TRUE(testing::all_close(a, b, 0, 0)) << "same seed, same augmentation";
+  EXPECT_FALSE(testing::all_close(a, c)) << "another seed, another augmentation";
+  const Tensor n = T::normalize({1.0, 2.0}, {2.0, 4.0})(e, 0, 0).data;
+  EXPECT_FLOAT_EQ(n[1][0][0].item<float>(), (36.0f - 2.0f) / 4.0f);
+  int flips = 0;
+  for (uint64_t s = 0; s < 1000; ++s) flips += T::uniform(s, 0) < 0.5;
+  EXPECT_NEAR(flips, 500, 60);
+  EXPECT_ERROR_CONTAINS(T::normalize({0.5}, {0.0}), "std must be > 0");
+  EXPECT_ERROR_CONTAINS(T::normalize({0.5}, {1.0})(e, 0, 0), "1 channels of mean/std");
+}
+
+}  // namespace
+}  // namespace ember
