@@ -10,6 +10,7 @@
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "data/sampler.h"
+#include "data/synthetic_digits.h"
 #include "data/transforms.h"
 #include "io/checkpoint.h"
 #include "nn/nn.h"

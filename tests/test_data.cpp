@@ -360,3 +360,44 @@ TEST(Transforms, RandomOnesFollowTheirSeed) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(SyntheticDigits, DeterministicBalancedAndLearnable) {
+  data::SyntheticDigits train(3000, /*seed=*/1), test(600, /*seed=*/2);
+  const data::Example a = train.get(17), b = data::SyntheticDigits(3000, 1).get(17);
+  EXPECT_TRUE(testing::all_close(a.data, b.data, 0, 0));
+  EXPECT_EQ(a.target.item<int64_t>(), b.target.item<int64_t>());
+  EXPECT_EQ(a.data.sizes(), (Shape{1, 28, 28}));
+  EXPECT_GE(a.data.min().item<float>(), 0.0f);
+  EXPECT_LE(a.data.max().item<float>(), 1.0f);
+  // Every class appears, none dominates; and the classes are distinguishable: the nearest class
+  // mean (a linear classifier without training) gets most test images right.
+  Tensor sums = zeros({10, 784});
+  std::vector<int64_t> counts(10);
+  for (int64_t i = 0; i < train.size(); ++i) {
+    const data::Example e = train.get(i);
+    const int64_t c = e.target.item<int64_t>();
+    ++counts[static_cast<size_t>(c)];
+    Tensor row = sums[c];
+    row.add_(e.data.reshape({784}));
+  }
+  for (int64_t c = 0; c < 10; ++c) {
+    EXPECT_GT(counts[static_cast<size_t>(c)], 200) << "class " << c;
+    EXPECT_LT(counts[static_cast<size_t>(c)], 400) << "class " << c;
+    Tensor row = sums[c];
+    row.div_(static_cast<double>(counts[static_cast<size_t>(c)]));
+  }
+  int64_t correct = 0;
+  for (int64_t i = 0; i < test.size(); ++i) {
+    const data::Example e = test.get(i);
+    const Tensor distance = (sums - e.data.reshape({1, 784})).square().sum({1});
+    correct += distance.argmin().item<int64_t>() == e.target.item<int64_t>();
+  }
+  EXPECT_GT(static_cast<double>(correct) / static_cast<double>(test.size()), 0.6) << correct << " / " << test.size();
+  EXPECT_ERROR_CONTAINS(train.get(3000), "SyntheticDigits: index 3000 is out of range");
+}
+
+}  // namespace
+}  // namespace ember
