@@ -1,0 +1,205 @@
+// Trains an MLP or a small CNN on MNIST-shaped digits and reports test accuracy: the data
+// loader, nn modules, optimizers, gradient accumulation and checkpoints working together.
+//   train_mnist                          # built-in synthetic digits, no files needed
+//   train_mnist --data ../shared/data/mnist --model cnn --epochs 3 --workers 2
+//   train_mnist --help
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <ember/ember.h>
+
+using namespace ember;
+
+namespace {
+
+struct Config {
+  std::string data_dir, model = "mlp", optimizer = "sgd", save, resume, metrics;
+  int epochs = 2, workers = 0, threads = 2, accumulate = 1;
+  int64_t batch_size = 64, train_size = 12000, test_size = 2000;
+  double lr = -1, expect_accuracy = -1;
+  uint64_t seed = 0;
+  bool pin_memory = false, augment = false;
+};
+
+nn::Sequential make_model(const std::string& kind) {
+  using namespace nn;
+  if (kind == "cnn")
+    return Sequential(Conv2d(Conv2dOptions(1, 32, 3).padding(1)), ReLU(), MaxPool2d(2),
+                      Conv2d(Conv2dOptions(32, 64, 3).padding(1)), ReLU(), MaxPool2d(2), Flatten(),
+                      Linear(64 * 7 * 7, 128), ReLU(), Linear(128, 10));
+  return Sequential(Flatten(), Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10));
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const std::vector<Tensor>& params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions(c.lr > 0 ? c.lr : 0.05).momentum(0.9));
+  if (c.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions(c.lr > 0 ? c.lr : 1e-3));
+  if (c.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(c.lr > 0 ? c.lr : 1e-3));
+  return std::make_unique<optim::LBFGS>(
+      params, optim::LBFGSOptions(c.lr > 0 ? c.lr : 1.0).max_iter(4).line_search_fn("strong_wolfe"));
+}
+
+// Mean loss and accuracy over a dataset, in eval mode without the tape.
+std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& ds) {
+  model->eval();
+  NoGradGuard no_grad;
+  data::DataLoader loader(ds, data::DataLoaderOptions().batch_size(500));
+  double loss = 0, correct = 0;
+  for (const data::Batch& b : loader) {
+    const Tensor logits = model(b.data);
+    loss += nn::functional::cross_entropy(logits, b.target, nn::functional::CrossEntropyOptions().reduction("sum"))
+                .item<double>();
+    correct += logits.argmax(1).eq(b.target).sum().item<double>();
+  }
+  model->train();
+  return {loss / static_cast<double>(ds->size()), correct / static_cast<double>(ds->size())};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Train an MLP or a small CNN on MNIST (or the built-in synthetic digits) with ember."};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--data", c.data_dir, "folder with the MNIST IDX files (default: synthetic digits)");
+  app.add_option("--model", c.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--optimizer", c.optimizer, "sgd (momentum 0.9), adam, adamw or lbfgs")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "lbfgs"}));
+  app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", c.batch_size, "examples per batch")->check(CLI::PositiveNumber);
+  app.add_option("--lr", c.lr, "learning rate (default: the optimizer's: sgd 0.05, adam/adamw 1e-3, lbfgs 1)");
+  app.add_option("--accumulate", c.accumulate, "batches per optimizer step (gradient accumulation)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
+  app.add_flag("--pin-memory", c.pin_memory, "batches in page-locked memory (needs a GPU)");
+  app.add_flag("--augment", c.augment, "random affine jitter of the training images");
+  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation");
+  app.add_option("--train-size", c.train_size, "synthetic training examples")->check(CLI::PositiveNumber);
+  app.add_option("--test-size", c.test_size, "synthetic test examples")->check(CLI::PositiveNumber);
+  app.add_option("--save", c.save, "write model.safetensors-style checkpoints here after each epoch");
+  app.add_option("--resume", c.resume, "start from this checkpoint (and its .optim file)");
+  app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
+  app.add_option("--expect-accuracy", c.expect_accuracy, "exit with status 1 below this test accuracy (for CI)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    set_num_threads(c.threads);
+    manual_seed(c.seed);
+    std::shared_ptr<const data::Dataset> train, test;
+    if (!c.data_dir.empty()) {
+      train = std::make_shared<data::MNIST>(c.data_dir, true);
+      test = std::make_shared<data::MNIST>(c.data_dir, false);
+    } else {
+      train = std::make_shared<data::SyntheticDigits>(c.train_size, c.seed * 2 + 1);
+      test = std::make_shared<data::SyntheticDigits>(c.test_size, c.seed * 2 + 2);
+    }
+    const auto norm = data::transforms::normalize({0.1307}, {0.3081});
+    auto train_tf = c.augment ? data::transforms::compose({data::transforms::random_affine(10, 0.08), norm}) : norm;
+    auto train_set = data::map(train, train_tf);
+    auto test_set = data::map(test, norm);
+
+    nn::Sequential model = make_model(c.model);
+    auto opt = make_optimizer(c, model->parameters());
+    int first_epoch = 0;
+    if (!c.resume.empty()) {
+      load(model, c.resume);
+      load(*opt, c.resume + ".optim");
+      first_epoch = std::stoi(load_metadata(c.resume).at("epoch")) + 1;
+      std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
+    }
+    data::DataLoader loader(train_set, data::DataLoaderOptions()
+                                           .batch_size(c.batch_size)
+                                           .shuffle(true)
+                                           .seed(c.seed)
+                                           .num_workers(c.workers)
+                                           .pin_memory(c.pin_memory));
+    std::ofstream metrics;
+    if (!c.metrics.empty()) {  // a resumed run appends to the file of the run it continues
+      const bool append = first_epoch > 0 && std::ifstream(c.metrics).peek() != std::ifstream::traits_type::eof();
+      metrics.open(c.metrics, append ? std::ios::app : std::ios::trunc);
+      EMBER_CHECK(metrics.good(), "cannot write ", c.metrics);
+      if (!append) metrics << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds\n";
+    }
+    const bool tty = isatty(fileno(stdout));
+    std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s)\n",
+                c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
+                c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers);
+    double accuracy = 0;
+    for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
+      loader.set_epoch(epoch);
+      loader.reset_stats();
+      const auto t0 = std::chrono::steady_clock::now();
+      double loss_sum = 0, correct = 0, seen = 0;
+      int64_t step = 0;
+      opt->zero_grad();
+      for (const data::Batch& b : loader) {
+        Tensor logits, loss;
+        auto forward_backward = [&] {
+          logits = model(b.data);
+          loss = nn::functional::cross_entropy(logits, b.target);
+          (loss / static_cast<double>(c.accumulate)).backward();  // gradients add up over K batches
+          return loss;
+        };
+        if (c.optimizer == "lbfgs") {
+          opt->step([&] {
+            opt->zero_grad();
+            return forward_backward();
+          });
+        } else {
+          forward_backward();
+          if (++step % c.accumulate == 0) {
+            opt->step();
+            opt->zero_grad();
+          }
+        }
+        const double n = static_cast<double>(b.target.size(0));
+        loss_sum += loss.item<double>() * n;
+        correct += logits.argmax(1).eq(b.target).sum().item<double>();
+        seen += n;
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const int64_t done = static_cast<int64_t>(seen), total = train->size();
+        if (tty) {
+          const int width = 30, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+          std::printf("\repoch %d [%s%s] %lld/%lld loss %.4f %.0f samples/s", epoch + 1,
+                      std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+                      static_cast<long long>(done), static_cast<long long>(total), loss_sum / seen, seen / secs);
+          std::fflush(stdout);
+        } else if (step % 50 == 0 && c.optimizer != "lbfgs") {
+          std::printf("epoch %d %lld/%lld loss %.4f %.0f samples/s\n", epoch + 1, static_cast<long long>(done),
+                      static_cast<long long>(total), loss_sum / seen, seen / secs);
+        }
+      }
+      if (c.optimizer != "lbfgs" && step % c.accumulate != 0) opt->step();  // the last partial accumulation
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto [test_loss, test_acc] = evaluate(model, test_set);
+      accuracy = test_acc;
+      if (tty) std::printf("\n");
+      std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s\n",
+                  epoch + 1, loss_sum / seen, correct / seen, test_loss, test_acc, secs, loader.data_wait_seconds());
+      if (metrics.is_open())
+        metrics << epoch + 1 << ',' << loss_sum / seen << ',' << correct / seen << ',' << test_loss << ',' << test_acc
+                << ',' << secs << ',' << loader.data_wait_seconds() << '\n'
+                << std::flush;
+      if (!c.save.empty()) {
+        save(model->state_dict(), c.save, {{"epoch", std::to_string(epoch)}, {"model", c.model}});
+        save(*opt, c.save + ".optim");
+      }
+    }
+    std::printf("test accuracy %.4f\n", accuracy);
+    if (c.expect_accuracy >= 0 && accuracy < c.expect_accuracy) {
+      std::fprintf(stderr, "test accuracy %.4f is below the expected %.4f\n", accuracy, c.expect_accuracy);
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_mnist: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
