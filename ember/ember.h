@@ -7,6 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "cuda/cuda.h"
+#include "data/csv.h"
 #include "data/dataloader.h"
 #include "data/idx.h"
 #include "data/sampler.h"

@@ -401,3 +401,34 @@ TEST(SyntheticDigits, DeterministicBalancedAndLearnable) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(Csv, ParsesAndRejectsBadInput) {
+  const Tensor t = data::parse_csv("a,b\n1,2.5\r\n-3,4e2\n\n", "t.csv", /*skip_header=*/true);
+  EXPECT_EQ(t.sizes(), (Shape{2, 2}));
+  EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{1, 2.5, -3, 400}));
+  EXPECT_ERROR_CONTAINS(data::parse_csv("1,2\n3\n", "t.csv"),
+                        "CSV 't.csv': line 2 has 1 columns, the lines before it 2");
+  EXPECT_ERROR_CONTAINS(data::parse_csv("1,x\n", "t.csv"), "line 1, column 2: 'x' is not a number");
+  EXPECT_ERROR_CONTAINS(data::parse_csv("1,,2\n", "t.csv"), "column 2: '' is not a number");
+  EXPECT_ERROR_CONTAINS(data::parse_csv("1e999\n", "t.csv"), "is not a number");
+  EXPECT_ERROR_CONTAINS(data::parse_csv("\n\n", "t.csv"), "no data rows");
+  EXPECT_ERROR_CONTAINS(data::read_csv(::testing::TempDir() + "missing.csv"), "cannot open");
+}
+
+TEST(Csv, SharedTabularSets) {
+  const std::string root = EMBER_SHARED_DATA_DIR;
+  if (!std::ifstream(root + "/iris/iris.csv")) GTEST_SKIP() << "no shared data at " << root;
+  const Tensor iris = data::read_csv(root + "/iris/iris.csv", true);
+  EXPECT_EQ(iris.sizes(), (Shape{150, 5}));
+  EXPECT_EQ(iris[0].to_vector<double>(), (std::vector<double>{5.1, 3.5, 1.4, 0.2, 0}));
+  const Tensor digits = data::read_csv(root + "/digits/digits.csv.gz");
+  EXPECT_EQ(digits.sizes(), (Shape{1797, 65}));
+  EXPECT_EQ(digits.select(1, 64).max().item<double>(), 9.0);
+  EXPECT_EQ(digits.narrow(1, 0, 64).max().item<double>(), 16.0);
+}
+
+}  // namespace
+}  // namespace ember
