@@ -1,12 +1,11 @@
 #include "data/csv.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <vector>
 
+#include "data/gzip_file.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -52,25 +51,8 @@ Tensor parse_csv(const std::string& text, const std::string& source, bool skip_h
 }
 
 Tensor read_csv(const std::string& path, bool skip_header) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  EMBER_CHECK(f != nullptr, "CSV: cannot open '", path, "'");
-  std::string text;
-  std::vector<char> chunk(size_t{1} << 16);
-  for (;;) {
-    const int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
-    int err = Z_OK;
-    if (n < 0 || (n == 0 && (gzerror(f, &err), err != Z_OK))) {
-      const std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw Error("CSV '" + path + "': " + msg + " (corrupt or truncated gzip data)");
-    }
-    if (n == 0) break;
-    EMBER_CHECK(text.size() + static_cast<size_t>(n) <= (size_t{1} << 30), "CSV '", path,
-                "': more than 1 GiB of text (this reader is for small tabular sets)");
-    text.append(chunk.data(), static_cast<size_t>(n));
-  }
-  gzclose(f);
-  return parse_csv(text, path, skip_header);
+  // Small tabular sets only: 1 GiB of text at most.
+  return parse_csv(read_gzip_or_plain(path, size_t{1} << 30, "CSV"), path, skip_header);
 }
 
 }  // namespace ember::data

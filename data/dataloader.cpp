@@ -31,13 +31,6 @@ Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>&
 
 namespace {
 
-uint64_t mix(uint64_t a, uint64_t b) {  // splitmix64 of a combination: distinct streams
-  uint64_t z = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // pin_memory without a pinned allocator in this build or without a device: batches stay in
 // pageable memory (which is what a CPU-only run uses anyway); said once per process.
 void pin_memory_notice() {
@@ -68,7 +61,7 @@ class DataLoader::WorkerPool {
         set_num_threads(1);
         if (init) {
           try {
-            init(id, mix(seed, static_cast<uint64_t>(id)));
+            init(id, mix_seed(seed, static_cast<uint64_t>(id)));
           } catch (const std::exception& e) {
             std::lock_guard<std::mutex> lock(mutex_);
             init_error_ = detail::concat("worker_init of worker ", id, " failed: ", e.what());
@@ -286,12 +279,12 @@ DataLoader::Iterator DataLoader::begin() {
   if (options_.num_workers_ > 0 && (!options_.persistent_workers_ || !pool_)) {
     pool_.reset();  // non-persistent workers: a fresh set each epoch, as PyTorch
     pool_ = std::make_shared<WorkerPool>(options_.num_workers_, options_.worker_init_,
-                                         mix(options_.seed_, static_cast<uint64_t>(epoch)));
+                                         mix_seed(options_.seed_, static_cast<uint64_t>(epoch)));
   }
   auto e = std::make_shared<Epoch>();
   e->dataset = dataset_;
   e->options = options_;
-  e->epoch_seed = mix(options_.seed_ ^ 0xA5A5A5A5ULL, static_cast<uint64_t>(epoch));
+  e->epoch_seed = mix_seed(options_.seed_ ^ 0xA5A5A5A5ULL, static_cast<uint64_t>(epoch));
   e->pool = pool_;
   e->stats = stats_;
   const std::vector<int64_t> order = sampler_->indices(epoch);

@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include "data/sampler.h"
+
 #include "tensor/error.h"
 
 namespace ember::data {
@@ -44,12 +46,7 @@ namespace {
 thread_local uint64_t current_sample_seed = 0;
 }  // namespace
 
-uint64_t sample_seed(int64_t index) {
-  uint64_t z = current_sample_seed + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(index) + 1);  // splitmix64
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+uint64_t sample_seed(int64_t index) { return mix_seed(current_sample_seed, static_cast<uint64_t>(index)); }
 SampleSeedGuard::SampleSeedGuard(uint64_t seed) : saved_(current_sample_seed) { current_sample_seed = seed; }
 SampleSeedGuard::~SampleSeedGuard() { current_sample_seed = saved_; }
 

@@ -1,7 +1,6 @@
-#include <zlib.h>
-
 #include <cstring>
 
+#include "data/gzip_file.h"
 #include "data/idx.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -24,37 +23,8 @@ Tensor parse_idx(const uint8_t* data, size_t size, const std::string& source) {
 }
 
 Tensor read_idx(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");  // reads plain files as they are
-  EMBER_CHECK(f != nullptr, "IDX: cannot open '", path, "'");
-  gzbuffer(f, 1 << 20);  // zlib's default 8 KiB input buffer makes reading MNIST 3x slower
-  std::vector<uint8_t> bytes;
-  constexpr size_t kLimit = size_t{4} << 30;  // a zip bomb stops here
-  std::vector<uint8_t> chunk(size_t{1} << 20);
-  for (;;) {
-    const int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
-    if (n < 0) {
-      int err = 0;
-      const std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw Error("IDX '" + path + "': " + msg + " (corrupt or truncated gzip data)");
-    }
-    if (n == 0) {  // the end, or a truncated stream (zlib reports that as Z_BUF_ERROR)
-      int err = Z_OK;
-      const std::string msg = gzerror(f, &err);
-      if (err != Z_OK) {
-        gzclose(f);
-        throw Error("IDX '" + path + "': " + msg + " (truncated gzip data)");
-      }
-      break;
-    }
-    if (bytes.size() + static_cast<size_t>(n) > kLimit) {
-      gzclose(f);
-      throw Error("IDX '" + path + "': more than 4 GiB after decompression");
-    }
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
-  }
-  gzclose(f);
-  return parse_idx(bytes.data(), bytes.size(), path);
+  const std::string bytes = read_gzip_or_plain(path, size_t{4} << 30, "IDX");
+  return parse_idx(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
 namespace {
@@ -90,13 +60,6 @@ MNIST::MNIST(const std::string& root, bool train) {
 Example MNIST::get(int64_t index) const {
   check_index(index, "MNIST");
   return {images_[index], labels_[index]};
-}
-
-std::vector<Example> MNIST::get_batch(const std::vector<int64_t>& indices) const {
-  std::vector<Example> out;
-  out.reserve(indices.size());
-  for (int64_t i : indices) out.push_back(get(i));
-  return out;
 }
 
 }  // namespace ember::data

@@ -20,11 +20,15 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
   return out;
 }
 
-namespace {
-// Distinct streams for (seed, epoch) pairs.
-uint64_t epoch_seed(uint64_t seed, int64_t epoch) {
-  return seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ULL + 0x2545F4914F6CDD1DULL;
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ULL + b + 0x632BE59BD9B4E019ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
 }
+
+namespace {
+uint64_t epoch_seed(uint64_t seed, int64_t epoch) { return mix_seed(seed, static_cast<uint64_t>(epoch)); }
 }  // namespace
 
 SequentialSampler::SequentialSampler(int64_t n) : n_(n) {

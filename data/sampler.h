@@ -56,6 +56,10 @@ class DistributedSampler : public Sampler {
   int64_t per_replica_;
 };
 
+// A seed for stream b of seed a (epochs, workers, examples): splitmix64's finalizer over the
+// pair, so nearby pairs give unrelated seeds. Every derived seed in data/ comes from here.
+uint64_t mix_seed(uint64_t a, uint64_t b);
+
 // A permutation of 0..n-1 from a seed: Fisher-Yates with ember's Philox stream.
 std::vector<int64_t> permutation(int64_t n, uint64_t seed);
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "data/sampler.h"
 #include "data/transforms.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
@@ -69,7 +70,7 @@ SyntheticDigits::SyntheticDigits(int64_t size, uint64_t seed) : size_(size), see
 
 Example SyntheticDigits::get(int64_t index) const {
   check_index(index, "SyntheticDigits");
-  const uint64_t s = seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(index) * 0xD1B54A32D192ED03ULL;
+  const uint64_t s = mix_seed(seed_, static_cast<uint64_t>(index));
   auto u = [&](uint64_t k) { return transforms::uniform(s, k); };
   const int64_t label = std::min<int64_t>(9, static_cast<int64_t>(u(0) * 10));
   // A random similarity plus shear: the glyph box maps to about 20x20 pixels, jittered.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "data/sampler.h"
 #include "tensor/error.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
@@ -30,7 +31,7 @@ Transform compose(std::vector<Transform> transforms) {
   for (const auto& t : transforms) EMBER_CHECK(t != nullptr, "transforms::compose: a transform is empty");
   return [transforms](Example e, int64_t index, uint64_t seed) {
     uint64_t k = 0;
-    for (const auto& t : transforms) e = t(std::move(e), index, seed + 0x9E3779B97F4A7C15ULL * ++k);
+    for (const auto& t : transforms) e = t(std::move(e), index, mix_seed(seed, ++k));
     return e;
   };
 }

@@ -27,8 +27,6 @@ class LBFGSOptions : public OptimizerCloneableOptions<LBFGSOptions> {
   std::map<std::string, double> to_map() const override;
   void from_map(const std::map<std::string, double>& values) override;
   void validate() const override;
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
 };
 
 class LBFGS : public Optimizer {

@@ -165,13 +165,16 @@ class PerDevice {
   std::vector<std::pair<Device, std::vector<Item>>> lists_;
 };
 
-// Base for option structs: clone() through the copy constructor.
+// Base for option structs: clone() through the copy constructor, and the learning rate
+// through the derived struct's `lr_` option.
 template <class Derived>
 class OptimizerCloneableOptions : public OptimizerOptions {
  public:
   std::unique_ptr<OptimizerOptions> clone() const override {
     return std::make_unique<Derived>(static_cast<const Derived&>(*this));
   }
+  double get_lr() const override { return static_cast<const Derived&>(*this).lr_; }
+  void set_lr(double lr) override { static_cast<Derived&>(*this).lr_ = lr; }
 };
 
 }  // namespace optim

@@ -21,8 +21,6 @@ class RMSpropOptions : public OptimizerCloneableOptions<RMSpropOptions> {
   std::map<std::string, double> to_map() const override;
   void from_map(const std::map<std::string, double>& values) override;
   void validate() const override;
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
   std::optional<double> get_momentum() const override { return momentum_; }
   void set_momentum(double m) override { momentum_ = m; }
 };
