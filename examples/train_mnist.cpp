@@ -3,22 +3,21 @@
 //   train_mnist                          # built-in synthetic digits, no files needed
 //   train_mnist --data ../shared/data/mnist --model cnn --epochs 3 --workers 2
 //   train_mnist --help
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include <ember/ember.h>
 
+#include "progress.h"
+
 using namespace ember;
 
 namespace {
 
 struct Config {
-  std::string data_dir, model = "mlp", optimizer = "sgd", save, resume, metrics;
+  std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", save, resume, metrics;
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
@@ -74,6 +73,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", c.batch_size, "examples per batch")->check(CLI::PositiveNumber);
   app.add_option("--lr", c.lr, "learning rate (default: the optimizer's: sgd 0.05, adam/adamw 1e-3, lbfgs 1)");
+  app.add_option("--schedule", c.schedule, "learning-rate schedule over the epochs: none or cosine (to 0)")
+      ->check(CLI::IsMember({"none", "cosine"}));
   app.add_option("--accumulate", c.accumulate, "batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
@@ -107,6 +108,7 @@ int main(int argc, char** argv) {
 
     nn::Sequential model = make_model(c.model);
     auto opt = make_optimizer(c, model->parameters());
+    const double base_lr = opt->param_groups().front().options().get_lr();
     int first_epoch = 0;
     if (!c.resume.empty()) {
       load(model, c.resume);
@@ -114,20 +116,22 @@ int main(int argc, char** argv) {
       first_epoch = std::stoi(load_metadata(c.resume).at("epoch")) + 1;
       std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
     }
+    // Stepped once per epoch; a resumed run jumps to its epoch with the closed form.
+    std::unique_ptr<optim::LRScheduler> scheduler;
+    if (c.schedule == "cosine") {
+      for (optim::ParamGroup& g : opt->param_groups()) g.initial_lr = base_lr;  // not a resumed, decayed lr
+      scheduler = std::make_unique<optim::CosineAnnealingLR>(*opt, c.epochs);
+      if (first_epoch > 0) scheduler->step(first_epoch);
+    }
     data::DataLoader loader(train_set, data::DataLoaderOptions()
                                            .batch_size(c.batch_size)
                                            .shuffle(true)
                                            .seed(c.seed)
                                            .num_workers(c.workers)
                                            .pin_memory(c.pin_memory));
-    std::ofstream metrics;
-    if (!c.metrics.empty()) {  // a resumed run appends to the file of the run it continues
-      const bool append = first_epoch > 0 && std::ifstream(c.metrics).peek() != std::ifstream::traits_type::eof();
-      metrics.open(c.metrics, append ? std::ios::app : std::ios::trunc);
-      EMBER_CHECK(metrics.good(), "cannot write ", c.metrics);
-      if (!append) metrics << "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds\n";
-    }
-    const bool tty = isatty(fileno(stdout));
+    std::ofstream metrics = examples::open_metrics(
+        c.metrics, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds",
+        first_epoch > 0);
     std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s)\n",
                 c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
                 c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers);
@@ -135,9 +139,9 @@ int main(int argc, char** argv) {
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
       loader.reset_stats();
-      const auto t0 = std::chrono::steady_clock::now();
+      examples::Progress progress(epoch + 1, train->size());
       double loss_sum = 0, correct = 0, seen = 0;
-      int64_t step = 0;
+      int64_t step = 0, batches = 0;
       opt->zero_grad();
       for (const data::Batch& b : loader) {
         Tensor logits, loss;
@@ -163,24 +167,14 @@ int main(int argc, char** argv) {
         loss_sum += loss.item<double>() * n;
         correct += logits.argmax(1).eq(b.target).sum().item<double>();
         seen += n;
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const int64_t done = static_cast<int64_t>(seen), total = train->size();
-        if (tty) {
-          const int width = 30, filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-          std::printf("\repoch %d [%s%s] %lld/%lld loss %.4f %.0f samples/s", epoch + 1,
-                      std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-                      static_cast<long long>(done), static_cast<long long>(total), loss_sum / seen, seen / secs);
-          std::fflush(stdout);
-        } else if (step % 50 == 0 && c.optimizer != "lbfgs") {
-          std::printf("epoch %d %lld/%lld loss %.4f %.0f samples/s\n", epoch + 1, static_cast<long long>(done),
-                      static_cast<long long>(total), loss_sum / seen, seen / secs);
-        }
+        progress.update(++batches, static_cast<int64_t>(seen), loss_sum / seen);
       }
       if (c.optimizer != "lbfgs" && step % c.accumulate != 0) opt->step();  // the last partial accumulation
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (scheduler) scheduler->step();
+      const double secs = progress.seconds();
+      progress.finish();
       const auto [test_loss, test_acc] = evaluate(model, test_set);
       accuracy = test_acc;
-      if (tty) std::printf("\n");
       std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s\n",
                   epoch + 1, loss_sum / seen, correct / seen, test_loss, test_acc, secs, loader.data_wait_seconds());
       if (metrics.is_open())

@@ -414,6 +414,9 @@ TEST(Csv, ParsesAndRejectsBadInput) {
   EXPECT_ERROR_CONTAINS(data::parse_csv("1,x\n", "t.csv"), "line 1, column 2: 'x' is not a number");
   EXPECT_ERROR_CONTAINS(data::parse_csv("1,,2\n", "t.csv"), "column 2: '' is not a number");
   EXPECT_ERROR_CONTAINS(data::parse_csv("1e999\n", "t.csv"), "is not a number");
+  // Seen while writing fuzz_csv: a NUL byte ended the cell early, so "1\0x" read as 1.
+  EXPECT_ERROR_CONTAINS(data::parse_csv(std::string("1\0x,2\n", 6), "t.csv"), "column 1");
+  EXPECT_EQ(data::parse_csv("1 ,\t2\t\n", "t.csv").to_vector<double>(), (std::vector<double>{1, 2}));
   EXPECT_ERROR_CONTAINS(data::parse_csv("\n\n", "t.csv"), "no data rows");
   EXPECT_ERROR_CONTAINS(data::read_csv(::testing::TempDir() + "missing.csv"), "cannot open");
 }
@@ -428,6 +431,54 @@ TEST(Csv, SharedTabularSets) {
   EXPECT_EQ(digits.sizes(), (Shape{1797, 65}));
   EXPECT_EQ(digits.select(1, 64).max().item<double>(), 9.0);
   EXPECT_EQ(digits.narrow(1, 0, 64).max().item<double>(), 16.0);
+}
+
+TEST(CharText, VocabularyWindowsAndEntropy) {
+  const data::CharVocabulary vocab("hello world");
+  EXPECT_EQ(vocab.chars(), " dehlorw");
+  EXPECT_EQ(vocab.encode("low"), (std::vector<int64_t>{4, 5, 7}));
+  EXPECT_EQ(vocab.decode(std::vector<int64_t>{2, 3}), "eh");
+  EXPECT_ERROR_CONTAINS(vocab.encode("hex"), "character 'x' at offset 2 is not in the vocabulary of 8 characters");
+  EXPECT_ERROR_CONTAINS(vocab.decode(8), "id 8 is out of range for a vocabulary of 8 characters");
+
+  // 11 characters, windows of 4 and their shifted targets: starts 0 and 4 (8 would need 13).
+  const data::CharTextDataset text("hello world", data::CharTextOptions{4, 0});
+  EXPECT_EQ(text.size(), 2);
+  const data::Example second = text.get(1);
+  EXPECT_EQ(vocab.decode(second.data.to_vector<int64_t>()), "o wo");
+  EXPECT_EQ(vocab.decode(second.target.to_vector<int64_t>()), " wor");
+  EXPECT_EQ(second.data.dtype(), kInt64);
+  EXPECT_ERROR_CONTAINS(text.get(2), "index 2");
+  const data::CharTextDataset overlapping("hello world", data::CharTextOptions{4, 1});
+  EXPECT_EQ(overlapping.size(), 7);  // starts 0..6; the last target ends at the last character
+  EXPECT_EQ(vocab.decode(overlapping.get(6).target.to_vector<int64_t>()), "orld");
+  // "aab": -(2/3 ln 2/3 + 1/3 ln 1/3)
+  EXPECT_NEAR(data::CharTextDataset("aab", data::CharTextOptions{1, 0}).unigram_entropy(), 0.6365141682948128, 1e-15);
+
+  EXPECT_ERROR_CONTAINS(data::CharTextDataset("abc", data::CharTextOptions{3, 0}),
+                        "a text of 3 characters is too short for seq_len 3");
+  EXPECT_ERROR_CONTAINS(data::CharTextDataset("abc", data::CharTextOptions{0, 0}), "seq_len must be positive");
+  EXPECT_ERROR_CONTAINS(data::CharTextDataset::from_file(::testing::TempDir() + "missing.txt"), "cannot open");
+  // A test split encoded with the training split's vocabulary; a character it lacks is an error.
+  EXPECT_EQ(data::CharTextDataset("dell", data::CharTextOptions{2, 0}, &vocab).tokens().to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 2, 4, 4}));
+  EXPECT_ERROR_CONTAINS(data::CharTextDataset("zzz", data::CharTextOptions{2, 0}, &vocab), "'z'");
+
+  const data::CharTextDataset sonnets(data::embedded_sonnets());
+  EXPECT_GT(sonnets.size(), 60);
+  EXPECT_GT(sonnets.unigram_entropy(), 2.5);  // English letters: about 3 nats
+}
+
+// Tiny Shakespeare's known statistics (nanoGPT's shakespeare_char: 65 characters, 1115394 of them).
+TEST(CharText, TinyShakespeareFromSharedData) {
+  const std::string path = EMBER_SHARED_DATA_DIR "/tinyshakespeare/input.txt";
+  if (!std::ifstream(path)) GTEST_SKIP() << "no tiny Shakespeare at " << path;
+  const auto text = data::CharTextDataset::from_file(path, data::CharTextOptions{256, 0});
+  EXPECT_EQ(text.vocabulary().size(), 65);
+  EXPECT_EQ(text.tokens().numel(), 1115394);
+  EXPECT_EQ(text.size(), (1115394 - 1 - 256) / 256 + 1);
+  EXPECT_EQ(text.vocabulary().decode(text.get(0).data.narrow(0, 0, 10).to_vector<int64_t>()), "First Citi");
+  EXPECT_NEAR(text.unigram_entropy(), 3.312795245360308, 1e-12);  // Python: collections.Counter over the bytes
 }
 
 }  // namespace

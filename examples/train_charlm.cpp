@@ -1,0 +1,252 @@
+// Trains a small character-level GPT (token + position embeddings, pre-norm causal transformer
+// blocks, a final LayerNorm and a linear head, nanoGPT's layout) on a text, then samples from it.
+// The loss to beat is the text's unigram entropy: what a model that ignores context achieves.
+//   train_charlm                                            # built-in sonnets, no files needed
+//   train_charlm --text ../shared/data/tinyshakespeare/input.txt --epochs 1 --stride 64
+//   train_charlm --help
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include <ember/ember.h>
+
+#include "progress.h"
+
+using namespace ember;
+
+namespace {
+
+struct Config {
+  std::string text_path, save, resume, metrics, prompt = "\n";
+  int epochs = 20, workers = 0, threads = 2;
+  int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
+  double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
+  uint64_t seed = 0;
+};
+
+// idx int64 [B, T] -> logits [B, T, vocab]; T may be anything up to block_size.
+class CharGPTImpl : public nn::Module {
+ public:
+  CharGPTImpl(int64_t vocab, const Config& c)
+      : Module("CharGPT"),
+        block_size(c.seq_len),
+        wte(register_module("wte", nn::Embedding(vocab, c.n_embd))),
+        wpe(register_module("wpe", nn::Embedding(c.seq_len, c.n_embd))),
+        drop(register_module("drop", nn::Dropout(c.dropout))),
+        h(register_module("h", nn::ModuleList())),
+        ln_f(register_module("ln_f", nn::LayerNorm(nn::LayerNormOptions({c.n_embd})))),
+        lm_head(register_module("lm_head", nn::Linear(nn::LinearOptions(c.n_embd, vocab).bias(false)))) {
+    for (int64_t i = 0; i < c.n_layer; ++i) h->push_back(nn::TransformerBlock(c.n_embd, c.n_head, c.dropout));
+    // GPT-2's initialisation: N(0, 0.02) weights, zero biases, and the projections into the
+    // residual stream scaled down by √(2·layers) so that the stream's variance stays put.
+    for (auto& [name, p] : named_parameters()) {
+      Tensor t = p;
+      if (name.find("ln_") != std::string::npos) continue;  // LayerNorms keep ones and zeros
+      if (t.dim() == 1) {
+        nn::init::zeros_(t);
+      } else {
+        const bool residual = name.size() > 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0;
+        nn::init::normal_(t, 0.0, residual ? 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)) : 0.02);
+      }
+    }
+  }
+
+  Tensor forward(const Tensor& idx) override {
+    EMBER_CHECK(idx.dim() == 2 && idx.size(1) <= block_size, "CharGPT: expects token ids [B, T] with T <= ", block_size,
+                ", got shape ", shape_str(idx.sizes()));
+    const Tensor positions = arange(idx.size(1), TensorOptions(kInt64).device(idx.device()));
+    Tensor x = drop(wte(idx) + wpe(positions));  // [B, T, C]
+    for (const auto& block : *h) x = block->forward(x);
+    return lm_head(ln_f(x));
+  }
+
+  int64_t block_size;
+  nn::Embedding wte, wpe;
+  nn::Dropout drop;
+  nn::ModuleList h;
+  nn::LayerNorm ln_f;
+  nn::Linear lm_head;
+};
+EMBER_MODULE(CharGPT);
+
+Tensor lm_loss(CharGPT& model, const data::Batch& b) {
+  const Tensor logits = model(b.data);  // [B, T, V]
+  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.target.reshape({-1}));
+}
+
+// Mean next-character loss over a dataset, in eval mode without the tape.
+double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size) {
+  model->eval();
+  NoGradGuard no_grad;
+  double sum = 0, count = 0;
+  for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(batch_size))) {
+    const double n = static_cast<double>(b.target.numel());
+    sum += lm_loss(model, b).item<double>() * n;
+    count += n;
+  }
+  model->train();
+  return sum / count;
+}
+
+// Continues `prompt` by `count` characters, each drawn from softmax(logits / temperature) of the
+// last block_size characters.
+std::string sample(CharGPT& model, const data::CharVocabulary& vocab, const std::string& prompt, int64_t count,
+                   double temperature) {
+  model->eval();
+  NoGradGuard no_grad;
+  std::vector<int64_t> ids = vocab.encode(prompt);
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t start = ids.size() > static_cast<size_t>(model->block_size) ? ids.size() - model->block_size : 0;
+    const Tensor context = tensor(std::vector<int64_t>(ids.begin() + start, ids.end())).unsqueeze(0);  // [1, t]
+    const Tensor logits = model(context).select(1, -1).squeeze(0);                                     // [V]
+    const std::vector<double> p = softmax(logits.to(kFloat64) / temperature, 0).to_vector<double>();
+    double u = rand({}, kFloat64).item<double>();  // inverse CDF
+    int64_t next = static_cast<int64_t>(p.size()) - 1;
+    for (size_t j = 0; j < p.size(); ++j) {
+      if (u < p[j]) {
+        next = static_cast<int64_t>(j);
+        break;
+      }
+      u -= p[j];
+    }
+    ids.push_back(next);
+  }
+  model->train();
+  return vocab.decode(ids);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Train a small character-level transformer on a text with ember, then sample from it."};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--text", c.text_path, "text file, gzipped or not (default: built-in sonnets)");
+  app.add_option("--epochs", c.epochs, "passes over the training windows")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", c.batch_size, "windows per batch")->check(CLI::PositiveNumber);
+  app.add_option("--lr", c.lr, "AdamW peak learning rate (cosine decay over the run)")->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--seq-len", c.seq_len, "characters of context (the block size)")->check(CLI::PositiveNumber);
+  app.add_option("--stride", c.stride, "characters between the starts of training windows")->check(CLI::PositiveNumber);
+  app.add_option("--layers", c.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--heads", c.n_head, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--embd", c.n_embd, "embedding width (a multiple of --heads)")->check(CLI::PositiveNumber);
+  app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--val-fraction", c.val_fraction, "the text's tail held out for validation")
+      ->check(CLI::Range(0.0, 0.5));
+  app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling");
+  app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(CLI::NonNegativeNumber);
+  app.add_option("--prompt", c.prompt, "text the sample continues");
+  app.add_option("--temperature", c.temperature, "sampling temperature")->check(CLI::PositiveNumber);
+  app.add_option("--save", c.save, "write a checkpoint here after each epoch");
+  app.add_option("--resume", c.resume, "start from this checkpoint (and its .optim file)");
+  app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
+  app.add_option("--expect-below", c.expect_below,
+                 "exit with status 1 unless the last training loss is below this fraction of the unigram entropy");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    set_num_threads(c.threads);
+    manual_seed(c.seed);
+    const std::string text = c.text_path.empty() ? data::embedded_sonnets()
+                                                 : data::read_gzip_or_plain(c.text_path, size_t{1} << 30, "--text");
+    // nanoGPT's split: the first part trains, the tail validates; one vocabulary for both.
+    const data::CharVocabulary vocab(text);
+    vocab.encode(c.prompt);  // a prompt the model cannot read fails now, not after training
+    const size_t n_val = static_cast<size_t>(static_cast<double>(text.size()) * c.val_fraction);
+    auto train = std::make_shared<data::CharTextDataset>(text.substr(0, text.size() - n_val),
+                                                         data::CharTextOptions{c.seq_len, c.stride}, &vocab);
+    std::shared_ptr<data::CharTextDataset> val;
+    if (n_val > static_cast<size_t>(c.seq_len))
+      val = std::make_shared<data::CharTextDataset>(text.substr(text.size() - n_val),
+                                                    data::CharTextOptions{c.seq_len, c.seq_len}, &vocab);
+    const double unigram = train->unigram_entropy();
+
+    CharGPT model(vocab.size(), c);
+    optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
+    data::DataLoader loader(train, data::DataLoaderOptions()
+                                       .batch_size(c.batch_size)
+                                       .shuffle(true)
+                                       .drop_last(train->size() >= c.batch_size)
+                                       .seed(c.seed)
+                                       .num_workers(c.workers));
+    const int64_t steps_per_epoch = static_cast<int64_t>(loader.size());
+    int first_epoch = 0;
+    if (!c.resume.empty()) {
+      const auto meta = load_metadata(c.resume);
+      EMBER_CHECK(meta.count("vocabulary") && meta.at("vocabulary") == vocab.chars(), c.resume,
+                  " was trained on a text with another vocabulary");
+      load(model, c.resume);
+      load(opt, c.resume + ".optim");
+      first_epoch = std::stoi(meta.at("epoch")) + 1;
+      std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
+    }
+    // Cosine decay per step over the whole run; a resumed run jumps to its step (closed form).
+    for (optim::ParamGroup& g : opt.param_groups()) g.initial_lr = c.lr;
+    optim::CosineAnnealingLR scheduler(opt, c.epochs * steps_per_epoch, c.lr / 10);
+    if (first_epoch > 0) scheduler.step(first_epoch * steps_per_epoch);
+
+    std::ofstream metrics = examples::open_metrics(
+        c.metrics, "epoch,train_loss,val_loss,unigram_entropy,seconds,data_wait_seconds", first_epoch > 0);
+    std::printf("%s: %zu characters, vocabulary %lld, %lld training windows of %lld; unigram entropy %.4f nats\n",
+                c.text_path.empty() ? "built-in sonnets" : c.text_path.c_str(), text.size(),
+                static_cast<long long>(vocab.size()), static_cast<long long>(train->size()),
+                static_cast<long long>(c.seq_len), unigram);
+    std::printf("model: %lld layers, %lld heads, width %lld, %lld parameters\n", static_cast<long long>(c.n_layer),
+                static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd), static_cast<long long>([&] {
+                  int64_t n = 0;
+                  for (const Tensor& p : model->parameters()) n += p.numel();
+                  return n;
+                }()));
+    double train_loss = 0;
+    for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
+      loader.set_epoch(epoch);
+      loader.reset_stats();
+      examples::Progress progress(epoch + 1, train->size(), 20);
+      double loss_sum = 0;
+      int64_t steps = 0, seen = 0;
+      for (const data::Batch& b : loader) {
+        const Tensor loss = lm_loss(model, b);
+        opt.zero_grad();
+        loss.backward();
+        nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+        opt.step();
+        scheduler.step();
+        loss_sum += loss.item<double>();
+        seen += b.data.size(0);
+        progress.update(++steps, seen, loss_sum / static_cast<double>(steps));
+      }
+      const double secs = progress.seconds();
+      progress.finish();
+      train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
+      const double val_loss = val ? evaluate(model, val, c.batch_size) : std::nan("");
+      std::printf(
+          "epoch %d: train loss %.4f (%.3f bits/char) | val loss %.4f | unigram %.4f | %.1f s, %.0f chars/s, data wait "
+          "%.2f s\n",
+          epoch + 1, train_loss, train_loss / std::log(2.0), val_loss, unigram, secs,
+          static_cast<double>(seen * c.seq_len) / secs, loader.data_wait_seconds());
+      if (metrics.is_open())
+        metrics << epoch + 1 << ',' << train_loss << ',' << val_loss << ',' << unigram << ',' << secs << ','
+                << loader.data_wait_seconds() << '\n'
+                << std::flush;
+      if (!c.save.empty()) {
+        save(model->state_dict(), c.save, {{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}});
+        save(opt, c.save + ".optim");
+      }
+    }
+    if (c.sample_chars > 0)
+      std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,
+                  sample(model, vocab, c.prompt, c.sample_chars, c.temperature).c_str());
+    if (c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
+      std::fprintf(stderr, "training loss %.4f is not below %.2f x the unigram entropy %.4f\n", train_loss,
+                   c.expect_below, unigram);
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_charlm: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
