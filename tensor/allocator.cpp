@@ -46,6 +46,8 @@ class CpuAllocator final : public Allocator {
       EMBER_CHECK(ptr != nullptr, "CPU allocator: out of memory allocating ", nbytes, " bytes");
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.system_allocs;
+      stats_.reserved_bytes += static_cast<int64_t>(block);
+      stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.num_allocs;
@@ -66,6 +68,7 @@ class CpuAllocator final : public Allocator {
         stats_.cached_bytes += static_cast<int64_t>(block);
         return;
       }
+      stats_.reserved_bytes -= static_cast<int64_t>(block);
     }
     std::free(ptr);
   }
@@ -77,12 +80,14 @@ class CpuAllocator final : public Allocator {
   void reset_peak() override {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.peak_bytes = stats_.current_bytes;
+    stats_.peak_reserved_bytes = stats_.reserved_bytes;
   }
   void empty_cache() override {
     std::multimap<size_t, void*> cache;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       cache.swap(cache_);
+      stats_.reserved_bytes -= stats_.cached_bytes;
       stats_.cached_bytes = 0;
     }
     for (auto& kv : cache) std::free(kv.second);
