@@ -6,7 +6,6 @@ void Backend::unsupported(const char* kernel) const {
   throw Error(detail::concat(kernel, ": not available on the ", name(), " back end"));
 }
 
-Allocator* Backend::allocator() { unsupported("allocator"); }
 void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
 void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }
 void Backend::copy_across(const Tensor&, const Tensor&, bool) { unsupported("copy_across"); }

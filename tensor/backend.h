@@ -107,7 +107,6 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  virtual Allocator* allocator();
 
   // ---- copy and fill ----
   // dst[i] = cast(src[i]); same shape (src may be an expanded view), any dtypes, same device.
@@ -187,7 +186,8 @@ class Backend {
 // The back end that runs kernels for `device`.
 Backend& backend(Device device);
 Backend& cpu_backend();
-// Defined by cuda/cuda_backend.cpp, or by cuda/stub_backend.cpp when built without CUDA.
+// Defined by cuda/ (cuda_backend.cpp, runtime.cpp), or by cuda/stub_backend.cpp when built without CUDA.
 Backend& cuda_backend();
+Allocator* cuda_allocator(int device);  // the caching allocator of one device
 
 }  // namespace ember

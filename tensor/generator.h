@@ -8,10 +8,17 @@
 #include <cstdint>
 #include <mutex>
 
+// The Philox functions compile for the device too (cuda/*.cu): one stream of numbers for both.
+#if defined(__CUDACC__)
+#define EMBER_HOST_DEVICE __host__ __device__
+#else
+#define EMBER_HOST_DEVICE
+#endif
+
 namespace ember {
 
 // One Philox4x32-10 block: 4 random 32-bit words for (key = seed, counter = block, 0).
-inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t block) {
+EMBER_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t block) {
   uint32_t c0 = static_cast<uint32_t>(block), c1 = static_cast<uint32_t>(block >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
@@ -30,8 +37,8 @@ inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t block) {
 }
 
 // [0, 1) from 24 random bits (exact in float) or 53 bits (exact in double).
-inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
+EMBER_HOST_DEVICE inline float uniform_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+EMBER_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((uint64_t{hi} << 32) | lo) >> 11) * (1.0 / 9007199254740992.0);
 }
 

@@ -30,6 +30,7 @@ class StorageImpl {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  Allocator* allocator() const { return allocator_; }  // nullptr for borrowed memory
   // Note [Version counter]: every in-place write to this storage bumps it, so that a
   // tensor saved for backward can tell it was modified afterwards (autograd/node.h).
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
