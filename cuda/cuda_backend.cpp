@@ -71,6 +71,41 @@ class CudaBackend final : public Backend {
     cuda::DeviceGuard guard(device_of(out));
     cuda::where(cond, a, b, out);
   }
+  void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override {
+    cuda::DeviceGuard guard(device_of(in));
+    cuda::reduce(op, in, out, indices);
+  }
+  void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::softmax(in, out, dim, log);
+  }
+  void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::index_select(src, dim, index, out);
+  }
+  void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::gather(src, dim, index, out);
+  }
+  void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override {
+    cuda::DeviceGuard guard(device_of(self));
+    cuda::scatter_add(self, dim, index, src);
+  }
+  void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override {
+    if (params.empty()) return;
+    cuda::DeviceGuard guard(device_of(params.front().param));
+    cuda::sgd_step(params, s);
+  }
+  void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override {
+    if (params.empty()) return;
+    cuda::DeviceGuard guard(device_of(params.front().param));
+    cuda::adam_step(params, s);
+  }
+  void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override {
+    if (params.empty()) return;
+    cuda::DeviceGuard guard(device_of(params.front().param));
+    cuda::rmsprop_step(params, s);
+  }
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override {
     cuda::DeviceGuard guard(device_of(c));
     cuda::gemm(a, b, c, alpha, beta);

@@ -16,6 +16,20 @@ void random_uniform(const Tensor& out, double from, double to, uint64_t seed, ui
 void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
 void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
 
+// reduce.cu
+void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices);
+void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
+
+// indexing.cu
+void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+// optim.cu
+void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
+void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
+void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
+
 // blas.cpp (cuBLAS)
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 

@@ -1,0 +1,169 @@
+// index_select, gather and scatter_add on CUDA. Indices are checked on the device before any
+// write (one small kernel and a copy back of its verdict), so a bad index is an ember::Error
+// naming it, never a memory fault, as on the CPU.
+#include "cuda/kernels.h"
+#include "cuda/loops.cuh"
+#include "tensor/ops.h"
+
+namespace ember::cuda {
+namespace {
+
+// found[0] = the first position i with idx[i] outside [0, bound) (or n when there is none).
+__global__ void find_bad_index(const int64_t* idx, int64_t n, int64_t bound, unsigned long long* found) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (idx[i] < 0 || idx[i] >= bound) atomicMin(found, static_cast<unsigned long long>(i));
+}
+
+void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t dim) {
+  const Tensor idx = index.contiguous();
+  const int64_t n = idx.numel();
+  if (n == 0) return;
+  Tensor found = full({1}, n, TensorOptions(kInt64).device(index.device()));
+  find_bad_index<<<grid_for(n), kBlock, 0, stream_of(idx)>>>(static_cast<const int64_t*>(idx.data_ptr()), n, bound,
+                                                             static_cast<unsigned long long*>(found.data_ptr()));
+  EMBER_KERNEL_CHECK();
+  const int64_t at = found.item<int64_t>();  // waits for the kernel
+  if (at < n)
+    throw Error(detail::concat(op, ": index ", idx.reshape({-1})[at].item<int64_t>(),
+                               " is out of bounds for dimension ", dim, " with size ", bound));
+}
+
+// A view of `t` with index's sizes and stride 0 along `dim` (the kernel adds index · stride).
+Tensor restride_for(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape strides = t.strides();
+  strides[dim] = 0;
+  return t.as_strided(index.sizes(), strides);
+}
+
+template <class R>
+__global__ void select_rows(const R* src, R* out, const int64_t* idx, int64_t outer, int64_t L, int64_t D,
+                            int64_t inner) {
+  const int64_t n = outer * L * inner;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t in = e % inner, r = e / inner, l = r % L, ou = r / L;
+    out[e] = src[(ou * D + idx[l]) * inner + in];
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void atomic_add(T* address, T value) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+  else
+    atomicAdd(address, value);
+}
+
+template <class T>
+__global__ void gather_kernel(OffsetCalc<3> calc, char* out, const char* index, const char* src, int64_t step,
+                              int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[3];
+    calc.get(i, off);
+    const int64_t k = *reinterpret_cast<const int64_t*>(index + off[1]);
+    *reinterpret_cast<T*>(out + off[0]) = *reinterpret_cast<const T*>(src + off[2] + k * step);
+  }
+}
+
+template <class T>
+__global__ void scatter_add_kernel(OffsetCalc<3> calc, char* self, const char* index, const char* src, int64_t step,
+                                   int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[3];
+    calc.get(i, off);
+    const int64_t k = *reinterpret_cast<const int64_t*>(index + off[1]);
+    atomic_add(reinterpret_cast<T*>(self + off[0] + k * step), *reinterpret_cast<const T*>(src + off[2]));
+  }
+}
+
+}  // namespace
+
+// out [.., L, ..] = src [.., D, ..] rows picked by index [L]; src and out contiguous
+void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+  const int64_t D = src.size(dim);
+  check_indices(index, D, "index_select", dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= src.size(d);
+  for (int64_t d = dim + 1; d < src.dim(); ++d) inner *= src.size(d);
+  const Tensor idx = index.contiguous();
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  auto launch = [&](auto* tag) {
+    using R = std::remove_pointer_t<decltype(tag)>;
+    select_rows<R><<<grid_for(n), kBlock, 0, stream_of(out)>>>(
+        static_cast<const R*>(src.data_ptr()), static_cast<R*>(out.data_ptr()),
+        static_cast<const int64_t*>(idx.data_ptr()), outer, idx.numel(), D, inner);
+  };
+  switch (src.element_size()) {
+    case 1:
+      launch(static_cast<uint8_t*>(nullptr));
+      break;
+    case 2:
+      launch(static_cast<uint16_t*>(nullptr));
+      break;
+    case 4:
+      launch(static_cast<uint32_t*>(nullptr));
+      break;
+    default:
+      launch(static_cast<uint64_t*>(nullptr));
+      break;
+  }
+  EMBER_KERNEL_CHECK();
+}
+
+// out[i..] = src[i.. with dim replaced by index[i..]]
+void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+  check_indices(index, src.size(dim), "gather", dim);
+  const Tensor src_r = restride_for(src, index, dim);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const int64_t step = src.stride(dim) * static_cast<int64_t>(src.element_size());
+  const OffsetCalc<3> calc = make_offset_calc<3>({&out, &index, &src_r}, "gather");
+  char* o = static_cast<char*>(out.data_ptr());
+  const char* ix = static_cast<const char*>(index.data_ptr());
+  const char* s = static_cast<const char*>(src_r.data_ptr());
+  EMBER_CUDA_DISPATCH_ALL(src.dtype(), "gather", [&] {
+    using T = scalar_t;
+    gather_kernel<T><<<grid_for(n), kBlock, 0, stream_of(out)>>>(calc, o, ix, s, step, n);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+// self[i.. with dim replaced by index[i..]] += src[i..], with atomics (targets may collide)
+void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_indices(index, self.size(dim), "scatter_add", dim);
+  const Tensor self_r = restride_for(self, index, dim);
+  const Tensor src_r = src.as_strided(index.sizes(), src.strides());
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
+  const OffsetCalc<3> calc = make_offset_calc<3>({&self_r, &index, &src_r}, "scatter_add");
+  char* o = static_cast<char*>(self_r.data_ptr());
+  const char* ix = static_cast<const char*>(index.data_ptr());
+  const char* s = static_cast<const char*>(src_r.data_ptr());
+  switch (self.dtype()) {
+    case kFloat32:
+      scatter_add_kernel<float><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kFloat64:
+      scatter_add_kernel<double><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kFloat16:
+      scatter_add_kernel<__half><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kBFloat16:
+      scatter_add_kernel<__nv_bfloat16><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kInt32:
+      scatter_add_kernel<int32_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kInt64:
+      scatter_add_kernel<int64_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    default:
+      throw Error(detail::concat("scatter_add: dtype ", self.dtype(),
+                                 " is not supported on CUDA (no atomic add for it); use float, int32 or int64"));
+  }
+  EMBER_KERNEL_CHECK();
+}
+
+}  // namespace ember::cuda
