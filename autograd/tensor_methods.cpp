@@ -3,6 +3,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
+#include "cuda/cuda.h"
 #include "tensor/backend.h"
 
 namespace ember {
@@ -22,6 +23,15 @@ Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
 }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor Tensor::clone() const { return ember::clone(*this); }
+Tensor Tensor::pin_memory() const {
+  EMBER_CHECK(defined(), "pin_memory: the tensor is undefined");
+  EMBER_CHECK(is_cpu(), "pin_memory: only CPU tensors can be pinned, this one is on ", device().str());
+  if (is_pinned()) return *this;
+  Tensor out = empty(sizes(), TensorOptions(dtype()).pinned_memory());
+  out.copy_(*this);
+  return out;
+}
+bool Tensor::is_pinned() const { return cuda::is_pinned(*this); }
 Tensor& Tensor::copy_(const Tensor& src) { return ember::copy_(*this, src); }
 Tensor Tensor::view(const Shape& shape) const { return ember::view(*this, shape); }
 Tensor Tensor::reshape(const Shape& shape) const { return ember::reshape(*this, shape); }

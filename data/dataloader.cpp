@@ -31,14 +31,22 @@ Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>&
 
 namespace {
 
-// pin_memory without a pinned allocator in this build or without a device: batches stay in
-// pageable memory (which is what a CPU-only run uses anyway); said once per process.
-void pin_memory_notice() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::fprintf(stderr, "ember DataLoader: pin_memory has no effect here (%s); batches stay in pageable memory\n",
-                 cuda::is_available() ? "no pinned allocator yet" : "no CUDA device");
-  });
+// pin_memory: the batch's tensors move to page-locked memory (in the worker that made it),
+// so the training loop's to(kCUDA, non_blocking) is an asynchronous copy. Without a CUDA
+// device (or in a build without CUDA) batches stay in pageable memory, which is what a
+// CPU-only run uses anyway; that is said once per process.
+void pin(Batch& batch) {
+  static const bool available = cuda::is_available();
+  if (!available) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      std::fprintf(stderr, "ember DataLoader: pin_memory has no effect here (%s); batches stay in pageable memory\n",
+                   cuda::built_with_cuda() ? "no CUDA device" : "ember was built without CUDA");
+    });
+    return;
+  }
+  if (batch.data.defined() && batch.data.is_cpu()) batch.data = batch.data.pin_memory();
+  if (batch.target.defined() && batch.target.is_cpu()) batch.target = batch.target.pin_memory();
 }
 
 }  // namespace
@@ -168,7 +176,7 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
                 idx.size(), " indices");
     Batch batch =
         options.collate_ ? options.collate_(std::move(examples), idx) : stack_collate(std::move(examples), idx);
-    if (options.pin_memory_) pin_memory_notice();
+    if (options.pin_memory_) pin(batch);
     return batch;
   }
 

@@ -22,6 +22,7 @@ namespace ember {
 struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_ = kCPU;
+  bool pinned_memory_ = false;  // host memory that is page-locked (cuda::pinned_allocator)
   TensorOptions() = default;
   TensorOptions(DType d) : dtype_(d) {}        // NOLINT: implicit by design
   TensorOptions(Device d) : device_(d) {}      // NOLINT
@@ -34,6 +35,11 @@ struct TensorOptions {
   TensorOptions device(Device d) const {
     auto o = *this;
     o.device_ = d;
+    return o;
+  }
+  TensorOptions pinned_memory(bool p = true) const {
+    auto o = *this;
+    o.pinned_memory_ = p;
     return o;
   }
 };
@@ -126,6 +132,10 @@ class Tensor {
   Tensor cuda(int index = 0) const { return to(Device(kCUDA, index)); }
   Tensor contiguous() const;
   Tensor clone() const;
+  // A copy in page-locked host memory (itself when it is already there), so that copies to a
+  // GPU with non_blocking = true are asynchronous. Needs a CUDA device.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor& copy_(const Tensor& src);  // broadcasts src to self's shape; casts dtype and device
 
   // ---- views (share storage) ----

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cuda/cuda.h"
 #include "tensor/generator.h"
 #include "tensor/ops/internal.h"
 
@@ -12,9 +13,11 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
   const size_t elem = element_size(options.dtype_);
   EMBER_CHECK(n <= static_cast<int64_t>(SIZE_MAX / 2 / elem), "empty: shape ", shape_str(sizes),
               " needs more bytes than can be addressed");
+  EMBER_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: pinned memory is host memory, but device ",
+              options.device_.str(), " was asked for");
+  Allocator* allocator = options.pinned_memory_ ? cuda::pinned_allocator() : allocator_for(options.device_);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<StorageImpl>(static_cast<size_t>(n) * elem, options.device_, allocator_for(options.device_));
+  impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * elem, options.device_, allocator);
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = options.dtype_;

@@ -1,0 +1,149 @@
+// The CUDA back end beyond the op-by-op parity of test_reference.cpp: devices, streams and
+// events, the caching allocator on a real device, pinned memory, errors. Tests that need a GPU
+// are reported as skipped on machines without one (CI); tools/gpu_check.sh runs them on one.
+#include <chrono>
+
+#include "cuda/caching_allocator.h"
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+#define REQUIRE_GPU() \
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device"
+
+TEST(CudaRuntime, WithoutADeviceEverythingIsAClearError) {
+  if (cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(cuda::device_count(), 0);
+  EXPECT_FALSE(ones({2}).is_pinned());
+  const std::string on_device = testing::error_of([] { (void)ones({2}, Device(kCUDA)); });
+  EXPECT_NE(on_device.find("CUDA"), std::string::npos) << on_device;
+  const std::string pinned = testing::error_of([] { (void)ones({2}).pin_memory(); });
+  EXPECT_NE(pinned.find(cuda::built_with_cuda() ? "no CUDA device" : "built without CUDA"), std::string::npos)
+      << pinned;
+  EXPECT_ERROR_CONTAINS(empty({2}, TensorOptions().device(kCUDA).pinned_memory()),
+                        "empty: pinned memory is host memory, but device cuda:0 was asked for");
+  EXPECT_FALSE(testing::error_of([] { cuda::Stream::create(); }).empty());
+  EXPECT_FALSE(testing::error_of([] { cuda::synchronize(); }).empty());
+  // The switches exist in every build.
+  backends::cuda::set_allow_tf32(true);
+  EXPECT_TRUE(backends::cuda::allow_tf32());
+  backends::cuda::set_allow_tf32(false);
+  backends::cudnn::set_benchmark(false);
+  EXPECT_FALSE(backends::cudnn::benchmark());
+}
+
+TEST(CudaRuntime, DevicesStreamsAndEvents) {
+  REQUIRE_GPU();
+  const auto props = cuda::get_device_properties(0);
+  EXPECT_FALSE(props.name.empty());
+  EXPECT_GT(props.total_memory, 0);
+  EXPECT_ERROR_CONTAINS(cuda::set_device(cuda::device_count()), "does not exist");
+  cuda::Stream side = cuda::Stream::create();
+  EXPECT_NE(side, cuda::current_stream());
+  cuda::Event start, stop;
+  {
+    cuda::StreamGuard guard(side);
+    EXPECT_EQ(cuda::current_stream(), side);
+    start.record();
+    Tensor x = randn({1024, 1024}, Device(kCUDA));
+    for (int i = 0; i < 10; ++i) x = x.matmul(x) * 1e-3;
+    stop.record();
+  }
+  EXPECT_EQ(cuda::current_stream(), cuda::Stream::default_stream());
+  stop.synchronize();
+  EXPECT_TRUE(stop.query());
+  EXPECT_GT(start.elapsed_ms(stop), 0.0f);
+}
+
+TEST(CudaRuntime, SameSeedSameUniformNumbersOnBothDevices) {
+  REQUIRE_GPU();
+  manual_seed(7);
+  const Tensor on_cpu = rand({1000});
+  manual_seed(7);
+  const Tensor on_gpu = rand({1000}, Device(kCUDA));
+  EXPECT_EQ(on_gpu.cpu().to_vector<float>(), on_cpu.to_vector<float>());  // dropout masks agree across devices
+}
+
+TEST(CudaAllocator, SteadyTrainingLoopStopsCallingCudaMalloc) {
+  REQUIRE_GPU();
+  manual_seed(0);
+  nn::Sequential model(nn::Linear(256, 512), nn::ReLU(), nn::Linear(512, 10));
+  model->to(Device(kCUDA));
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-3));
+  const Tensor x = randn({128, 256}, Device(kCUDA)), y = randint(0, 10, {128}).to(Device(kCUDA));
+  int64_t after_first = -1;
+  for (int step = 0; step < 20; ++step) {
+    opt.zero_grad();
+    nn::functional::cross_entropy(model(x), y).backward();
+    opt.step();
+    if (step == 0) after_first = memory::stats(Device(kCUDA)).system_allocs;
+  }
+  const MemoryStats s = memory::stats(Device(kCUDA));
+  EXPECT_EQ(s.system_allocs, after_first);
+  EXPECT_GE(s.reserved_bytes, s.current_bytes);
+  EXPECT_GT(s.peak_bytes, 0);
+}
+
+TEST(CudaAllocator, OutOfMemoryIsADistinctErrorNamingTheSizes) {
+  REQUIRE_GPU();
+  try {
+    (void)empty({int64_t{1} << 50}, TensorOptions(kUInt8).device(kCUDA));  // 1 PiB
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const cuda::OutOfMemoryError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("CUDA out of memory on cuda:0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tried to allocate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("reserved"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaMemory, PinnedNonBlockingCopiesAreAsynchronous) {
+  REQUIRE_GPU();
+  const Tensor host = ones({64 << 20}).pin_memory();  // 256 MB
+  EXPECT_TRUE(host.is_pinned());
+  EXPECT_TRUE(host.pin_memory().shares_storage(host));
+  cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor dev = host.to(Device(kCUDA), /*non_blocking=*/true);
+  const double enqueue = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  cuda::synchronize();
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(enqueue, total / 2) << "the copy should return before it completes";
+  EXPECT_EQ(dev.sum().item<double>(), double(64 << 20));
+  // The DataLoader pins its batches.
+  auto ds = std::make_shared<data::TensorDataset>(arange(8, kFloat32).reshape({4, 2}), arange(4, kInt64));
+  for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(2).pin_memory(true))) {
+    EXPECT_TRUE(b.data.is_pinned());
+    EXPECT_TRUE(b.target.is_pinned());
+  }
+}
+
+TEST(CudaErrors, MixedDevicesNameBoth) {
+  REQUIRE_GPU();
+  EXPECT_ERROR_CONTAINS(ones({2}) + ones({2}, Device(kCUDA)), "cuda:0");
+  EXPECT_ERROR_CONTAINS(ones({2}, Device(kCUDA)).index_select(0, tensor<int64_t>({5}).cuda()),
+                        "index_select: index 5 is out of bounds for dimension 0 with size 2");
+}
+
+TEST(CudaTraining, AStepMatchesTheCpu) {
+  REQUIRE_GPU();
+  auto run = [](Device device) {
+    manual_seed(3);
+    nn::Sequential model(nn::Linear(20, 32), nn::GELU(), nn::LayerNorm(nn::LayerNormOptions({32})), nn::Linear(32, 5));
+    model->to(device);
+    optim::AdamW opt(model->parameters(), optim::AdamWOptions(1e-2));
+    manual_seed(4);
+    const Tensor x = randn({64, 20}).to(device), y = randint(0, 5, {64}).to(device);
+    for (int i = 0; i < 5; ++i) {
+      opt.zero_grad();
+      nn::functional::cross_entropy(model(x), y).backward();
+      opt.step();
+    }
+    return model->parameters().front().cpu();
+  };
+  EXPECT_TRUE(testing::all_close(run(Device(kCUDA)), run(Device(kCPU)), 1e-4, 1e-5));
+}
+
+}  // namespace
+}  // namespace ember
