@@ -106,6 +106,16 @@ class CudaBackend final : public Backend {
     cuda::DeviceGuard guard(device_of(params.front().param));
     cuda::rmsprop_step(params, s);
   }
+  void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+              const Conv2dParams& p) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::conv2d(input, weight, bias, out, p);
+  }
+  void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
+                       const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) override {
+    cuda::DeviceGuard guard(device_of(input));
+    cuda::conv2d_backward(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
+  }
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override {
     cuda::DeviceGuard guard(device_of(c));
     cuda::gemm(a, b, c, alpha, beta);

@@ -30,6 +30,11 @@ void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
 void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
 void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
 
+// cudnn.cpp (cuDNN)
+void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p);
+void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
+                     const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p);
+
 // blas.cpp (cuBLAS)
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 

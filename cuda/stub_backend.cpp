@@ -54,4 +54,9 @@ Allocator* pinned_allocator() { no_cuda("pinned memory"); }
 bool is_pinned(const Tensor&) { return false; }
 }  // namespace cuda
 
+namespace backends::cudnn {
+BenchmarkStats benchmark_stats() { return {}; }
+void clear_benchmark_cache() {}
+}  // namespace backends::cudnn
+
 }  // namespace ember

@@ -126,6 +126,38 @@ TEST(CudaErrors, MixedDevicesNameBoth) {
                         "index_select: index 5 is out of bounds for dimension 0 with size 2");
 }
 
+TEST(CudaConv, BenchmarkModeSearchesOncePerConfigurationAndAgreesWithTheHeuristic) {
+  REQUIRE_GPU();
+  manual_seed(1);
+  const Tensor x = randn({8, 16, 20, 20}), w = randn({32, 16, 3, 3}) * 0.1, b = randn({32});
+  const Tensor expected = conv2d(x, w, b, {1, 1}, {1, 1});
+  const Tensor xg = x.cuda(), wg = w.cuda(), bg = b.cuda();
+  backends::cudnn::clear_benchmark_cache();
+  backends::cudnn::set_benchmark(false);
+  EXPECT_TRUE(testing::all_close(conv2d(xg, wg, bg, {1, 1}, {1, 1}).cpu(), expected, 1e-4, 1e-4));
+  EXPECT_EQ(backends::cudnn::benchmark_stats().searches, 0);
+  backends::cudnn::set_benchmark(true);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(testing::all_close(conv2d(xg, wg, bg, {1, 1}, {1, 1}).cpu(), expected, 1e-4, 1e-4));
+  EXPECT_EQ(backends::cudnn::benchmark_stats().searches, 1);
+  EXPECT_EQ(backends::cudnn::benchmark_stats().hits, 2);
+  (void)conv2d(xg, wg, bg, {2, 2}, {1, 1});  // a new configuration: a new search
+  EXPECT_EQ(backends::cudnn::benchmark_stats().searches, 2);
+  // Gradients through cuDNN's backward-data and backward-filter against the CPU's.
+  auto grads = [](const Tensor& xi, const Tensor& wi) {
+    Tensor xr = xi.detach(), wr = wi.detach();
+    xr.set_requires_grad(true);
+    wr.set_requires_grad(true);
+    conv2d(xr, wr, Tensor(), {1, 1}, {1, 1}).square().sum().backward();
+    return std::make_pair(xr.grad().cpu(), wr.grad().cpu());
+  };
+  const auto [gx, gw] = grads(xg, wg);
+  const auto [ex, ew] = grads(x, w);
+  EXPECT_TRUE(testing::all_close(gx, ex, 1e-3, 1e-3));
+  EXPECT_TRUE(testing::all_close(gw, ew, 1e-3, 1e-3));
+  backends::cudnn::set_benchmark(false);
+}
+
 TEST(CudaTraining, AStepMatchesTheCpu) {
   REQUIRE_GPU();
   auto run = [](Device device) {
