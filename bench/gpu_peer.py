@@ -1,0 +1,55 @@
+"""The same measurements as bench/gpu_report.cpp through PyTorch, for a side-by-side table.
+
+Run by tools/gpu_check.sh when Python's torch with CUDA is installed on the GPU machine.
+"""
+import torch
+
+
+def time_ms(f, iters):
+    for _ in range(2):
+        f()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        f()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / iters
+
+
+def main():
+    dev = torch.device("cuda")
+    print(f"device: {torch.cuda.get_device_name()} (PyTorch {torch.__version__})\n")
+    print("| PyTorch | size | time | rate |\n|---|---|---|---|")
+    for n in (4096, 8192):
+        for label, dtype, tf32 in (("GEMM float32", torch.float32, False), ("GEMM TF32", torch.float32, True),
+                                   ("GEMM float16", torch.float16, False), ("GEMM bfloat16", torch.bfloat16, False)):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+            ms = time_ms(lambda: a @ b, 10)
+            print(f"| {label} | {n}³ | {ms:.3f} ms | {2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 256 << 20
+    x, y = torch.ones(n, device=dev), torch.full((n,), 2.0, device=dev)
+    d = torch.empty_like(x)
+    copy = time_ms(lambda: d.copy_(x), 20)
+    add = time_ms(lambda: x + y, 20)
+    total = time_ms(lambda: x.sum(), 20)
+    nbytes = 4.0 * n
+    print(f"| device-to-device copy | 256 M float | {copy:.3f} ms | {2 * nbytes / copy / 1e6:.0f} GB/s |")
+    print(f"| add (x + y) | 256 M float | {add:.3f} ms | {3 * nbytes / add / 1e6:.0f} GB/s |")
+    print(f"| sum | 256 M float | {total:.3f} ms | {nbytes / total / 1e6:.0f} GB/s |")
+    del x, y, d
+    x = torch.randn(64, 64, 56, 56, device=dev, requires_grad=True)
+    w = (torch.randn(64, 64, 3, 3, device=dev) * 0.05).requires_grad_()
+    flops = 3 * 2.0 * 64 * 64 * 56 * 56 * 64 * 9
+    torch.backends.cudnn.allow_tf32 = False
+    for bench in (False, True):
+        torch.backends.cudnn.benchmark = bench
+        ms = time_ms(lambda: torch.nn.functional.conv2d(x, w, padding=1).sum().backward(), 10)
+        name = "cudnn.benchmark" if bench else "heuristic"
+        print(f"| conv2d fwd+bwd, {name} | 64x64x56x56, 3x3 | {ms:.3f} ms | {flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+
+
+if __name__ == "__main__":
+    main()
