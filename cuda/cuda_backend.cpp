@@ -116,6 +116,30 @@ class CudaBackend final : public Backend {
     cuda::DeviceGuard guard(device_of(input));
     cuda::conv2d_backward(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
   }
+  void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::max_pool2d(in, out, indices, p);
+  }
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) override {
+    cuda::DeviceGuard guard(device_of(grad_in));
+    cuda::max_pool2d_backward(grad_out, indices, grad_in);
+  }
+  void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::avg_pool2d(in, out, p);
+  }
+  void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) override {
+    cuda::DeviceGuard guard(device_of(grad_in));
+    cuda::avg_pool2d_backward(grad_out, grad_in, p);
+  }
+  void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) override {
+    cuda::DeviceGuard guard(device_of(out));
+    cuda::adaptive_avg_pool2d(in, out);
+  }
+  void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override {
+    cuda::DeviceGuard guard(device_of(grad_in));
+    cuda::adaptive_avg_pool2d_backward(grad_out, grad_in);
+  }
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override {
     cuda::DeviceGuard guard(device_of(c));
     cuda::gemm(a, b, c, alpha, beta);

@@ -30,6 +30,14 @@ void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
 void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
 void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
 
+// pool.cu
+void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
+void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in);
+void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
+void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
+void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
+void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
+
 // cudnn.cpp (cuDNN)
 void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p);
 void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
