@@ -83,37 +83,50 @@ StateDict with_prefix(const std::string& prefix) {
   return out;
 }
 
-class LayerTest : public ::testing::TestWithParam<std::string> {};
+// Every layer on the CPU and on CUDA (skipped, and reported so, without a GPU): PyTorch's
+// weights are loaded, then the module moves to the device; results come back to compare.
+class LayerTest : public ::testing::TestWithParam<std::tuple<DeviceType, std::string>> {};
 
 TEST_P(LayerTest, MatchesPyTorch) {
-  const std::string name = GetParam(), base = "layer." + name + ".";
+  const Device device(std::get<0>(GetParam()));
+  const std::string name = std::get<1>(GetParam()), base = "layer." + name + ".";
+  if (device.is_cuda() && !cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto& ref = testing::reference_nn();
   auto factory = factories().find(name);
   ASSERT_NE(factory, factories().end()) << "no ember layer for reference case " << name;
   ModulePtr module = factory->second();
   module->load_state_dict(with_prefix(base + "state."));  // strict: same keys and shapes as PyTorch
   module->train(name.find("_eval") == std::string::npos);
+  module->to(device);
+  // CUDA sums floats in float, and cuDNN picks its own algorithms: wider tolerances there.
+  const double rtol = device.is_cuda() ? 1e-3 : 1e-4, atol = device.is_cuda() ? 1e-4 : 1e-5;
 
-  Tensor x = testing::ref_tensor(ref, base + "in").clone();
+  Tensor x = testing::ref_tensor(ref, base + "in").to(device, /*non_blocking=*/false, /*copy=*/true);
   if (x.is_floating_point()) x.set_requires_grad(true);
   const Tensor out = (*module)(x);
-  EXPECT_TRUE(testing::all_close(out, testing::ref_tensor(ref, base + "out"), 1e-4, 1e-5)) << name << " forward";
-  out.backward(testing::ref_tensor(ref, base + "gout"));
+  EXPECT_EQ(out.device(), device) << name;
+  EXPECT_TRUE(testing::all_close(out.cpu(), testing::ref_tensor(ref, base + "out"), rtol, atol)) << name << " forward";
+  out.backward(testing::ref_tensor(ref, base + "gout").to(device));
   if (x.is_floating_point())
-    EXPECT_TRUE(testing::all_close(x.grad(), testing::ref_tensor(ref, base + "grad_in"), 1e-4, 1e-5))
+    EXPECT_TRUE(testing::all_close(x.grad().cpu(), testing::ref_tensor(ref, base + "grad_in"), rtol, atol))
         << name << " input gradient";
   for (const auto& p : module->named_parameters()) {
     ASSERT_TRUE(p.value.grad().defined()) << name << " parameter " << p.key << " got no gradient";
-    EXPECT_TRUE(testing::all_close(p.value.grad(), testing::ref_tensor(ref, base + "grad." + p.key), 1e-4, 1e-5))
+    EXPECT_TRUE(testing::all_close(p.value.grad().cpu(), testing::ref_tensor(ref, base + "grad." + p.key), rtol, atol))
         << name << " gradient of " << p.key;
   }
   for (const auto& b : module->named_buffers())
-    EXPECT_TRUE(testing::all_close(b.value, testing::ref_tensor(ref, base + "after." + b.key), 1e-5, 1e-6))
+    EXPECT_TRUE(
+        testing::all_close(b.value.cpu(), testing::ref_tensor(ref, base + "after." + b.key), rtol / 10, atol / 10))
         << name << " buffer " << b.key << " after the forward";
 }
 
-INSTANTIATE_TEST_SUITE_P(NN, LayerTest, ::testing::ValuesIn(layer_names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(NN, LayerTest,
+                         ::testing::Combine(::testing::Values(kCPU, kCUDA), ::testing::ValuesIn(layer_names())),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == kCPU ? "cpu_" : "cuda_") +
+                                  std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace ember
