@@ -85,6 +85,26 @@ TEST(CudaAllocator, SteadyTrainingLoopStopsCallingCudaMalloc) {
   EXPECT_GT(s.peak_bytes, 0);
 }
 
+// A block used on a second stream is not handed out again until that stream's work is done.
+TEST(CudaAllocator, RecordStreamKeepsABlockUntilTheOtherStreamIsDone) {
+  REQUIRE_GPU();
+  const cuda::Stream side = cuda::Stream::create();
+  Tensor big = randn({4096, 4096}, Device(kCUDA));
+  cuda::synchronize();
+  void* address = nullptr;
+  {
+    Tensor t = full({1 << 20}, 1.0f, Device(kCUDA));  // allocated on the default stream
+    address = t.data_ptr();
+    cuda::StreamGuard guard(side);
+    for (int i = 0; i < 8; ++i) big = big.matmul(big) * 1e-3;  // keep the side stream busy
+    Tensor copy = t * 2;                                       // reads t on the side stream
+    cuda::record_stream(t, side);
+  }  // t freed while the side stream may still read it
+  Tensor u = empty({1 << 20}, Device(kCUDA));
+  if (!side.query()) EXPECT_NE(u.data_ptr(), address) << "reused while the side stream could still read it";
+  side.synchronize();
+}
+
 TEST(CudaAllocator, OutOfMemoryIsADistinctErrorNamingTheSizes) {
   REQUIRE_GPU();
   try {
@@ -117,6 +137,39 @@ TEST(CudaMemory, PinnedNonBlockingCopiesAreAsynchronous) {
     EXPECT_TRUE(b.data.is_pinned());
     EXPECT_TRUE(b.target.is_pinned());
   }
+}
+
+// Events on two streams show a pinned copy running while a matmul runs: the point of
+// pin_memory + non_blocking.
+TEST(CudaMemory, PinnedCopyOverlapsAKernelOnAnotherStream) {
+  REQUIRE_GPU();
+  const Tensor host = ones({64 << 20}).pin_memory();
+  Tensor a = randn({4096, 4096}, Device(kCUDA)) * 1e-2;
+  cuda::synchronize();
+  const cuda::Stream compute = cuda::Stream::create(), copy = cuda::Stream::create();
+  cuda::Event origin, k0, k1, c0, c1;
+  origin.record(compute);
+  origin.wait(copy);
+  {
+    cuda::StreamGuard guard(compute);
+    k0.record();
+    for (int i = 0; i < 8; ++i) a = a.matmul(a);
+    k1.record();
+  }
+  Tensor dev;
+  {
+    cuda::StreamGuard guard(copy);
+    c0.record();
+    dev = host.to(Device(kCUDA), /*non_blocking=*/true);
+    c1.record();
+  }
+  cuda::synchronize();
+  const float kernel_start = origin.elapsed_ms(k0), kernel_end = origin.elapsed_ms(k1);
+  const float copy_start = origin.elapsed_ms(c0), copy_end = origin.elapsed_ms(c1);
+  EXPECT_LT(copy_start, kernel_end) << "copy [" << copy_start << ", " << copy_end << "] ms, kernels [" << kernel_start
+                                    << ", " << kernel_end << "] ms";
+  EXPECT_LT(kernel_start, copy_end);
+  EXPECT_EQ(dev.sum().item<double>(), double(64 << 20));
 }
 
 TEST(CudaErrors, MixedDevicesNameBoth) {

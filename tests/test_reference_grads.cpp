@@ -62,7 +62,7 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"prod_zero", [](X x) { return x[0].prod(1); }},
       {"index_select_repeats",
        [](X x) {
-         return x[0].index_select(0, tensor<int64_t>({4, 0, 4}));
+         return x[0].index_select(0, tensor<int64_t>({4, 0, 4}).to(x[0].device()));
        }},
       {"cat",
        [](X x) {
@@ -94,31 +94,39 @@ std::vector<std::string> names() {
   return out;
 }
 
-class ReferenceGradTest : public ::testing::TestWithParam<std::string> {};
+// Every case on the CPU and on CUDA (skipped, and reported so, without a GPU), in float64.
+class ReferenceGradTest : public ::testing::TestWithParam<std::tuple<DeviceType, std::string>> {};
 
 TEST_P(ReferenceGradTest, MatchesPyTorch) {
-  const std::string name = GetParam();
+  const Device device(std::get<0>(GetParam()));
+  const std::string name = std::get<1>(GetParam());
+  if (device.is_cuda() && !cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   const auto& ref = testing::reference_grads();
   auto it = cases().find(name);
   ASSERT_NE(it, cases().end()) << "no C++ case for " << name;
   const auto wrt = ref.at(name + ".wrt").to_vector<int64_t>();
   std::vector<Tensor> inputs;
   for (int i = 0; ref.count(name + ".in" + std::to_string(i)); ++i) {
-    Tensor t = ref.at(name + ".in" + std::to_string(i)).clone();
+    Tensor t = ref.at(name + ".in" + std::to_string(i)).to(device, /*non_blocking=*/false, /*copy=*/true);
     if (std::find(wrt.begin(), wrt.end(), i) != wrt.end()) t.set_requires_grad(true);
     inputs.push_back(t);
   }
   const Tensor out = it->second(inputs);
-  EXPECT_TRUE(testing::all_close(out, ref.at(name + ".out0"), 1e-10, 1e-12)) << name << " forward";
-  out.backward(ref.at(name + ".gout"));
+  EXPECT_EQ(out.device(), device) << name;
+  EXPECT_TRUE(testing::all_close(out.cpu(), ref.at(name + ".out0"), 1e-10, 1e-12)) << name << " forward";
+  out.backward(ref.at(name + ".gout").to(device));
   for (size_t k = 0; k < wrt.size(); ++k)
-    EXPECT_TRUE(testing::all_close(inputs[static_cast<size_t>(wrt[k])].grad(),
+    EXPECT_TRUE(testing::all_close(inputs[static_cast<size_t>(wrt[k])].grad().cpu(),
                                    ref.at(name + ".grad" + std::to_string(k)), 1e-9, 1e-11))
         << name << " gradient of input " << wrt[k];
 }
 
-INSTANTIATE_TEST_SUITE_P(Autograd, ReferenceGradTest, ::testing::ValuesIn(names()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Autograd, ReferenceGradTest,
+                         ::testing::Combine(::testing::Values(kCPU, kCUDA), ::testing::ValuesIn(names())),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == kCPU ? "cpu_" : "cuda_") +
+                                  std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace ember
