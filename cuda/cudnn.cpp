@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/caching_allocator.h"
 #include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/internal.h"
@@ -206,15 +207,27 @@ AlgoChoice choose(Direction dir, const Tensor& input, const Tensor& weight, cons
   return choice;
 }
 
-// Room for cuDNN's search: up to 1 GiB, less when memory is short.
-constexpr size_t kSearchWorkspace = size_t{1} << 30;
+// Room for cuDNN's search: 1 GiB, or less when memory is short (the search then skips the
+// algorithms that need more). Returns the workspace and sets `bytes` to its size.
+Tensor search_workspace(const Tensor& like, size_t& bytes) {
+  for (bytes = size_t{1} << 30; bytes >= (size_t{16} << 20); bytes /= 4) {
+    try {
+      return workspace(bytes, like);
+    } catch (const OutOfMemoryError&) {
+    }
+  }
+  bytes = 0;
+  return Tensor();
+}
 
 }  // namespace
 
 }  // namespace ember::cuda
 
 namespace ember::backends::cudnn {
-BenchmarkStats benchmark_stats() { return {::ember::cuda::benchmark_searches.load(), ::ember::cuda::benchmark_hits.load()}; }
+BenchmarkStats benchmark_stats() {
+  return {::ember::cuda::benchmark_searches.load(), ::ember::cuda::benchmark_hits.load()};
+}
 void clear_benchmark_cache() {
   std::lock_guard<std::mutex> lock(::ember::cuda::cache_mutex);
   ::ember::cuda::algo_cache().clear();
@@ -236,12 +249,13 @@ void conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias,
   const AlgoChoice choice = choose(
       Direction::Forward, input, weight, y.sizes(), p,
       [&] {
-        Tensor ws = workspace(kSearchWorkspace, out);
+        size_t bytes = 0;
+        Tensor ws = search_workspace(out, bytes);
         cudnnConvolutionFwdAlgoPerf_t results[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int n = 0;
         EMBER_CUDNN_CHECK(c.cudnnFindConvolutionForwardAlgorithmEx(
             h, d.x, input.data_ptr(), d.w, weight.data_ptr(), d.conv, d.y, y.data_ptr(),
-            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, results, ws.data_ptr(), kSearchWorkspace));
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, results, bytes ? ws.data_ptr() : nullptr, bytes));
         return first_usable(results, n, "forward");
       },
       [&] {
@@ -290,12 +304,13 @@ void conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tens
     const AlgoChoice choice = choose(
         Direction::BackwardData, input, weight, dy.sizes(), p,
         [&] {
-          Tensor ws = workspace(kSearchWorkspace, input);
+          size_t bytes = 0;
+          Tensor ws = search_workspace(input, bytes);
           cudnnConvolutionBwdDataAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
           int n = 0;
           EMBER_CUDNN_CHECK(c.cudnnFindConvolutionBackwardDataAlgorithmEx(
               h, d.w, weight.data_ptr(), d.y, dy.data_ptr(), d.conv, d.x, grad_input.data_ptr(),
-              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, results, ws.data_ptr(), kSearchWorkspace));
+              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, results, bytes ? ws.data_ptr() : nullptr, bytes));
           return first_usable(results, n, "backward-data");
         },
         [&] {
@@ -319,12 +334,13 @@ void conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tens
     const AlgoChoice choice = choose(
         Direction::BackwardFilter, input, weight, dy.sizes(), p,
         [&] {
-          Tensor ws = workspace(kSearchWorkspace, input);
+          size_t bytes = 0;
+          Tensor ws = search_workspace(input, bytes);
           cudnnConvolutionBwdFilterAlgoPerf_t results[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
           int n = 0;
           EMBER_CUDNN_CHECK(c.cudnnFindConvolutionBackwardFilterAlgorithmEx(
               h, d.x, input.data_ptr(), d.y, dy.data_ptr(), d.conv, d.w, grad_weight.data_ptr(),
-              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, results, ws.data_ptr(), kSearchWorkspace));
+              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, results, bytes ? ws.data_ptr() : nullptr, bytes));
           return first_usable(results, n, "backward-filter");
         },
         [&] {

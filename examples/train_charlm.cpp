@@ -17,7 +17,7 @@ using namespace ember;
 namespace {
 
 struct Config {
-  std::string text_path, save, resume, metrics, prompt = "\n";
+  std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu";
   int epochs = 20, workers = 0, threads = 2;
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
@@ -69,19 +69,19 @@ class CharGPTImpl : public nn::Module {
 };
 EMBER_MODULE(CharGPT);
 
-Tensor lm_loss(CharGPT& model, const data::Batch& b) {
-  const Tensor logits = model(b.data);  // [B, T, V]
-  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.target.reshape({-1}));
+Tensor lm_loss(CharGPT& model, const data::Batch& b, Device device) {
+  const Tensor logits = model(b.data.to(device));  // [B, T, V]
+  return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.target.to(device).reshape({-1}));
 }
 
 // Mean next-character loss over a dataset, in eval mode without the tape.
-double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size) {
+double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size, Device device) {
   model->eval();
   NoGradGuard no_grad;
   double sum = 0, count = 0;
   for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(batch_size))) {
     const double n = static_cast<double>(b.target.numel());
-    sum += lm_loss(model, b).item<double>() * n;
+    sum += lm_loss(model, b, device).item<double>() * n;
     count += n;
   }
   model->train();
@@ -91,14 +91,14 @@ double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, 
 // Continues `prompt` by `count` characters, each drawn from softmax(logits / temperature) of the
 // last block_size characters.
 std::string sample(CharGPT& model, const data::CharVocabulary& vocab, const std::string& prompt, int64_t count,
-                   double temperature) {
+                   double temperature, Device device) {
   model->eval();
   NoGradGuard no_grad;
   std::vector<int64_t> ids = vocab.encode(prompt);
   for (int64_t i = 0; i < count; ++i) {
     const size_t start = ids.size() > static_cast<size_t>(model->block_size) ? ids.size() - model->block_size : 0;
-    const Tensor context = tensor(std::vector<int64_t>(ids.begin() + start, ids.end())).unsqueeze(0);  // [1, t]
-    const Tensor logits = model(context).select(1, -1).squeeze(0);                                     // [V]
+    const Tensor context = tensor(std::vector<int64_t>(ids.begin() + start, ids.end())).unsqueeze(0).to(device);
+    const Tensor logits = model(context).select(1, -1).squeeze(0);  // [V]
     const std::vector<double> p = softmax(logits.to(kFloat64) / temperature, 0).to_vector<double>();
     double u = rand({}, kFloat64).item<double>();  // inverse CDF
     int64_t next = static_cast<int64_t>(p.size()) - 1;
@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.5));
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
   app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling");
   app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(CLI::NonNegativeNumber);
   app.add_option("--prompt", c.prompt, "text the sample continues");
@@ -164,7 +165,10 @@ int main(int argc, char** argv) {
                                                     data::CharTextOptions{c.seq_len, c.seq_len}, &vocab);
     const double unigram = train->unigram_entropy();
 
+    const Device device(c.device);
+    EMBER_CHECK(device.is_cpu() || cuda::is_available(), "--device ", c.device, ": no CUDA device is available");
     CharGPT model(vocab.size(), c);
+    model->to(device);
     optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
     data::DataLoader loader(train, data::DataLoaderOptions()
                                        .batch_size(c.batch_size)
@@ -208,7 +212,7 @@ int main(int argc, char** argv) {
       double loss_sum = 0;
       int64_t steps = 0, seen = 0;
       for (const data::Batch& b : loader) {
-        const Tensor loss = lm_loss(model, b);
+        const Tensor loss = lm_loss(model, b, device);
         opt.zero_grad();
         loss.backward();
         nn::utils::clip_grad_norm_(model->parameters(), 1.0);
@@ -221,7 +225,7 @@ int main(int argc, char** argv) {
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
-      const double val_loss = val ? evaluate(model, val, c.batch_size) : std::nan("");
+      const double val_loss = val ? evaluate(model, val, c.batch_size, device) : std::nan("");
       std::printf(
           "epoch %d: train loss %.4f (%.3f bits/char) | val loss %.4f | unigram %.4f | %.1f s, %.0f chars/s, data wait "
           "%.2f s\n",
@@ -238,7 +242,7 @@ int main(int argc, char** argv) {
     }
     if (c.sample_chars > 0)
       std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,
-                  sample(model, vocab, c.prompt, c.sample_chars, c.temperature).c_str());
+                  sample(model, vocab, c.prompt, c.sample_chars, c.temperature, device).c_str());
     if (c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
       std::fprintf(stderr, "training loss %.4f is not below %.2f x the unigram entropy %.4f\n", train_loss,
                    c.expect_below, unigram);

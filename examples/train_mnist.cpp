@@ -17,7 +17,7 @@ using namespace ember;
 namespace {
 
 struct Config {
-  std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", save, resume, metrics;
+  std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", device = "cpu", save, resume, metrics;
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
@@ -45,16 +45,18 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const std::vec
 }
 
 // Mean loss and accuracy over a dataset, in eval mode without the tape.
-std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& ds) {
+std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& ds,
+                                   Device device) {
   model->eval();
   NoGradGuard no_grad;
   data::DataLoader loader(ds, data::DataLoaderOptions().batch_size(500));
   double loss = 0, correct = 0;
   for (const data::Batch& b : loader) {
-    const Tensor logits = model(b.data);
-    loss += nn::functional::cross_entropy(logits, b.target, nn::functional::CrossEntropyOptions().reduction("sum"))
+    const Tensor target = b.target.to(device);
+    const Tensor logits = model(b.data.to(device));
+    loss += nn::functional::cross_entropy(logits, target, nn::functional::CrossEntropyOptions().reduction("sum"))
                 .item<double>();
-    correct += logits.argmax(1).eq(b.target).sum().item<double>();
+    correct += logits.argmax(1).eq(target).sum().item<double>();
   }
   model->train();
   return {loss / static_cast<double>(ds->size()), correct / static_cast<double>(ds->size())};
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
   app.add_option("--accumulate", c.accumulate, "batches per optimizer step (gradient accumulation)")
       ->check(CLI::PositiveNumber);
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
-  app.add_flag("--pin-memory", c.pin_memory, "batches in page-locked memory (needs a GPU)");
+  app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
+  app.add_flag("--pin-memory", c.pin_memory, "batches in page-locked memory, copied to the GPU asynchronously");
   app.add_flag("--augment", c.augment, "random affine jitter of the training images");
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
   app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation");
@@ -106,7 +109,10 @@ int main(int argc, char** argv) {
     auto train_set = data::map(train, train_tf);
     auto test_set = data::map(test, norm);
 
+    const Device device(c.device);
+    EMBER_CHECK(device.is_cpu() || cuda::is_available(), "--device ", c.device, ": no CUDA device is available");
     nn::Sequential model = make_model(c.model);
+    model->to(device);
     auto opt = make_optimizer(c, model->parameters());
     const double base_lr = opt->param_groups().front().options().get_lr();
     int first_epoch = 0;
@@ -132,9 +138,10 @@ int main(int argc, char** argv) {
     std::ofstream metrics = examples::open_metrics(
         c.metrics, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds",
         first_epoch > 0);
-    std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s)\n",
+    std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s), on %s\n",
                 c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
-                c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers);
+                c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers,
+                device.str().c_str());
     double accuracy = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
@@ -144,10 +151,12 @@ int main(int argc, char** argv) {
       int64_t step = 0, batches = 0;
       opt->zero_grad();
       for (const data::Batch& b : loader) {
+        // From pinned memory the copies are asynchronous (non_blocking), overlapping the GPU's work.
+        const Tensor x = b.data.to(device, c.pin_memory), target = b.target.to(device, c.pin_memory);
         Tensor logits, loss;
         auto forward_backward = [&] {
-          logits = model(b.data);
-          loss = nn::functional::cross_entropy(logits, b.target);
+          logits = model(x);
+          loss = nn::functional::cross_entropy(logits, target);
           (loss / static_cast<double>(c.accumulate)).backward();  // gradients add up over K batches
           return loss;
         };
@@ -163,9 +172,9 @@ int main(int argc, char** argv) {
             opt->zero_grad();
           }
         }
-        const double n = static_cast<double>(b.target.size(0));
+        const double n = static_cast<double>(target.size(0));
         loss_sum += loss.item<double>() * n;
-        correct += logits.argmax(1).eq(b.target).sum().item<double>();
+        correct += logits.argmax(1).eq(target).sum().item<double>();
         seen += n;
         progress.update(++batches, static_cast<int64_t>(seen), loss_sum / seen);
       }
@@ -173,7 +182,7 @@ int main(int argc, char** argv) {
       if (scheduler) scheduler->step();
       const double secs = progress.seconds();
       progress.finish();
-      const auto [test_loss, test_acc] = evaluate(model, test_set);
+      const auto [test_loss, test_acc] = evaluate(model, test_set, device);
       accuracy = test_acc;
       std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s\n",
                   epoch + 1, loss_sum / seen, correct / seen, test_loss, test_acc, secs, loader.data_wait_seconds());

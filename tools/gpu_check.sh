@@ -31,6 +31,13 @@ tests_rc=$?
 grep -E "tests passed|tests failed" "$logs/tests.log"
 grep -E "\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception" "$logs/tests.log" | head -n 40
 
+step "training on the GPU (logs: $logs/train.log)"
+{ ./build/gpu/examples/train_mnist --device cuda --model cnn --epochs 1 --workers 2 --pin-memory --expect-accuracy 0.9 &&
+  ./build/gpu/examples/train_charlm --device cuda --epochs 6 --sample 200 --expect-below 0.8; } > "$logs/train.log" 2>&1
+train_rc=$?
+grep -E "^epoch [0-9]+:|test accuracy|below" "$logs/train.log"
+[ $train_rc -eq 0 ] || echo "TRAINING FAILED (status $train_rc)"
+
 step "ember's GPU report"
 timeout 180 ./build/gpu/bench/gpu_report | tee "$logs/gpu_report.md"
 
@@ -42,5 +49,5 @@ else
 fi
 
 step "done"
-echo "tests: $([ $tests_rc -eq 0 ] && echo passed || echo FAILED); logs in $logs/"
-exit $tests_rc
+echo "tests: $([ $tests_rc -eq 0 ] && echo passed || echo FAILED); training: $([ $train_rc -eq 0 ] && echo passed || echo FAILED); logs in $logs/"
+[ $tests_rc -eq 0 ] && [ $train_rc -eq 0 ]
