@@ -3,6 +3,7 @@
 // naming it, never a memory fault, as on the CPU.
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
+#include "tensor/index_view.h"
 #include "tensor/ops.h"
 
 namespace ember::cuda {
@@ -26,13 +27,6 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
   if (at < n)
     throw Error(detail::concat(op, ": index ", idx.reshape({-1})[at].item<int64_t>(),
                                " is out of bounds for dimension ", dim, " with size ", bound));
-}
-
-// A view of `t` with index's sizes and stride 0 along `dim` (the kernel adds index · stride).
-Tensor restride_for(const Tensor& t, const Tensor& index, int64_t dim) {
-  Shape strides = t.strides();
-  strides[dim] = 0;
-  return t.as_strided(index.sizes(), strides);
 }
 
 template <class R>
@@ -113,7 +107,7 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
 // out[i..] = src[i.. with dim replaced by index[i..]]
 void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
   check_indices(index, src.size(dim), "gather", dim);
-  const Tensor src_r = restride_for(src, index, dim);
+  const Tensor src_r = index_aligned_view(src, index, dim);
   const int64_t n = out.numel();
   if (n == 0) return;
   const int64_t step = src.stride(dim) * static_cast<int64_t>(src.element_size());
@@ -131,7 +125,7 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 // self[i.. with dim replaced by index[i..]] += src[i..], with atomics (targets may collide)
 void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_indices(index, self.size(dim), "scatter_add", dim);
-  const Tensor self_r = restride_for(self, index, dim);
+  const Tensor self_r = index_aligned_view(self, index, dim);
   const Tensor src_r = src.as_strided(index.sizes(), src.strides());
   const int64_t n = index.numel();
   if (n == 0) return;

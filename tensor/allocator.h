@@ -10,12 +10,12 @@
 namespace ember {
 
 struct MemoryStats {
-  int64_t current_bytes = 0;  // bytes held by live allocations
-  int64_t peak_bytes = 0;     // maximum of current_bytes since the last reset_peak
-  int64_t num_allocs = 0;     // allocate() calls that returned memory
-  int64_t num_frees = 0;      // deallocate() calls
-  int64_t cached_bytes = 0;   // bytes kept by the allocator's cache, not held by anyone
-  int64_t system_allocs = 0;  // allocations that went to the system (cache misses)
+  int64_t current_bytes = 0;        // bytes held by live allocations
+  int64_t peak_bytes = 0;           // maximum of current_bytes since the last reset_peak
+  int64_t num_allocs = 0;           // allocate() calls that returned memory
+  int64_t num_frees = 0;            // deallocate() calls
+  int64_t cached_bytes = 0;         // bytes kept by the allocator's cache, not held by anyone
+  int64_t system_allocs = 0;        // allocations that went to the system (cache misses)
   int64_t reserved_bytes = 0;       // bytes the allocator holds from the system: in use (rounded) + cached
   int64_t peak_reserved_bytes = 0;  // maximum of reserved_bytes since the last reset_peak
 };

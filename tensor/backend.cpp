@@ -1,4 +1,5 @@
 #include "tensor/backend.h"
+#include "tensor/index_view.h"
 
 namespace ember {
 
@@ -40,6 +41,16 @@ void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) 
 void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }
 void Backend::random_normal(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_normal"); }
 void Backend::random_int(const Tensor&, int64_t, int64_t, uint64_t, uint64_t) { unsupported("random_int"); }
+
+Tensor index_aligned_view(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape strides = t.strides();
+  strides[dim] = 0;
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->sizes = index.sizes();
+  impl->strides = strides;
+  impl->autograd = nullptr;  // a kernel's scratch view, never part of the tape
+  return Tensor(std::move(impl));
+}
 
 Backend& backend(Device device) { return device.is_cpu() ? cpu_backend() : cuda_backend(); }
 

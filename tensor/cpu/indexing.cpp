@@ -5,6 +5,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/index_view.h"
 
 namespace ember::cpu {
 namespace {
@@ -15,18 +16,6 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
   for (int64_t i = 0, n = idx.numel(); i < n; ++i)
     EMBER_CHECK(p[i] >= 0 && p[i] < bound, op, ": index ", p[i], " is out of bounds for dimension ", dim, " with size ",
                 bound);
-}
-
-// A view of `t` with index's sizes and stride 0 along `dim`: the loop then points at
-// element 0 of dim, and the kernel adds index * stride(dim) itself.
-Tensor restride_for(const Tensor& t, const Tensor& index, int64_t dim) {
-  Shape st = t.strides();
-  st[dim] = 0;
-  auto impl = std::make_shared<TensorImpl>(*t.impl());
-  impl->sizes = index.sizes();
-  impl->strides = st;
-  impl->autograd = nullptr;
-  return Tensor(std::move(impl));
 }
 
 }  // namespace
@@ -55,7 +44,7 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
 // out[i..] = src[i.. with dim replaced by index[i..]]
 void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
   check_indices(index, src.size(dim), "gather", dim);
-  const Tensor src_r = restride_for(src, index, dim);
+  const Tensor src_r = index_aligned_view(src, index, dim);
   const int64_t step = src.stride(dim) * static_cast<int64_t>(src.element_size());
   StridedLoop<3> loop({&out, &index, &src_r});
   EMBER_DISPATCH_ALL(src.dtype(), "gather", [&] {
@@ -72,7 +61,7 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 // self[i.. with dim replaced by index[i..]] += src[i..]   (serial: targets may collide)
 void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_indices(index, self.size(dim), "scatter_add", dim);
-  const Tensor self_r = restride_for(self, index, dim);
+  const Tensor self_r = index_aligned_view(self, index, dim);
   const Tensor src_r = src.as_strided(index.sizes(), src.strides());
   const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
   StridedLoop<3> loop({&self_r, &index, &src_r});
