@@ -29,6 +29,13 @@ def main():
             ms = time_ms(lambda: a @ b, 10)
             print(f"| {label} | {n}³ | {ms:.3f} ms | {2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
     torch.backends.cuda.matmul.allow_tf32 = False
+    m, k, n = 16384, 4096, 4096
+    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = (torch.randn(n, k, device=dev) * 0.02).bfloat16()
+    b = torch.randn(n, device=dev, dtype=torch.bfloat16)
+    ms = time_ms(lambda: torch.nn.functional.linear(x, w, b), 10)
+    print(f"| Linear + bias, bfloat16 (epilogue) | 16384x4096x4096 | {ms:.3f} ms | {2 * m * k * n / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+    del x, w, b
     n = 256 << 20
     x, y = torch.ones(n, device=dev), torch.full((n,), 2.0, device=dev)
     d = torch.empty_like(x)
@@ -49,6 +56,32 @@ def main():
         ms = time_ms(lambda: torch.nn.functional.conv2d(x, w, padding=1).sum().backward(), 10)
         name = "cudnn.benchmark" if bench else "heuristic"
         print(f"| conv2d fwd+bwd, {name} | 64x64x56x56, 3x3 | {ms:.3f} ms | {flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+    torch.backends.cudnn.benchmark = False
+    training_rows(dev)
+
+
+def training_rows(dev):
+    """train_mnist's MLP and CNN, one SGD step (momentum 0.9) at batch 128, as in gpu_report.cpp."""
+    nn = torch.nn
+    models = {
+        "MLP": lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                                     nn.Linear(128, 10)),
+        "CNN": lambda: nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                     nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                                     nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)),
+    }
+    x, y = torch.randn(128, 1, 28, 28, device=dev), torch.randint(0, 10, (128,), device=dev)
+    for kind, make in models.items():
+        model = make().to(dev)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def step():
+            sgd.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            sgd.step()
+
+        ms = time_ms(step, 20)
+        print(f"| {kind} training step, GPU | batch 128 | {ms:.3f} ms | |")
 
 
 if __name__ == "__main__":

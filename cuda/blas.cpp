@@ -1,10 +1,12 @@
 // Matrix products through cuBLAS: c[b] = beta c[b] + alpha a[b] @ b[b] for float32 (TF32 when
-// allowed), float64, and float16 / bfloat16 inputs with float32 accumulation.
+// allowed), float64, and float16 / bfloat16 inputs with float32 accumulation; and through
+// cuBLASLt, out = a @ b + bias with the bias added by the GEMM's epilogue as it writes out.
 //
 // cuBLAS is column-major; ember's matrices are row-major views with any strides. A row-major
 // [R, C] matrix with strides (sr, 1) is the column-major [C, R] matrix with leading dimension
 // sr, its transpose, so C = A B is computed as Cᵀ = Bᵀ Aᵀ with no copies; a matrix stored the
 // other way round (strides (1, sc)) is passed with op T. Other layouts are copied dense first.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <array>
@@ -43,6 +45,43 @@ const Cublas& cublas() {
   return api;
 }
 
+// The cuBLASLt functions, likewise (its own library, libcublasLt, which libcublas also loads).
+struct CublasLt {
+  decltype(&cublasLtCreate) create;
+  decltype(&cublasLtMatmulDescCreate) desc_create;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&cublasLtMatmulPreferenceCreate) preference_create;
+  decltype(&cublasLtMatmulPreferenceDestroy) preference_destroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) preference_set;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&cublasLtMatmul) matmul;
+};
+const CublasLt& cublas_lt() {
+  static LazyLibrary library({"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublasLt.so"}, "cuBLASLt");
+  auto get = [](auto& field, const char* name) {
+    field = reinterpret_cast<std::decay_t<decltype(field)>>(library.symbol(name));
+  };
+  static const CublasLt api = [&] {
+    CublasLt f{};
+    get(f.create, "cublasLtCreate");
+    get(f.desc_create, "cublasLtMatmulDescCreate");
+    get(f.desc_destroy, "cublasLtMatmulDescDestroy");
+    get(f.desc_set, "cublasLtMatmulDescSetAttribute");
+    get(f.layout_create, "cublasLtMatrixLayoutCreate");
+    get(f.layout_destroy, "cublasLtMatrixLayoutDestroy");
+    get(f.preference_create, "cublasLtMatmulPreferenceCreate");
+    get(f.preference_destroy, "cublasLtMatmulPreferenceDestroy");
+    get(f.preference_set, "cublasLtMatmulPreferenceSetAttribute");
+    get(f.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    get(f.matmul, "cublasLtMatmul");
+    return f;
+  }();
+  return api;
+}
+
 #define EMBER_CUBLAS_CHECK(statement)                                                                          \
   do {                                                                                                         \
     const cublasStatus_t ember_status_ = (statement);                                                          \
@@ -57,6 +96,13 @@ cublasHandle_t handle_for(int device) {
   thread_local std::array<cublasHandle_t, 64> handles{};
   EMBER_CHECK(device >= 0 && device < 64, "cuBLAS: device ", device, " out of range");
   if (!handles[device]) EMBER_CUBLAS_CHECK(cublas().create(&handles[device]));
+  return handles[device];
+}
+
+cublasLtHandle_t lt_handle_for(int device) {
+  thread_local std::array<cublasLtHandle_t, 64> handles{};
+  EMBER_CHECK(device >= 0 && device < 64, "cuBLASLt: device ", device, " out of range");
+  if (!handles[device]) EMBER_CUBLAS_CHECK(cublas_lt().create(&handles[device]));
   return handles[device];
 }
 
@@ -81,6 +127,38 @@ int to_int(int64_t v, const char* what) {
   EMBER_CHECK(v >= 0 && v <= INT_MAX, "matmul on CUDA: ", what, " ", v, " exceeds cuBLAS's int range");
   return static_cast<int>(v);
 }
+
+// The largest power of two (up to 256) dividing an address: cuBLASLt picks kernels by the
+// alignment it is promised, and views into a tensor start anywhere.
+uint32_t alignment_of(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// Owns the cuBLASLt descriptors of one call.
+struct LtCall {
+  cublasLtMatmulDesc_t desc = nullptr;
+  std::array<cublasLtMatrixLayout_t, 3> layouts{};  // first operand, second, output
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtCall() {
+    for (cublasLtMatrixLayout_t l : layouts)
+      if (l) cublas_lt().layout_destroy(l);
+    if (preference) cublas_lt().preference_destroy(preference);
+    if (desc) cublas_lt().desc_destroy(desc);
+  }
+};
+
+template <typename T>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  EMBER_CUBLAS_CHECK(cublas_lt().desc_set(desc, attribute, &value, sizeof(value)));
+}
+template <typename T>
+void set(cublasLtMatmulPreference_t preference, cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+  EMBER_CUBLAS_CHECK(cublas_lt().preference_set(preference, attribute, &value, sizeof(value)));
+}
+
+constexpr uint64_t kLtWorkspaceBytes = uint64_t{32} << 20;  // PyTorch's default on Hopper
 
 }  // namespace
 
@@ -144,6 +222,77 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
     Tensor dst = c;
     dst.copy_(out);
   }
+}
+
+bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out) {
+  const int64_t M = out.size(0), N = out.size(1), K = a_in.size(1);
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (out.dtype()) {
+    case kFloat32:
+      type = CUDA_R_32F;
+      if (backends::cuda::allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case kFloat16:
+      type = CUDA_R_16F;
+      break;
+    case kBFloat16:
+      type = CUDA_R_16BF;
+      break;
+    default:
+      return false;  // float64: the two-pass path
+  }
+  if (M == 0 || N == 0 || K == 0 || !out.is_contiguous() || bias.stride(0) != 1) return false;
+  Tensor a = a_in, b = b_in;
+  ColumnMajor ta{}, tb{};
+  if (!as_transpose(M, K, a.stride(0), a.stride(1), ta)) {
+    a = a.contiguous();
+    as_transpose(M, K, a.stride(0), a.stride(1), ta);
+  }
+  if (!as_transpose(K, N, b.stride(0), b.stride(1), tb)) {
+    b = b.contiguous();
+    as_transpose(K, N, b.stride(0), b.stride(1), tb);
+  }
+  // As in gemm: outᵀ (N x M, column-major) = op(bᵀ) (N x K) · op(aᵀ) (K x M) + bias, the bias
+  // running along outᵀ's rows, which is what the epilogue broadcasts.
+  LtCall call;
+  const CublasLt& lt = cublas_lt();
+  EMBER_CUBLAS_CHECK(lt.desc_create(&call.desc, compute, CUDA_R_32F));
+  set(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, tb.op);
+  set(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, ta.op);
+  set(call.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  set(call.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.data_ptr());
+  // Stored shapes (rows, cols) of each column-major operand: op T means stored transposed.
+  auto stored = [](const ColumnMajor& t, int64_t rows, int64_t cols) {
+    return t.op == CUBLAS_OP_N ? std::array<uint64_t, 2>{uint64_t(rows), uint64_t(cols)}
+                               : std::array<uint64_t, 2>{uint64_t(cols), uint64_t(rows)};
+  };
+  const auto sb = stored(tb, N, K), sa = stored(ta, K, M);
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[0], type, sb[0], sb[1], tb.ld));
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[1], type, sa[0], sa[1], ta.ld));
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[2], type, N, M, N));
+  EMBER_CUBLAS_CHECK(lt.preference_create(&call.preference));
+  set(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kLtWorkspaceBytes);
+  set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(b.data_ptr()));
+  set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(a.data_ptr()));
+  set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out.data_ptr()));
+  set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out.data_ptr()));
+  const int device = out.device().index;
+  cublasLtHandle_t h = lt_handle_for(device);
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t status = lt.heuristic(h, call.desc, call.layouts[0], call.layouts[1], call.layouts[2],
+                                             call.layouts[2], call.preference, 1, &best, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;  // no fused kernel for this case
+  EMBER_CUBLAS_CHECK(status);
+  const Tensor workspace =
+      empty({static_cast<int64_t>(best.workspaceSize)}, TensorOptions(kUInt8).device(out.device()));
+  const float alpha = 1, beta = 0;
+  EMBER_CUBLAS_CHECK(lt.matmul(h, call.desc, &alpha, b.data_ptr(), call.layouts[0], a.data_ptr(), call.layouts[1],
+                               &beta, out.data_ptr(), call.layouts[2], out.data_ptr(), call.layouts[2], &best.algo,
+                               best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
+                               stream_handle(device)));
+  return true;
 }
 
 }  // namespace ember::cuda

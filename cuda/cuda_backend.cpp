@@ -144,6 +144,10 @@ class CudaBackend final : public Backend {
     cuda::DeviceGuard guard(device_of(c));
     cuda::gemm(a, b, c, alpha, beta);
   }
+  void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override {
+    cuda::DeviceGuard guard(device_of(out));
+    if (!cuda::gemm_bias(a, b, bias, out)) Backend::gemm_bias(a, b, bias, out);
+  }
   void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) override {
     cuda::DeviceGuard guard(device_of(out));
     cuda::random_uniform(out, from, to, seed, offset);

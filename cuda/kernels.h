@@ -43,7 +43,10 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
 void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
                      const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p);
 
-// blas.cpp (cuBLAS)
+// blas.cpp (cuBLAS, cuBLASLt)
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+// out [M, N] = a [M, K] @ b [K, N] + bias [N] through cuBLASLt's bias epilogue; false (nothing
+// done) where it has no kernel for the case (float64, strided out, empty sizes).
+bool gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 
 }  // namespace ember::cuda

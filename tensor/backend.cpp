@@ -15,6 +15,11 @@ void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double, double) { uns
 void Backend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { unsupported("where"); }
 void Backend::reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&) { unsupported("reduce"); }
 void Backend::gemm(const Tensor&, const Tensor&, const Tensor&, double, double) { unsupported("gemm"); }
+void Backend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  Tensor o = out;
+  o.copy_(bias);
+  gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1, 1);
+}
 void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   unsupported("conv2d");
 }

@@ -133,6 +133,10 @@ class Backend {
   // ---- matmul ----
   // c[b] = beta * c[b] + alpha * a[b] @ b[b]; a: [B, M, K], b: [B, K, N], c: [B, M, N], any strides.
   virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+  // out = a @ b + bias (Linear's forward); a: [M, K], b: [K, N], bias: [N], out: [M, N] contiguous.
+  // By default the bias is broadcast into out, then gemm with beta 1; a back end whose GEMM can
+  // add the bias as it writes (cuBLASLt's epilogue) saves that pass over out.
+  virtual void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 
   // ---- convolution and pooling (NCHW) ----
   // input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> out [N, O, Ho, Wo]

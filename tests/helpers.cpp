@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -42,18 +43,23 @@ std::map<std::string, Tensor> load_reference(const std::string& path) {
   return out;
 }
 
+std::string reference_path(const std::string& file) {
+  const char* moved = std::getenv("EMBER_REFERENCE_DIR");
+  return std::string(moved && *moved ? moved : EMBER_REFERENCE_DIR) + "/" + file;
+}
+
 const std::map<std::string, Tensor>& reference() {
-  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/ops.bin"));
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(reference_path("ops.bin")));
   return *ref;
 }
 
 const std::map<std::string, Tensor>& reference_grads() {
-  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/grads.bin"));
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(reference_path("grads.bin")));
   return *ref;
 }
 
 const std::map<std::string, Tensor>& reference_nn() {
-  static const auto* ref = new std::map<std::string, Tensor>(load_reference(EMBER_REFERENCE_DIR "/nn.bin"));
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(reference_path("nn.bin")));
   return *ref;
 }
 

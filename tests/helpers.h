@@ -11,6 +11,9 @@ namespace ember::testing {
 
 // Reads an "EMBREF01" file written by tools/gen_reference.py (format in that script).
 std::map<std::string, Tensor> load_reference(const std::string& path);
+// tests/reference/<file>, or $EMBER_REFERENCE_DIR/<file> for test binaries run away from their
+// source tree (tools/gpu_check.sh --prebuilt).
+std::string reference_path(const std::string& file);
 const std::map<std::string, Tensor>& reference();        // tests/reference/ops.bin, loaded once
 const std::map<std::string, Tensor>& reference_grads();  // tests/reference/grads.bin
 const std::map<std::string, Tensor>& reference_nn();     // tests/reference/nn.bin

@@ -75,12 +75,12 @@ TEST(Checkpoint, RoundTripIsBitExactForEveryDType) {
 
 TEST(Checkpoint, LoadsWeightsWrittenFromPyTorch) {
   nn::Sequential model(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
-  load(model, EMBER_REFERENCE_DIR "/torch_mlp.safetensors");
+  load(model, testing::reference_path("torch_mlp.safetensors"));
   const auto& ref = testing::reference_nn();
   NoGradGuard no_grad;
   EXPECT_TRUE(testing::all_close(model(testing::ref_tensor(ref, "st_mlp.in")), testing::ref_tensor(ref, "st_mlp.out"),
                                  1e-5, 1e-6));
-  EXPECT_EQ(load_metadata(EMBER_REFERENCE_DIR "/torch_mlp.safetensors").at("format"), "pt");
+  EXPECT_EQ(load_metadata(testing::reference_path("torch_mlp.safetensors")).at("format"), "pt");
 }
 
 TEST(Checkpoint, ModuleRoundTripAndStrictLoading) {

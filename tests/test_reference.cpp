@@ -102,6 +102,8 @@ const std::map<std::string, CaseFn>& cases() {
       {"bmm", one([](const Inputs& x) { return bmm(x[0], x[1]); })},
       {"addmm", one([](const Inputs& x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); })},
       {"linear", one([](const Inputs& x) { return linear(x[0], x[1], x[2]); })},
+      {"addmm_bias_transposed", one([](const Inputs& x) { return addmm(x[0], x[1].t(), x[2]); })},
+      {"linear_half", one([](const Inputs& x) { return linear(x[0], x[1], x[2]); })},
       {"matmul_int", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
       {"matmul_half", one([](const Inputs& x) { return matmul(x[0], x[1]); })},
       // softmax

@@ -175,6 +175,9 @@ def main():
     case("bmm", [r(3, 4, 5), r(3, 5, 2)], torch.bmm)
     case("addmm", [r(3), r(2, 4), r(4, 3)], lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0))
     case("linear", [r(2, 3, 5), r(4, 5), r(4)], F.linear)
+    case("addmm_bias_transposed", [r(5), r(7, 3), r(7, 5)], lambda c, a, b: torch.addmm(c, a.t(), b))
+    case("linear_half", [r(6, 9).half(), r(5, 9).half(), r(5).half()],
+         lambda x, w, b: F.linear(x.float(), w.float(), b.float()).half())  # CPU PyTorch has no half addmm
     case("matmul_int", [torch.tensor([[1, 2], [3, 4]]), torch.tensor([[5], [6]])], torch.matmul)
     case("matmul_half", [r(3, 8).half(), r(8, 2).half()], lambda a, b: (a.float() @ b.float()).half())
     # ---- softmax ----
