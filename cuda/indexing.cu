@@ -39,10 +39,32 @@ __global__ void select_rows(const R* src, R* out, const int64_t* idx, int64_t ou
   }
 }
 
+// CUDA has no 8-bit atomics: a byte is updated by compare-and-swap of the aligned 32-bit word
+// that holds it, retried while another thread changed the word in between. Integers wrap (the
+// two's-complement bits of a sum are the same signed or not); bools combine by "or", as the
+// CPU's bool + bool converted back to bool does.
+template <bool kOr>
+__device__ void atomic_add_byte(uint8_t* address, uint8_t value) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(address);
+  auto* word = reinterpret_cast<unsigned int*>(at & ~uintptr_t{3});
+  const unsigned int shift = static_cast<unsigned int>(at & 3) * 8;
+  unsigned int seen = *word, assumed;
+  do {
+    assumed = seen;
+    const unsigned int current = (assumed >> shift) & 0xffu;
+    const unsigned int updated = kOr ? (current | (value != 0)) : ((current + value) & 0xffu);
+    seen = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (updated << shift));
+  } while (seen != assumed);
+}
+
 template <class T>
 __device__ __forceinline__ void atomic_add(T* address, T value) {
   if constexpr (std::is_same_v<T, int64_t>)
     atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
+  else if constexpr (std::is_same_v<T, bool>)
+    atomic_add_byte<true>(reinterpret_cast<uint8_t*>(address), static_cast<uint8_t>(value));
+  else if constexpr (sizeof(T) == 1)
+    atomic_add_byte<false>(reinterpret_cast<uint8_t*>(address), static_cast<uint8_t>(value));
   else
     atomicAdd(address, value);
 }
@@ -153,9 +175,15 @@ void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
     case kInt64:
       scatter_add_kernel<int64_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
       break;
-    default:
-      throw Error(detail::concat("scatter_add: dtype ", self.dtype(),
-                                 " is not supported on CUDA (no atomic add for it); use float, int32 or int64"));
+    case kUInt8:
+      scatter_add_kernel<uint8_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kInt8:
+      scatter_add_kernel<int8_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
+    case kBool:
+      scatter_add_kernel<bool><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+      break;
   }
   EMBER_KERNEL_CHECK();
 }

@@ -179,6 +179,21 @@ TEST(CudaErrors, MixedDevicesNameBoth) {
                         "index_select: index 5 is out of bounds for dimension 0 with size 2");
 }
 
+// 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
+// through a compare-and-swap of their 32-bit word, which neighbouring targets share.
+TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(5);
+  const Tensor index = randint(0, 6, {4000}), values = randint(0, 3, {4000});
+  for (DType d : {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kFloat32, kFloat64}) {
+    const Tensor src = values.to(d);
+    Tensor on_cpu = zeros({6}, d), on_gpu = zeros({6}, TensorOptions(d).device(kCUDA));
+    on_cpu.scatter_add_(0, index, src);
+    on_gpu.scatter_add_(0, index.cuda(), src.cuda());
+    EXPECT_TRUE(testing::all_close(on_gpu.cpu(), on_cpu, 0, 0)) << d;
+  }
+}
+
 TEST(CudaConv, BenchmarkModeSearchesOncePerConfigurationAndAgreesWithTheHeuristic) {
   REQUIRE_GPU();
   manual_seed(1);
