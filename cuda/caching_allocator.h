@@ -32,7 +32,8 @@
 
 namespace ember::cuda {
 
-using StreamId = uintptr_t;  // a cudaStream_t (0: the default stream), or any id in tests
+using StreamId =
+    uintptr_t;  // a cudaStream_t, or a tag for a device's default stream (cuda/runtime.cpp), or any id in tests
 using EventId = uintptr_t;
 
 // Out of device memory: a distinct type, so that a program can catch it and retry smaller.

@@ -1,12 +1,14 @@
 // Reductions over the rows of a [K, R] view, and softmax, on CUDA.
 // Note [CUDA reduction schedules]:
-//  - short rows (R < 64): one thread per row, serially;
+//  - short rows (R < 64), or many rows laid across memory: one thread per row, serially;
 //  - otherwise one block per row: each thread strides over the row, the block combines with
 //    warp shuffles then shared memory;
 //  - few long rows (a full sum): each row is split over G blocks that write partial results,
 //    and a second kernel combines them, so a 256M-element sum still fills the device.
 // Floats accumulate in float (double for double) as PyTorch's CUDA kernels do; integers in
 // int64, wrapping. Max/min propagate NaN; arg reductions return the first extreme index.
+#include <array>
+#include <atomic>
 #include <limits>
 
 #include "cuda/kernels.h"
@@ -144,8 +146,18 @@ __global__ void reduce_long_rows(const T* x, int64_t K, int64_t R, int64_t sK, i
                                  int64_t* indices, typename Op::Acc* partial) {
   const int64_t chunk = (R + G - 1) / G, begin = blockIdx.x * chunk, end = min(R, begin + chunk);
   for (int64_t k = blockIdx.y; k < K; k += gridDim.y) {
+    // kUnroll loads issued before any is used: memory-bound rows need many bytes in flight.
+    constexpr int kUnroll = 4;
     auto a = Op::init();
-    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) a = Op::step(a, x[k * sK + r * sR], r);
+    int64_t r = begin + threadIdx.x;
+    for (; r + (kUnroll - 1) * int64_t{blockDim.x} < end; r += kUnroll * int64_t{blockDim.x}) {
+      T v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = x[k * sK + (r + u * int64_t{blockDim.x}) * sR];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) a = Op::step(a, v[u], r + u * int64_t{blockDim.x});
+    }
+    for (; r < end; r += blockDim.x) a = Op::step(a, x[k * sK + r * sR], r);
     a = block_reduce<Op>(a);
     if (threadIdx.x == 0) {
       if (G == 1)
@@ -169,19 +181,32 @@ __global__ void reduce_partials(const typename Op::Acc* partial, int64_t K, int 
   }
 }
 
+int multiprocessor_count(int device) {
+  static std::array<std::atomic<int>, 64> counts{};
+  EMBER_CHECK(device >= 0 && device < 64, "reduce: device ", device, " out of range");
+  if (counts[device] == 0) {
+    int n = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device] = n;
+  }
+  return counts[device];
+}
+
 template <class T, class Op>
 void reduce_with(const Tensor& in, typename Op::Out* out, int64_t* indices, const Tensor& device_of) {
   const int64_t K = in.size(0), R = in.size(1), sK = in.stride(0), sR = in.stride(1);
   const T* x = static_cast<const T*>(in.data_ptr());
   const cudaStream_t stream = stream_of(device_of);
   if (K == 0) return;
-  if (R < 64) {
+  // Thread per row also when the rows run across memory (sK == 1, e.g. a sum over dim 0):
+  // neighbouring threads then read neighbouring elements, where a block per row would not.
+  if (R < 64 || (sK == 1 && sR != 1 && K >= 4096)) {
     reduce_short_rows<T, Op><<<grid_for(K), kBlock, 0, stream>>>(x, K, R, sK, sR, out, indices);
     EMBER_KERNEL_CHECK();
     return;
   }
-  // Aim at ~4 blocks per SM in all; split rows only when there are too few of them.
-  const int64_t target_blocks = 4 * 132;
+  // Aim at 8 blocks of 256 threads per SM (a full SM); split rows only when there are too few.
+  const int64_t target_blocks = 8 * multiprocessor_count(device_of.device().index);
   const int G =
       K >= target_blocks ? 1 : static_cast<int>(std::min<int64_t>((target_blocks + K - 1) / K, (R + 4095) / 4096));
   const dim3 grid(G, static_cast<unsigned>(std::min<int64_t>(K, 65535)));

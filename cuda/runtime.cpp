@@ -199,13 +199,27 @@ float Event::elapsed_ms(const Event& end) const {
 
 namespace {
 
+// The caching allocator's name for a stream: its handle, except for the legacy default
+// stream, whose handle is 0 on every device; it is named per device (tag | device), so that an
+// event for it is recorded on its own device whichever device is current at the time.
+constexpr StreamId kDefaultStreamTag = ~StreamId{0} << 8;
+StreamId stream_id(uintptr_t handle, int device) {
+  return handle ? static_cast<StreamId>(handle) : kDefaultStreamTag | static_cast<StreamId>(device);
+}
+constexpr StreamId kHostPool = ~StreamId{0};  // = the tag with device 255, which never exists
+
 // Events for the caching allocator, on the device of the stream they are recorded on.
 class RuntimeEvents : public DeviceMemory {
  public:
   EventId record_event(StreamId stream) override {
-    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    cudaStream_t s = nullptr;
     int device = 0;
-    EMBER_CUDA_CHECK(cudaStreamGetDevice(s, &device));
+    if ((stream & ~StreamId{0xff}) == kDefaultStreamTag) {
+      device = static_cast<int>(stream & 0xff);
+    } else {
+      s = reinterpret_cast<cudaStream_t>(stream);
+      EMBER_CUDA_CHECK(cudaStreamGetDevice(s, &device));
+    }
     DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
     EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -267,8 +281,6 @@ class PinnedHostMemory final : public RuntimeEvents {
   std::string name() const override { return "pinned host memory"; }
 };
 
-constexpr StreamId kHostPool = ~StreamId{0};
-
 // The Allocator interface over a caching allocator: blocks go to the current stream.
 class CachedAllocator final : public Allocator {
  public:
@@ -279,7 +291,7 @@ class CachedAllocator final : public Allocator {
     // copies from a block (record_stream), the default one included, delays its reuse.
     if (device_ < 0) return cache_.allocate(nbytes, kHostPool);
     DeviceGuard guard(device_);
-    return cache_.allocate(nbytes, reinterpret_cast<StreamId>(stream_handle(device_)));
+    return cache_.allocate(nbytes, stream_id(reinterpret_cast<uintptr_t>(stream_handle(device_)), device_));
   }
   void deallocate(void* ptr, size_t) override { cache_.deallocate(ptr); }
   MemoryStats stats() const override { return cache_.stats(); }
@@ -331,10 +343,10 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
   if (tensor.is_cuda()) {
     EMBER_CHECK(tensor.device().index == stream.device(), "record_stream: a tensor on ", tensor.device().str(),
                 " and a stream on cuda:", stream.device());
-    device_allocator(tensor.device().index)->cache().record_stream(ptr, stream.handle());
+    device_allocator(tensor.device().index)->cache().record_stream(ptr, stream_id(stream.handle(), stream.device()));
   } else {
     EMBER_CHECK(is_pinned(tensor), "record_stream: expected a CUDA or pinned tensor, got pageable CPU memory");
-    pinned_cache()->cache().record_stream(ptr, stream.handle());
+    pinned_cache()->cache().record_stream(ptr, stream_id(stream.handle(), stream.device()));
   }
 }
 
