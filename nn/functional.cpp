@@ -30,7 +30,9 @@ Tensor nll_core(const Tensor& logp, const Tensor& target_in, const Shape& target
   const Tensor valid = target.ne(o.ignore_index_);
   const Tensor safe = where(valid, target, Scalar(int64_t{0}));
   if (safe.numel() > 0) {
-    const int64_t lo = safe.amin().item<int64_t>(), hi = safe.amax().item<int64_t>();
+    // Both bounds in one copy to the host: on a GPU each copy waits for the queued work.
+    const std::vector<int64_t> bounds = stack({safe.amin(), safe.amax()}).cpu().to_vector<int64_t>();
+    const int64_t lo = bounds[0], hi = bounds[1];
     EMBER_CHECK(lo >= 0 && hi < C, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", C, " classes");
   }
   const Tensor validf = valid.to(logp.dtype());
