@@ -141,6 +141,9 @@ struct LtCall {
   cublasLtMatmulDesc_t desc = nullptr;
   std::array<cublasLtMatrixLayout_t, 3> layouts{};  // first operand, second, output
   cublasLtMatmulPreference_t preference = nullptr;
+  LtCall() = default;
+  LtCall(const LtCall&) = delete;
+  LtCall& operator=(const LtCall&) = delete;
   ~LtCall() {
     for (cublasLtMatrixLayout_t l : layouts)
       if (l) cublas_lt().layout_destroy(l);
@@ -224,7 +227,13 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
   }
 }
 
-bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out) {
+namespace {
+
+// The cuBLASLt descriptors of out = a @ b + bias: host work only, no GPU needed. False where
+// cuBLASLt has no such kernel (float64, a strided out, empty sizes). `a`, `b` receive the
+// operands as cuBLASLt will read them (made dense when neither row- nor column-major).
+bool describe_bias_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out, LtCall& call,
+                        Tensor& a, Tensor& b) {
   const int64_t M = out.size(0), N = out.size(1), K = a_in.size(1);
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -243,7 +252,8 @@ bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
       return false;  // float64: the two-pass path
   }
   if (M == 0 || N == 0 || K == 0 || !out.is_contiguous() || bias.stride(0) != 1) return false;
-  Tensor a = a_in, b = b_in;
+  a = a_in;
+  b = b_in;
   ColumnMajor ta{}, tb{};
   if (!as_transpose(M, K, a.stride(0), a.stride(1), ta)) {
     a = a.contiguous();
@@ -255,7 +265,6 @@ bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
   }
   // As in gemm: outᵀ (N x M, column-major) = op(bᵀ) (N x K) · op(aᵀ) (K x M) + bias, the bias
   // running along outᵀ's rows, which is what the epilogue broadcasts.
-  LtCall call;
   const CublasLt& lt = cublas_lt();
   EMBER_CUBLAS_CHECK(lt.desc_create(&call.desc, compute, CUDA_R_32F));
   set(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, tb.op);
@@ -277,6 +286,23 @@ bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
   set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(a.data_ptr()));
   set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(out.data_ptr()));
   set(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(out.data_ptr()));
+  return true;
+}
+
+}  // namespace
+
+bool check_bias_gemm_descriptors(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  (void)cublas();  // resolves every cuBLAS function too
+  LtCall call;
+  Tensor a_used, b_used;
+  return describe_bias_gemm(a, b, bias, out, call, a_used, b_used);
+}
+
+bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out) {
+  LtCall call;
+  Tensor a, b;
+  if (!describe_bias_gemm(a_in, b_in, bias, out, call, a, b)) return false;
+  const CublasLt& lt = cublas_lt();
   const int device = out.device().index;
   cublasLtHandle_t h = lt_handle_for(device);
   cublasLtMatmulHeuristicResult_t best{};

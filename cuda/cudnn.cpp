@@ -238,6 +238,10 @@ void clear_benchmark_cache() {
 
 namespace ember::cuda {
 
+void check_conv2d_descriptors(const Tensor& input, const Tensor& weight, const Shape& out, const Conv2dParams& p) {
+  ConvDescriptors d(input, weight, out, p);
+}
+
 void conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Tensor& out,
             const Conv2dParams& p) {
   if (out.numel() == 0) return;

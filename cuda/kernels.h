@@ -49,4 +49,11 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, doubl
 // done) where it has no kernel for the case (float64, strided out, empty sizes).
 bool gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 
+// Host-only checks of the library bindings, for machines without a GPU (the libraries alone
+// suffice): every cuBLAS/cuBLASLt (cuDNN) function ember calls resolves, and the descriptors
+// gemm_bias (conv2d) would build for these tensors, which may be CPU tensors, are accepted.
+// check_bias_gemm_descriptors is false where gemm_bias would decline.
+bool check_bias_gemm_descriptors(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+void check_conv2d_descriptors(const Tensor& input, const Tensor& weight, const Shape& out, const Conv2dParams& p);
+
 }  // namespace ember::cuda

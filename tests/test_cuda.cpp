@@ -5,6 +5,9 @@
 
 #include "cuda/caching_allocator.h"
 #include "helpers.h"
+#if EMBER_WITH_CUDA
+#include "cuda/kernels.h"
+#endif
 
 namespace ember {
 namespace {
@@ -32,6 +35,39 @@ TEST(CudaRuntime, WithoutADeviceEverythingIsAClearError) {
   backends::cudnn::set_benchmark(false);
   EXPECT_FALSE(backends::cudnn::benchmark());
 }
+
+#if EMBER_WITH_CUDA
+// Runs everywhere the libraries are installed, GPU or not: cuBLAS, cuBLASLt and cuDNN are
+// loaded, every function ember calls is resolved, and the descriptors ember builds are handed
+// to the libraries, which check names, attribute sizes, layouts and dimensions.
+TEST(CudaLibraries, BindingsResolveAndDescriptorsAreAcceptedWithoutAGpu) {
+  try {
+    const Tensor a = randn({5, 7}), b = randn({7, 3}), bias = randn({3}), out = empty({5, 3});
+    EXPECT_TRUE(cuda::check_bias_gemm_descriptors(a, b, bias, out));
+    EXPECT_TRUE(cuda::check_bias_gemm_descriptors(randn({7, 5}).t(), b, bias, out));  // a column-major
+    EXPECT_TRUE(cuda::check_bias_gemm_descriptors(a, randn({3, 7}).t(), bias, out));  // Linear's weight.t()
+    for (DType d : {kFloat16, kBFloat16})
+      EXPECT_TRUE(cuda::check_bias_gemm_descriptors(a.to(d), b.to(d), bias.to(d), out.to(d))) << d;
+    EXPECT_FALSE(cuda::check_bias_gemm_descriptors(a.to(kFloat64), b.to(kFloat64), bias.to(kFloat64),
+                                                   out.to(kFloat64)));               // no epilogue kernel: two passes
+    EXPECT_FALSE(cuda::check_bias_gemm_descriptors(a, b, bias, empty({3, 5}).t()));  // a strided out
+    EXPECT_FALSE(cuda::check_bias_gemm_descriptors(empty({5, 0}), empty({0, 3}), bias, out));
+
+    Conv2dParams p;
+    p.padding = {1, 1};
+    p.dilation = {2, 1};
+    p.groups = 2;
+    for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16})
+      EXPECT_NO_THROW(cuda::check_conv2d_descriptors(empty({2, 4, 8, 8}, d), empty({6, 2, 3, 3}, d), {2, 6, 6, 8}, p));
+    p.stride = {0, 1};
+    EXPECT_ERROR_CONTAINS(cuda::check_conv2d_descriptors(empty({2, 4, 8, 8}), empty({6, 2, 3, 3}), {2, 6, 6, 8}, p),
+                          "cuDNN error: CUDNN_STATUS_BAD_PARAM");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("cannot load") == std::string::npos) throw;
+    GTEST_SKIP() << e.what();
+  }
+}
+#endif
 
 TEST(CudaRuntime, DevicesStreamsAndEvents) {
   REQUIRE_GPU();
