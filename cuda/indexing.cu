@@ -1,6 +1,9 @@
 // index_select, gather and scatter_add on CUDA. Indices are checked on the device before any
 // write (one small kernel and a copy back of its verdict), so a bad index is an ember::Error
 // naming it, never a memory fault, as on the CPU.
+#include <array>
+#include <memory>
+
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
 #include "tensor/index_view.h"
@@ -15,7 +18,28 @@ __global__ void find_bad_index(const int64_t* idx, int64_t n, int64_t bound, uns
     if (idx[i] < 0 || idx[i] >= bound) atomicMin(found, static_cast<unsigned long long>(i));
 }
 
+// The index tensors this thread validated last, so that a backward pass reusing its forward's
+// indices (gather -> scatter_add, embedding -> its gradient) does not wait for the GPU again.
+// An entry matches only the same live storage (a weak pointer: a freed one never matches),
+// view and version (any in-place write bumps it), for a bound no larger than checked.
+struct ValidatedIndex {
+  std::weak_ptr<StorageImpl> storage;
+  int64_t offset = 0;
+  Shape sizes, strides;
+  uint64_t version = 0;
+  int64_t bound = 0;
+  bool matches(const Tensor& index, int64_t b) const {
+    const std::shared_ptr<StorageImpl> alive = storage.lock();
+    return alive && alive == index.storage() && offset == index.storage_offset() && version == index.version() &&
+           b >= bound && sizes == index.sizes() && strides == index.strides();
+  }
+};
+thread_local std::array<ValidatedIndex, 4> validated;
+thread_local size_t next_validated = 0;
+
 void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t dim) {
+  for (const ValidatedIndex& v : validated)
+    if (v.matches(index, bound)) return;
   const Tensor idx = index.contiguous();
   const int64_t n = idx.numel();
   if (n == 0) return;
@@ -27,6 +51,8 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
   if (at < n)
     throw Error(detail::concat(op, ": index ", idx.reshape({-1})[at].item<int64_t>(),
                                " is out of bounds for dimension ", dim, " with size ", bound));
+  validated[next_validated++ % validated.size()] = {index.storage(), index.storage_offset(), index.sizes(),
+                                                    index.strides(), index.version(),        bound};
 }
 
 template <class R>

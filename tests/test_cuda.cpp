@@ -213,6 +213,17 @@ TEST(CudaErrors, MixedDevicesNameBoth) {
   EXPECT_ERROR_CONTAINS(ones({2}) + ones({2}, Device(kCUDA)), "cuda:0");
   EXPECT_ERROR_CONTAINS(ones({2}, Device(kCUDA)).index_select(0, tensor<int64_t>({5}).cuda()),
                         "index_select: index 5 is out of bounds for dimension 0 with size 2");
+  // A validated index is not checked again while unchanged; an in-place write makes it new.
+  const Tensor src = ones({3}, Device(kCUDA));
+  Tensor index = tensor<int64_t>({0, 2}).cuda();
+  EXPECT_EQ(src.index_select(0, index).sum().item<float>(), 2.0f);
+  EXPECT_EQ(src.index_select(0, index).sum().item<float>(), 2.0f);
+  index.fill_(7);
+  EXPECT_ERROR_CONTAINS(src.index_select(0, index), "index_select: index 7 is out of bounds");
+  const Tensor checked = tensor<int64_t>({0, 2}).cuda();
+  (void)ones({3}, Device(kCUDA)).index_select(0, checked);  // valid for a bound of 3, not of 2
+  EXPECT_ERROR_CONTAINS(ones({2}, Device(kCUDA)).index_select(0, checked),
+                        "index 2 is out of bounds for dimension 0 with size 2");
 }
 
 // 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
