@@ -273,6 +273,28 @@ TEST(CudaConv, BenchmarkModeSearchesOncePerConfigurationAndAgreesWithTheHeuristi
   backends::cudnn::set_benchmark(false);
 }
 
+// float16 and bfloat16 convolutions go to cuDNN as they are (float accumulation), forward and
+// backward, against the CPU's float32 result from the same rounded inputs.
+TEST(CudaConv, HalfPrecisionForwardAndBackwardMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(2);
+  for (DType d : {kFloat16, kBFloat16}) {
+    const Tensor x = randn({4, 8, 12, 12}).to(d), w = (randn({16, 8, 3, 3}) * 0.1).to(d);
+    auto run = [&](Device device, DType compute) {
+      Tensor xr = x.to(device).to(compute), wr = w.to(device).to(compute);
+      xr.set_requires_grad(true);
+      wr.set_requires_grad(true);
+      const Tensor y = conv2d(xr, wr, Tensor(), {1, 1}, {1, 1});
+      y.square().sum().backward();
+      return std::vector<Tensor>{y.cpu().to(kFloat32), xr.grad().cpu().to(kFloat32), wr.grad().cpu().to(kFloat32)};
+    };
+    const auto gpu = run(Device(kCUDA), d), cpu = run(Device(kCPU), kFloat32);
+    const double tol = d == kFloat16 ? 1e-2 : 5e-2;
+    for (size_t i = 0; i < gpu.size(); ++i)
+      EXPECT_TRUE(testing::all_close(gpu[i], cpu[i], tol, tol * cpu[i].abs().max().item<double>())) << d << " " << i;
+  }
+}
+
 TEST(CudaTraining, AStepMatchesTheCpu) {
   REQUIRE_GPU();
   auto run = [](Device device) {

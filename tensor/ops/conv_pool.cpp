@@ -139,7 +139,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Te
   const bool batched = input.dim() == 4;
   const Tensor x = (batched ? input : input.unsqueeze(0)).contiguous();
   const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
-  const DType compute = x.dtype() == kFloat64 ? kFloat64 : kFloat32;  // 16-bit floats: in float32
+  // 16-bit floats: in float32 on the CPU; cuDNN takes them as they are (accumulating in float).
+  const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
   const Tensor xc = x.to(compute), wc = weight.contiguous().to(compute), dyc = dy.to(compute);
   Tensor gx = wanted[0] ? ops::empty_on(xc.sizes(), compute, x.device()) : Tensor();
   Tensor gw = wanted[1] ? ops::empty_on(wc.sizes(), compute, x.device()) : Tensor();
