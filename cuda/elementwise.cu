@@ -13,11 +13,6 @@
 namespace ember::cuda {
 namespace {
 
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
 template <int N>
 struct Ptrs {
   char* p[N];

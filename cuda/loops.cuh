@@ -127,6 +127,14 @@ __device__ __forceinline__ To convert(From v) {
     throw ::ember::Error(::ember::detail::concat(NAME, ": not implemented for dtype ", DTYPE, " on CUDA")); \
   }()
 
+// V elements loaded or stored as one access (16 bytes at most: one vector instruction).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+template <class T>
+constexpr int kVec16 = 16 / sizeof(T) < 1 ? 1 : static_cast<int>(16 / sizeof(T));  // elements per 16 bytes
+
 constexpr int kBlock = 256;
 // Enough blocks to fill the device a few times over; grid-stride loops do the rest.
 inline unsigned grid_for(int64_t n, int per_thread = 1) {

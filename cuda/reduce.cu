@@ -140,24 +140,48 @@ __global__ void reduce_short_rows(const T* x, int64_t K, int64_t R, int64_t sK, 
   }
 }
 
-// Block (g, row): part g of G of each row it visits. G == 1 writes results, else partials [K, G].
+// Block (g, row): part g of G of each row it visits, `chunk` elements long. G == 1 writes
+// results, else partials [K, G]. `vec`: the rows are dense and they and the chunks start on 16
+// bytes, so the block reads 16-byte vectors.
 template <class T, class Op>
-__global__ void reduce_long_rows(const T* x, int64_t K, int64_t R, int64_t sK, int64_t sR, int G, typename Op::Out* out,
-                                 int64_t* indices, typename Op::Acc* partial) {
-  const int64_t chunk = (R + G - 1) / G, begin = blockIdx.x * chunk, end = min(R, begin + chunk);
+__global__ void reduce_long_rows(const T* x, int64_t K, int64_t R, int64_t sK, int64_t sR, int G, int64_t chunk,
+                                 bool vec, typename Op::Out* out, int64_t* indices, typename Op::Acc* partial) {
+  constexpr int V = kVec16<T>;
+  const int64_t begin = blockIdx.x * chunk, end = min(R, begin + chunk), step = blockDim.x;
   for (int64_t k = blockIdx.y; k < K; k += gridDim.y) {
-    // kUnroll loads issued before any is used: memory-bound rows need many bytes in flight.
-    constexpr int kUnroll = 4;
+    const T* row = x + k * sK;
     auto a = Op::init();
     int64_t r = begin + threadIdx.x;
-    for (; r + (kUnroll - 1) * int64_t{blockDim.x} < end; r += kUnroll * int64_t{blockDim.x}) {
-      T v[kUnroll];
+    if (vec && end > begin) {
+      // Two 16-byte loads in flight per thread and iteration, then the scalar tail.
+      const auto* rv = reinterpret_cast<const Vec<T, V>*>(row + begin);
+      const int64_t nv = (end - begin) / V;
+      int64_t j = threadIdx.x;
+      for (; j + step < nv; j += 2 * step) {
+        const Vec<T, V> u = rv[j], w = rv[j + step];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = x[k * sK + (r + u * int64_t{blockDim.x}) * sR];
+        for (int e = 0; e < V; ++e) a = Op::step(a, u.v[e], begin + j * V + e);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) a = Op::step(a, v[u], r + u * int64_t{blockDim.x});
+        for (int e = 0; e < V; ++e) a = Op::step(a, w.v[e], begin + (j + step) * V + e);
+      }
+      for (; j < nv; j += step) {
+        const Vec<T, V> u = rv[j];
+#pragma unroll
+        for (int e = 0; e < V; ++e) a = Op::step(a, u.v[e], begin + j * V + e);
+      }
+      r = begin + nv * V + threadIdx.x;
+    } else {
+      // kUnroll loads issued before any is used: memory-bound rows need many bytes in flight.
+      constexpr int kUnroll = 4;
+      for (; r + (kUnroll - 1) * step < end; r += kUnroll * step) {
+        T v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = row[(r + u * step) * sR];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) a = Op::step(a, v[u], r + u * step);
+      }
     }
-    for (; r < end; r += blockDim.x) a = Op::step(a, x[k * sK + r * sR], r);
+    for (; r < end; r += step) a = Op::step(a, row[r * sR], r);
     a = block_reduce<Op>(a);
     if (threadIdx.x == 0) {
       if (G == 1)
@@ -210,8 +234,13 @@ void reduce_with(const Tensor& in, typename Op::Out* out, int64_t* indices, cons
   const int G =
       K >= target_blocks ? 1 : static_cast<int>(std::min<int64_t>((target_blocks + K - 1) / K, (R + 4095) / 4096));
   const dim3 grid(G, static_cast<unsigned>(std::min<int64_t>(K, 65535)));
+  constexpr int V = kVec16<T>;
+  const bool vec = sR == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   (K == 1 || (sK * static_cast<int64_t>(sizeof(T))) % 16 == 0);
+  int64_t chunk = (R + G - 1) / G;
+  if (vec) chunk = (chunk + V - 1) / V * V;  // every chunk starts on 16 bytes
   if (G == 1) {
-    reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, 1, out, indices, nullptr);
+    reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, 1, chunk, vec, out, indices, nullptr);
     EMBER_KERNEL_CHECK();
     return;
   }
@@ -219,7 +248,7 @@ void reduce_with(const Tensor& in, typename Op::Out* out, int64_t* indices, cons
   const Tensor partial =
       empty({static_cast<int64_t>(K * G * sizeof(Acc))}, TensorOptions(kUInt8).device(device_of.device()));
   Acc* p = static_cast<Acc*>(partial.data_ptr());
-  reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, G, out, indices, p);
+  reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, G, chunk, vec, out, indices, p);
   EMBER_KERNEL_CHECK();
   reduce_partials<Op><<<static_cast<unsigned>(std::min<int64_t>(K, 65535)), kBlock, 0, stream>>>(p, K, G, out, indices);
   EMBER_KERNEL_CHECK();

@@ -226,6 +226,28 @@ TEST(CudaErrors, MixedDevicesNameBoth) {
                         "index 2 is out of bounds for dimension 0 with size 2");
 }
 
+// The long-row schedules of Note [CUDA reduction schedules]: rows read as 16-byte vectors (dense,
+// aligned) or as scalars (one element off), whole-tensor sums split over many blocks, column
+// sums with a thread per column, and ties resolved to the first index across blocks.
+TEST(CudaReduce, LongRowSchedulesMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(6);
+  const Tensor x = randn({3, 100000}), xg = x.cuda();
+  for (int64_t offset : {0, 1}) {
+    const Tensor c = x.narrow(1, offset, 99999), g = xg.narrow(1, offset, 99999);
+    EXPECT_TRUE(testing::all_close(g.sum({1}).cpu(), c.sum({1}), 1e-4, 1e-3)) << offset;
+    EXPECT_TRUE(testing::all_close(g.amax({1}).cpu(), c.amax({1}), 0, 0)) << offset;
+    EXPECT_TRUE(testing::all_close(g.argmin(1).cpu(), c.argmin(1), 0, 0)) << offset;
+  }
+  EXPECT_NEAR(xg.sum().item<double>(), x.sum().item<double>(), 5e-2);
+  EXPECT_EQ(xg.argmax().item<int64_t>(), x.argmax().item<int64_t>());
+  const Tensor columns = randn({64, 5000});
+  EXPECT_TRUE(testing::all_close(columns.cuda().sum({0}).cpu(), columns.sum({0}), 1e-5, 1e-5));
+  EXPECT_EQ(full({2, 50000}, 1.0f, Device(kCUDA)).argmax(1).sum().item<int64_t>(), 0);
+  const Tensor halves = x.to(kFloat16);
+  EXPECT_TRUE(testing::all_close(halves.cuda().amax({1}).cpu(), halves.amax({1}), 0, 0));
+}
+
 // 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
 // through a compare-and-swap of their 32-bit word, which neighbouring targets share.
 TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {
