@@ -494,7 +494,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   EMBER_CUDA_DISPATCH_BYTES(out.element_size(), [&] {
     launch_strided<4>({&out, &cond, &a, &b}, "where", [] __device__(char** p) {
       const bool c = *reinterpret_cast<const bool*>(p[1]);
-      *reinterpret_cast<R*>(p[0]) = *reinterpret_cast<const R*>(p[c ? 2 : 3]);
+      // A select of two pointers, not p[c ? 2 : 3]: indexing p at run time puts it in local memory.
+      *reinterpret_cast<R*>(p[0]) = c ? *reinterpret_cast<const R*>(p[2]) : *reinterpret_cast<const R*>(p[3]);
     });
   });
 }
