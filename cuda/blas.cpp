@@ -123,6 +123,15 @@ bool as_transpose(int64_t rows, int64_t cols, int64_t sr, int64_t sc, ColumnMajo
   return false;
 }
 
+// `t` as cuBLAS will read it, its dims row_dim and row_dim + 1 being a [rows, cols] matrix:
+// itself when row- or column-major, else a dense copy; `layout` receives how cuBLAS sees it.
+Tensor as_operand(const Tensor& t, int64_t rows, int64_t cols, int row_dim, ColumnMajor& layout) {
+  if (as_transpose(rows, cols, t.stride(row_dim), t.stride(row_dim + 1), layout)) return t;
+  Tensor dense = t.contiguous();
+  as_transpose(rows, cols, dense.stride(row_dim), dense.stride(row_dim + 1), layout);
+  return dense;
+}
+
 int to_int(int64_t v, const char* what) {
   EMBER_CHECK(v >= 0 && v <= INT_MAX, "matmul on CUDA: ", what, " ", v, " exceeds cuBLAS's int range");
   return static_cast<int>(v);
@@ -191,16 +200,8 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
       throw Error(detail::concat("matmul on CUDA: dtype ", c.dtype(),
                                  " is not supported (float32, float64, float16, bfloat16)"));
   }
-  Tensor a = a_in, b = b_in;
   ColumnMajor ta{}, tb{}, tc{};
-  if (!as_transpose(M, K, a.stride(1), a.stride(2), ta)) {
-    a = a.contiguous();
-    as_transpose(M, K, a.stride(1), a.stride(2), ta);
-  }
-  if (!as_transpose(K, N, b.stride(1), b.stride(2), tb)) {
-    b = b.contiguous();
-    as_transpose(K, N, b.stride(1), b.stride(2), tb);
-  }
+  const Tensor a = as_operand(a_in, M, K, 1, ta), b = as_operand(b_in, K, N, 1, tb);
   // The output must be row-major (cuBLAS writes it, column-major, as Cᵀ).
   Tensor out = c;
   if (!as_transpose(M, N, c.stride(1), c.stride(2), tc) || tc.op != CUBLAS_OP_N || (B > 1 && c.stride(0) == 0)) {
@@ -252,17 +253,9 @@ bool describe_bias_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bi
       return false;  // float64: the two-pass path
   }
   if (M == 0 || N == 0 || K == 0 || !out.is_contiguous() || bias.stride(0) != 1) return false;
-  a = a_in;
-  b = b_in;
   ColumnMajor ta{}, tb{};
-  if (!as_transpose(M, K, a.stride(0), a.stride(1), ta)) {
-    a = a.contiguous();
-    as_transpose(M, K, a.stride(0), a.stride(1), ta);
-  }
-  if (!as_transpose(K, N, b.stride(0), b.stride(1), tb)) {
-    b = b.contiguous();
-    as_transpose(K, N, b.stride(0), b.stride(1), tb);
-  }
+  a = as_operand(a_in, M, K, 0, ta);
+  b = as_operand(b_in, K, N, 0, tb);
   // As in gemm: outᵀ (N x M, column-major) = op(bᵀ) (N x K) · op(aᵀ) (K x M) + bias, the bias
   // running along outᵀ's rows, which is what the epilogue broadcasts.
   const CublasLt& lt = cublas_lt();

@@ -182,35 +182,9 @@ void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   char* o = static_cast<char*>(self_r.data_ptr());
   const char* ix = static_cast<const char*>(index.data_ptr());
   const char* s = static_cast<const char*>(src_r.data_ptr());
-  switch (self.dtype()) {
-    case kFloat32:
-      scatter_add_kernel<float><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kFloat64:
-      scatter_add_kernel<double><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kFloat16:
-      scatter_add_kernel<__half><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kBFloat16:
-      scatter_add_kernel<__nv_bfloat16><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kInt32:
-      scatter_add_kernel<int32_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kInt64:
-      scatter_add_kernel<int64_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kUInt8:
-      scatter_add_kernel<uint8_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kInt8:
-      scatter_add_kernel<int8_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-    case kBool:
-      scatter_add_kernel<bool><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-      break;
-  }
+  EMBER_CUDA_DISPATCH_ALL(self.dtype(), "scatter_add", [&] {
+    scatter_add_kernel<scalar_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+  });
   EMBER_KERNEL_CHECK();
 }
 
