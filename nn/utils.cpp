@@ -34,11 +34,15 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     norms.push_back(p_norm(g, norm_type).to(kFloat32));
   }
   const Tensor total = p_norm(stack(norms), norm_type);
-  const double total_value = total.item<double>();
-  EMBER_CHECK(!error_if_nonfinite || std::isfinite(total_value), "clip_grad_norm_: the total norm of order ", norm_type,
-              " of the gradients is non-finite (", total_value,
-              "), so it cannot be clipped; error_if_nonfinite=false scales them anyway");
-  const double coef = std::min(max_norm / (total_value + 1e-6), 1.0);
+  // Only the error check reads the norm on the host (on a GPU, a wait for every queued kernel);
+  // the factor stays a tensor on the gradients' device, computed as PyTorch does, in float32.
+  if (error_if_nonfinite) {
+    const double total_value = total.item<double>();
+    EMBER_CHECK(std::isfinite(total_value), "clip_grad_norm_: the total norm of order ", norm_type,
+                " of the gradients is non-finite (", total_value,
+                "), so it cannot be clipped; error_if_nonfinite=false scales them anyway");
+  }
+  const Tensor coef = (max_norm / (total + 1e-6)).clamp(std::nullopt, 1.0);
   for (auto& g : grads) {
     Tensor grad = g;
     grad.mul_(coef);  // unconditionally, as PyTorch does (a no-op factor of 1 when not clipping)
