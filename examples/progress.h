@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <ember/ember.h>
 
@@ -43,6 +44,37 @@ class Progress {
   int64_t total_, every_;
   bool tty_;
   clock::time_point start_;
+};
+
+// Running sums kept where the training runs (float64, on the model's device) and read on the
+// host only every `every` steps: on a GPU each read waits for all the queued work, so reading the
+// loss every step would make the host and the device take turns instead of overlapping. On the
+// CPU there is nothing to wait for, and every step is read.
+class DeviceSums {
+ public:
+  DeviceSums(Device device, size_t count, int64_t every = 20)
+      : sums_(zeros({static_cast<int64_t>(count)}, TensorOptions(kFloat64).device(device))),
+        host_(count, 0.0),
+        every_(device.is_cuda() ? every : 1) {}
+
+  // sums[i] += value (a 0-d tensor on the device, any dtype), without recording a graph.
+  void add(size_t i, const Tensor& value) {
+    NoGradGuard no_grad;
+    Tensor slot = sums_[static_cast<int64_t>(i)];
+    slot += value.detach().to(kFloat64);
+  }
+  // Copies the sums to the host when `step` is a multiple of `every` (or always); true if it did.
+  bool refresh(int64_t step, bool always = false) {
+    if (!always && step % every_ != 0) return false;
+    host_ = sums_.cpu().to_vector<double>();
+    return true;
+  }
+  double operator[](size_t i) const { return host_[i]; }  // as of the last refresh
+
+ private:
+  Tensor sums_;
+  std::vector<double> host_;
+  int64_t every_;
 };
 
 // Opens `path` for per-epoch rows; a run resumed after epoch 0 appends to the file it continues.

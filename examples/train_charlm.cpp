@@ -209,7 +209,8 @@ int main(int argc, char** argv) {
       loader.set_epoch(epoch);
       loader.reset_stats();
       examples::Progress progress(epoch + 1, train->size(), 20);
-      double loss_sum = 0;
+      examples::DeviceSums sums(device, 1);
+      double shown_loss = 0;
       int64_t steps = 0, seen = 0;
       for (const data::Batch& b : loader) {
         const Tensor loss = lm_loss(model, b, device);
@@ -218,10 +219,13 @@ int main(int argc, char** argv) {
         nn::utils::clip_grad_norm_(model->parameters(), 1.0);
         opt.step();
         scheduler.step();
-        loss_sum += loss.item<double>();
+        sums.add(0, loss);
         seen += b.data.size(0);
-        progress.update(++steps, seen, loss_sum / static_cast<double>(steps));
+        if (sums.refresh(++steps)) shown_loss = sums[0] / static_cast<double>(steps);
+        progress.update(steps, seen, shown_loss);
       }
+      sums.refresh(steps, /*always=*/true);
+      const double loss_sum = sums[0];
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));

@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
       loader.set_epoch(epoch);
       loader.reset_stats();
       examples::Progress progress(epoch + 1, train->size());
-      double loss_sum = 0, correct = 0, seen = 0;
+      examples::DeviceSums sums(device, 2);  // loss × batch size, correct predictions
+      double seen = 0, shown_loss = 0;
       int64_t step = 0, batches = 0;
       opt->zero_grad();
       for (const data::Batch& b : loader) {
@@ -173,11 +174,14 @@ int main(int argc, char** argv) {
           }
         }
         const double n = static_cast<double>(target.size(0));
-        loss_sum += loss.item<double>() * n;
-        correct += logits.argmax(1).eq(target).sum().item<double>();
+        sums.add(0, loss * n);
+        sums.add(1, logits.argmax(1).eq(target).sum());
         seen += n;
-        progress.update(++batches, static_cast<int64_t>(seen), loss_sum / seen);
+        if (sums.refresh(++batches)) shown_loss = sums[0] / seen;
+        progress.update(batches, static_cast<int64_t>(seen), shown_loss);
       }
+      sums.refresh(batches, /*always=*/true);
+      const double loss_sum = sums[0], correct = sums[1];
       if (c.optimizer != "lbfgs" && step % c.accumulate != 0) opt->step();  // the last partial accumulation
       if (scheduler) scheduler->step();
       const double secs = progress.seconds();
