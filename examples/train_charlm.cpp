@@ -78,14 +78,16 @@ Tensor lm_loss(CharGPT& model, const data::Batch& b, Device device) {
 double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size, Device device) {
   model->eval();
   NoGradGuard no_grad;
-  double sum = 0, count = 0;
+  examples::DeviceSums sums(device, 1);  // read once, at the end
+  double count = 0;
   for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(batch_size))) {
     const double n = static_cast<double>(b.target.numel());
-    sum += lm_loss(model, b, device).item<double>() * n;
+    sums.add(0, lm_loss(model, b, device) * n);
     count += n;
   }
   model->train();
-  return sum / count;
+  sums.refresh(0, /*always=*/true);
+  return sums[0] / count;
 }
 
 // Continues `prompt` by `count` characters, each drawn from softmax(logits / temperature) of the

@@ -50,16 +50,16 @@ std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<
   model->eval();
   NoGradGuard no_grad;
   data::DataLoader loader(ds, data::DataLoaderOptions().batch_size(500));
-  double loss = 0, correct = 0;
+  examples::DeviceSums sums(device, 2);  // summed loss, correct predictions: read once, at the end
   for (const data::Batch& b : loader) {
     const Tensor target = b.target.to(device);
     const Tensor logits = model(b.data.to(device));
-    loss += nn::functional::cross_entropy(logits, target, nn::functional::CrossEntropyOptions().reduction("sum"))
-                .item<double>();
-    correct += logits.argmax(1).eq(target).sum().item<double>();
+    sums.add(0, nn::functional::cross_entropy(logits, target, nn::functional::CrossEntropyOptions().reduction("sum")));
+    sums.add(1, logits.argmax(1).eq(target).sum());
   }
   model->train();
-  return {loss / static_cast<double>(ds->size()), correct / static_cast<double>(ds->size())};
+  sums.refresh(0, /*always=*/true);
+  return {sums[0] / static_cast<double>(ds->size()), sums[1] / static_cast<double>(ds->size())};
 }
 
 }  // namespace
