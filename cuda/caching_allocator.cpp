@@ -49,13 +49,13 @@ void* CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   const size_t size = round_size(nbytes);
   std::lock_guard<std::mutex> lock(mutex_);
   process_events(/*wait=*/false);
-  Block* block = find_free_block(size, stream);
+  Block* block = caching_ ? find_free_block(size, stream) : nullptr;
   if (block) {
     pool_of(block).erase(block);
   } else {
     block = new_segment(size, stream, nbytes);
   }
-  split(block, size);
+  if (caching_) split(block, size);
   block->allocated = true;
   block->requested = nbytes;
   live_.emplace(block->ptr, block);
@@ -75,7 +75,7 @@ CachingAllocator::Block* CachingAllocator::find_free_block(size_t size, StreamId
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(size_t size, StreamId stream, size_t nbytes) {
-  const size_t bytes = segment_size(size);
+  const size_t bytes = caching_ ? segment_size(size) : size;
   void* ptr = memory_.malloc(bytes);
   if (!ptr) {  // give the device back what the cache holds, then try once more
     process_events(/*wait=*/true);
@@ -129,6 +129,12 @@ void CachingAllocator::deallocate(void* ptr) {
 }
 
 void CachingAllocator::release_to_pool(Block* block) {
+  if (!caching_ && !block->prev && !block->next) {  // a whole segment: straight back to the device
+    memory_.free(block->ptr);
+    stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+    delete block;
+    return;
+  }
   Pool& pool = pool_of(block);
   auto free_neighbour = [](const Block* b) { return b && !b->allocated && b->pending_events == 0; };
   if (free_neighbour(block->prev)) {  // absorb the previous block into this one's place
@@ -192,6 +198,19 @@ void CachingAllocator::record_stream(void* ptr, StreamId stream) {
 bool CachingAllocator::owns(void* ptr) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return live_.count(ptr) != 0;
+}
+
+void CachingAllocator::set_caching(bool enabled) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caching_ = enabled;
+  }
+  if (!enabled) empty_cache();
+}
+
+bool CachingAllocator::caching() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return caching_;
 }
 
 void CachingAllocator::empty_cache() {

@@ -18,6 +18,9 @@
 //   allocation retried; then OutOfMemoryError says what was asked, allocated and cached.
 // So a steady training loop reaches a state where every request is served from the cache and
 // cudaMalloc is never called again.
+// With caching off (cuda::set_memory_caching(false), PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING),
+// every request is a cudaMalloc of its rounded size and every free a cudaFree (once the streams
+// that used it are done): the baseline that shows what the cache buys.
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -80,6 +83,10 @@ class CachingAllocator {
   bool owns(void* ptr) const;
   // Releases every cached segment that is wholly free (after waiting for pending events).
   void empty_cache();
+  // Off: no pools, every block its own segment, returned to the device when freed. Turning it
+  // off releases the cache; blocks split earlier return to their pools as before.
+  void set_caching(bool enabled);
+  bool caching() const;
 
   // current_bytes: bytes asked for by live allocations (exact); reserved_bytes: bytes of all
   // segments; cached_bytes: bytes of free blocks; system_allocs: calls to the device's malloc.
@@ -122,6 +129,7 @@ class CachingAllocator {
   std::vector<std::pair<EventId, Block*>> pending_;
   MemoryStats stats_;
   int64_t allocated_block_bytes_ = 0;  // sizes of allocated blocks (rounded)
+  bool caching_ = true;
 };
 
 // "1.50 MiB": sizes in error messages.

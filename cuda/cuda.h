@@ -103,6 +103,13 @@ void record_stream(const Tensor& tensor, const Stream& stream);
 Allocator* pinned_allocator();
 bool is_pinned(const Tensor& tensor);
 
+// The caching allocator's switch (Note [Caching allocator]), on by default: off, every device
+// tensor is its own cudaMalloc and cudaFree, as with PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING=1
+// (EMBER_NO_CUDA_MEMORY_CACHING=1 in the environment starts ember that way). The baseline that
+// shows what the cache buys; turning it off releases the cache of every device.
+void set_memory_caching(bool enabled);
+bool memory_caching();
+
 }  // namespace cuda
 
 namespace backends::cuda {

@@ -2,6 +2,7 @@
 // builds this file, only kernels go through nvcc).
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "cuda/caching_allocator.h"
@@ -305,8 +306,18 @@ class CachedAllocator final : public Allocator {
   int device_;
 };
 
+// The caching switch for device memory: the environment's default, then set_memory_caching.
+std::atomic<bool>& caching_switch() {
+  static std::atomic<bool> on{[] {
+    const char* off = std::getenv("EMBER_NO_CUDA_MEMORY_CACHING");
+    return !(off && std::string(off) == "1");
+  }()};
+  return on;
+}
+
+std::array<std::atomic<CachedAllocator*>, kMaxDevices> allocators{};
+
 CachedAllocator* device_allocator(int device) {
-  static std::array<std::atomic<CachedAllocator*>, kMaxDevices> allocators{};
   static std::mutex mutex;
   device = checked_device(device, "CUDA allocator");
   CachedAllocator* a = allocators[device].load(std::memory_order_acquire);
@@ -315,6 +326,7 @@ CachedAllocator* device_allocator(int device) {
   a = allocators[device].load(std::memory_order_relaxed);
   if (!a) {  // never destroyed: tensors may outlive main()
     a = new CachedAllocator(std::make_unique<DeviceMemoryOf>(device), device);
+    a->cache().set_caching(caching_switch());
     allocators[device].store(a, std::memory_order_release);
   }
   return a;
@@ -331,6 +343,13 @@ Allocator* pinned_allocator() {
   checked_device(-1, "pinned memory");
   return pinned_cache();
 }
+
+void set_memory_caching(bool enabled) {
+  caching_switch() = enabled;
+  for (auto& a : allocators)
+    if (CachedAllocator* allocator = a.load(std::memory_order_acquire)) allocator->cache().set_caching(enabled);
+}
+bool memory_caching() { return caching_switch(); }
 
 bool is_pinned(const Tensor& tensor) {
   return tensor.defined() && tensor.is_cpu() && tensor.storage() && tensor.storage()->allocator() == pinned_cache();

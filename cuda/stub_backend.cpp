@@ -52,6 +52,8 @@ float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 void record_stream(const Tensor&, const Stream&) { no_cuda("record_stream"); }
 Allocator* pinned_allocator() { no_cuda("pinned memory"); }
 bool is_pinned(const Tensor&) { return false; }
+void set_memory_caching(bool) {}  // a switch: accepted, without effect, in every build
+bool memory_caching() { return true; }
 }  // namespace cuda
 
 namespace backends::cudnn {

@@ -207,5 +207,41 @@ TEST(CachingAllocator, PeaksAndEmptyCacheKeepLiveSegments) {
   EXPECT_FALSE(a.owns(p));
 }
 
+// Caching off (the baseline of the benchmark): every request a malloc of its rounded size, every
+// free a free, except that a block another stream used waits for that stream's event first.
+TEST(CachingAllocator, WithCachingOffEveryBlockIsItsOwnSegmentAndGoesBackWhenFreed) {
+  FakeDevice dev;
+  CachingAllocator a(dev);
+  void* kept = a.allocate(1000, 0);  // cached mode: a 2 MiB segment...
+  a.deallocate(kept);
+  EXPECT_EQ(a.stats().reserved_bytes, static_cast<int64_t>(2 * MiB));
+  a.set_caching(false);  // ...released when caching goes off
+  EXPECT_FALSE(a.caching());
+  EXPECT_EQ(a.stats().reserved_bytes, 0);
+  EXPECT_EQ(dev.frees, 1);
+  for (int step = 0; step < 3; ++step) {  // a "training step" of two tensors
+    void* x = a.allocate(1000, 0);
+    void* y = a.allocate(3 * MiB, 0);
+    EXPECT_EQ(a.stats().reserved_bytes, static_cast<int64_t>(1024 + 3 * MiB));  // exact rounded sizes
+    a.deallocate(x);
+    a.deallocate(y);
+    EXPECT_EQ(a.stats().reserved_bytes, 0);
+  }
+  EXPECT_EQ(dev.mallocs, 1 + 6);
+  EXPECT_EQ(dev.frees, 1 + 6);
+  EXPECT_EQ(a.stats().system_allocs, 7);
+  void* shared = a.allocate(4096, 0);
+  a.record_stream(shared, 7);
+  a.deallocate(shared);
+  EXPECT_EQ(dev.frees, 7);  // stream 7 may still read it
+  dev.events.back().done = true;
+  a.deallocate(a.allocate(512, 0));  // the next call notices the event
+  EXPECT_EQ(dev.frees, 9);
+  a.set_caching(true);
+  a.deallocate(a.allocate(512, 0));
+  a.deallocate(a.allocate(512, 0));
+  EXPECT_EQ(dev.mallocs, 10);  // cached again: one segment for both
+}
+
 }  // namespace
 }  // namespace ember::cuda
