@@ -121,6 +121,18 @@ TEST(CudaAllocator, SteadyTrainingLoopStopsCallingCudaMalloc) {
   EXPECT_GT(s.peak_bytes, 0);
 }
 
+TEST(CudaAllocator, WithCachingOffEveryStepCallsCudaMalloc) {
+  REQUIRE_GPU();
+  cuda::set_memory_caching(false);
+  EXPECT_FALSE(cuda::memory_caching());
+  const Tensor w = randn({256, 256}, Device(kCUDA));
+  const int64_t before = memory::stats(Device(kCUDA)).system_allocs;
+  for (int i = 0; i < 3; ++i) (void)(w.matmul(w) + 1).sum().item<float>();
+  EXPECT_GE(memory::stats(Device(kCUDA)).system_allocs - before, 3 * 3);  // product, sum of it, result
+  cuda::set_memory_caching(true);
+  EXPECT_TRUE(cuda::memory_caching());
+}
+
 // A block used on a second stream is not handed out again until that stream's work is done.
 TEST(CudaAllocator, RecordStreamKeepsABlockUntilTheOtherStreamIsDone) {
   REQUIRE_GPU();
