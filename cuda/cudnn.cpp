@@ -1,6 +1,7 @@
 // Convolutions through cuDNN (opened lazily, cuda/lazy_library.h): forward, backward-data and
 // backward-filter, with the algorithm chosen one of two ways (Note [cuDNN algorithms]):
-//  - default: cuDNN's heuristic (cudnnGet*Algorithm_v7), its first choice that fits;
+//  - default: cuDNN's heuristic (cudnnGet*Algorithm_v7), its first choice whose workspace the
+//    device can give;
 //  - benchmark mode (backends::cudnn::set_benchmark(true), torch.backends.cudnn.benchmark):
 //    cudnnFind*AlgorithmEx runs every candidate once on the real buffers and reports times;
 //    the fastest is cached per (direction, shapes, strides, padding, dilation, groups, dtype,
@@ -177,12 +178,33 @@ Tensor workspace(size_t bytes, const Tensor& like) {
 }
 void* ptr_or_null(const Tensor& t) { return t.numel() ? t.data_ptr() : nullptr; }
 
-// The first (fastest, or for the heuristic most promising) result that succeeded.
+// The first (fastest, for a search) result that succeeded.
 template <class Perf>
 AlgoChoice first_usable(const Perf* results, int count, const char* what) {
   for (int i = 0; i < count; ++i)
     if (results[i].status == CUDNN_STATUS_SUCCESS) return {static_cast<int>(results[i].algo), results[i].memory};
   throw Error(detail::concat("conv2d on CUDA: cuDNN found no usable ", what, " algorithm"));
+}
+
+// The heuristic's first algorithm, in its order of promise, whose workspace the device can give
+// (`size_of(algo, &bytes)` asks cuDNN): as in PyTorch, a memory-hungry favourite gives way to a
+// leaner one instead of failing. The trial workspace goes back to the cache, where the call's own
+// allocation of the same size then finds it.
+template <class Perf, class SizeOf>
+AlgoChoice first_affordable(const Perf* results, int count, const Tensor& like, const SizeOf& size_of,
+                            const char* what) {
+  for (int i = 0; i < count; ++i) {
+    if (results[i].status != CUDNN_STATUS_SUCCESS) continue;
+    AlgoChoice a{static_cast<int>(results[i].algo), 0};
+    if (size_of(results[i].algo, &a.workspace) != CUDNN_STATUS_SUCCESS) continue;
+    try {
+      (void)workspace(a.workspace, like);
+      return a;
+    } catch (const OutOfMemoryError&) {
+    }
+  }
+  throw Error(detail::concat("conv2d on CUDA: cuDNN found no usable ", what,
+                             " algorithm whose workspace fits in the device's memory"));
 }
 
 // Chooses (or recalls) the algorithm for one direction. `find` runs cuDNN's search on real
@@ -267,10 +289,12 @@ void conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias,
         int n = 0;
         EMBER_CUDNN_CHECK(c.cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
                                                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, results));
-        AlgoChoice a = first_usable(results, n, "forward");
-        EMBER_CUDNN_CHECK(c.cudnnGetConvolutionForwardWorkspaceSize(
-            h, d.x, d.w, d.conv, d.y, static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), &a.workspace));
-        return a;
+        return first_affordable(
+            results, n, out,
+            [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+              return c.cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
+            },
+            "forward");
       });
   Tensor ws = workspace(choice.workspace, out);
   const double one_d = 1, zero_d = 0;
@@ -322,10 +346,12 @@ void conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tens
           int n = 0;
           EMBER_CUDNN_CHECK(c.cudnnGetConvolutionBackwardDataAlgorithm_v7(
               h, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, results));
-          AlgoChoice a = first_usable(results, n, "backward-data");
-          EMBER_CUDNN_CHECK(c.cudnnGetConvolutionBackwardDataWorkspaceSize(
-              h, d.w, d.y, d.conv, d.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), &a.workspace));
-          return a;
+          return first_affordable(
+              results, n, input,
+              [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+                return c.cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, bytes);
+              },
+              "backward-data");
         });
     Tensor ws = workspace(choice.workspace, input);
     EMBER_CUDNN_CHECK(c.cudnnConvolutionBackwardData(h, one, d.w, weight.data_ptr(), d.y, dy.data_ptr(), d.conv,
@@ -352,10 +378,12 @@ void conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tens
           int n = 0;
           EMBER_CUDNN_CHECK(c.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
               h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, results));
-          AlgoChoice a = first_usable(results, n, "backward-filter");
-          EMBER_CUDNN_CHECK(c.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              h, d.x, d.y, d.conv, d.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), &a.workspace));
-          return a;
+          return first_affordable(
+              results, n, input,
+              [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+                return c.cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, bytes);
+              },
+              "backward-filter");
         });
     Tensor ws = workspace(choice.workspace, input);
     EMBER_CUDNN_CHECK(c.cudnnConvolutionBackwardFilter(h, one, d.x, input.data_ptr(), d.y, dy.data_ptr(), d.conv,
