@@ -27,17 +27,19 @@ step() { printf '== %s (%ds)\n' "$1" $(( $(date +%s) - start )); }
 
 # cuBLAS and cuDNN: the toolkit's, else those of the Python packages PyTorch uses.
 pip_libs=$(python3 -c '
-import importlib, os
-for name in ("nvidia.cublas", "nvidia.cudnn", "nvidia.cu13", "nvidia.cuda_runtime"):
-    try:
-        for root in importlib.import_module(name).__path__:
-            if os.path.isdir(os.path.join(root, "lib")): print(os.path.join(root, "lib"))
-    except Exception:
-        pass' 2>/dev/null | paste -sd: -)
+import glob, os
+try:
+    import nvidia  # the namespace package of the nvidia-* wheels (nvidia/cublas/lib, nvidia/cu13/lib, ...)
+    for root in nvidia.__path__:
+        for lib in sorted(glob.glob(os.path.join(root, "*", "lib"))):
+            print(lib)
+except Exception:
+    pass' 2>/dev/null | paste -sd: -)
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64${pip_libs:+:$pip_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$logs/device.txt" || true
+echo "library path: $LD_LIBRARY_PATH" >> "$logs/device.txt"
 
 if [ -n "$prebuilt" ]; then
   step "unpack $prebuilt"
