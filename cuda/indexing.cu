@@ -6,6 +6,7 @@
 
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
+#include "tensor/dim_split.h"
 #include "tensor/index_view.h"
 #include "tensor/ops.h"
 
@@ -121,11 +122,9 @@ __global__ void scatter_add_kernel(OffsetCalc<3> calc, char* self, const char* i
 
 // out [.., L, ..] = src [.., D, ..] rows picked by index [L]; src and out contiguous
 void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
-  const int64_t D = src.size(dim);
+  const DimSplit split = split_at(src, dim);
+  const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= src.size(d);
-  for (int64_t d = dim + 1; d < src.dim(); ++d) inner *= src.size(d);
   const Tensor idx = index.contiguous();
   const int64_t n = out.numel();
   if (n == 0) return;

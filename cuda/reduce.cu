@@ -13,6 +13,7 @@
 
 #include "cuda/kernels.h"
 #include "cuda/loops.cuh"
+#include "tensor/dim_split.h"
 #include "tensor/ops.h"
 
 namespace ember::cuda {
@@ -349,10 +350,8 @@ void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indi
 
 void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
   if (in.numel() == 0) return;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= in.size(d);
-  for (int64_t d = dim + 1; d < in.dim(); ++d) inner *= in.size(d);
-  const int64_t D = in.size(dim);
+  const DimSplit split = split_at(in, dim);
+  const int64_t outer = split.outer, D = split.size, inner = split.inner;
   EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
     using T = scalar_t;
     const T* x = static_cast<const T*>(in.data_ptr());

@@ -5,6 +5,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/dim_split.h"
 #include "tensor/index_view.h"
 
 namespace ember::cpu {
@@ -22,11 +23,9 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
 
 // out [.., L, ..] = src [.., D, ..] rows picked by index [L]; src and out contiguous
 void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
-  const int64_t D = src.size(dim);
+  const DimSplit split = split_at(src, dim);
+  const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= src.size(d);
-  for (int64_t d = dim + 1; d < src.dim(); ++d) inner *= src.size(d);
   const Tensor idx = index.contiguous();
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   const int64_t L = idx.numel();

@@ -4,6 +4,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/vec_exp.h"
+#include "tensor/dim_split.h"
 #include "tensor/parallel.h"
 
 namespace ember::cpu {
@@ -72,10 +73,8 @@ void softmax_row_avx2(const float* x, float* y, int64_t D) {
 
 template <class T, bool kLog>
 void softmax_typed(const Tensor& in, const Tensor& out, int64_t dim) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= in.size(d);
-  for (int64_t d = dim + 1; d < in.dim(); ++d) inner *= in.size(d);
-  const int64_t D = in.dim() == 0 ? 1 : in.size(dim);
+  const DimSplit split = split_at(in, dim);
+  const int64_t outer = split.outer, D = split.size, inner = split.inner;
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
   parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
