@@ -13,7 +13,7 @@
 #include <cstdlib>
 
 #include <ember/ember.h>
-#include "tensor/parallel.h"
+#include "ember/tensor/parallel.h"
 
 #include "timing.h"
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "io/safetensors.h"
+#include "ember/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -3,10 +3,10 @@
 // are reported as skipped on machines without one (CI); tools/gpu_check.sh runs them on one.
 #include <chrono>
 
-#include "cuda/caching_allocator.h"
+#include "ember/cuda/caching_allocator.h"
 #include "helpers.h"
 #if EMBER_WITH_CUDA
-#include "cuda/kernels.h"
+#include "ember/cuda/kernels.h"
 #endif
 
 namespace ember {

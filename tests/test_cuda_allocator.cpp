@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "cuda/caching_allocator.h"
+#include "ember/cuda/caching_allocator.h"
 #include "helpers.h"
 
 namespace ember::cuda {

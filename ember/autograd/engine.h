@@ -1,0 +1,22 @@
+#pragma once
+// Running the tape backwards.
+#include <vector>
+
+#include "ember/tensor/tensor.h"
+
+namespace ember::autograd {
+
+// Backpropagates from `roots` (seeded with `grad_roots`; an undefined seed means ones for a
+// one-element root) and accumulates into the .grad of every leaf reached.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
+
+// The gradients of `outputs` w.r.t. `inputs`, returned instead of accumulated into .grad
+// (torch.autograd.grad). An input the outputs do not depend on gets an undefined tensor.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
+
+// Clears the gradients of `params`: set to none (undefined, PyTorch 2's default, which frees
+// the memory and lets the next backward write instead of add) or filled with zeros.
+void zero_grad(const std::vector<Tensor>& params, bool set_to_none = true);
+
+}  // namespace ember::autograd

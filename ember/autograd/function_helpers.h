@@ -1,0 +1,47 @@
+#pragma once
+// Shared pieces of the differentiable ops (autograd/functions_*.cpp).
+#include <utility>
+
+#include "ember/autograd/functions.h"
+#include "ember/autograd/grad_mode.h"
+#include "ember/autograd/meta.h"
+
+namespace ember::autograd {
+
+// Runs the native op with recording off: the public op records one node around it.
+template <class F>
+auto forward(F&& f) {
+  NoGradGuard no_grad;
+  return f();
+}
+
+inline void record_fn(const char* name, std::initializer_list<const Tensor*> inputs,
+                      std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward) {
+  record(std::make_shared<FunctionNode>(name, std::move(backward)), inputs, outputs);
+}
+
+// A gradient fitted to an input: broadcast dims summed away, cast to the input's dtype.
+inline Tensor fit(const Tensor& g, const Shape& sizes, DType dtype) {
+  Tensor r = sum_to(g, sizes);
+  return r.dtype() == dtype ? r : r.to(dtype);
+}
+
+// The shape, dtype and device of a tensor, kept by a node instead of the tensor itself.
+struct Like {
+  Shape sizes;
+  DType dtype;
+  Device device;
+  explicit Like(const Tensor& t) : sizes(t.sizes()), dtype(t.dtype()), device(t.device()) {}
+  Tensor zeros() const { return ember::zeros(sizes, TensorOptions().dtype(dtype).device(device)); }
+};
+
+}  // namespace ember::autograd
+
+namespace ember {
+// The functions_*.cpp files define ember's public ops with these helpers.
+using autograd::fit;
+using autograd::forward;
+using autograd::Like;
+using autograd::needs_grad;
+using autograd::record_fn;
+}  // namespace ember

@@ -1,0 +1,155 @@
+// Reductions, forward beside backward. A reduced gradient is put back on the input's
+// shape by re-inserting the reduced dims (keepdim) and broadcasting.
+#include <cmath>
+#include <limits>
+
+#include "ember/autograd/function_helpers.h"
+#include "ember/tensor/ops/internal.h"
+
+namespace ember {
+
+namespace {
+// d of a reduction over `dims` -> the input's shape (d keeps the reduced dims as size 1).
+Tensor unreduce(const Tensor& d, const Shape& in_sizes, const std::vector<bool>& mask, bool keepdim) {
+  const Tensor k = keepdim ? d : d.reshape(ops::reduced_shape(in_sizes, mask, true));
+  return k.expand(in_sizes);
+}
+}  // namespace
+
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  Tensor out = forward([&] { return native::sum(x, dims, keepdim, dtype); });
+  if (needs_grad(x) && out.is_floating_point())
+    record_fn("SumBackward", {&x}, {&out},
+              [lx = Like(x), mask = ops::reduction_mask(x, dims, "sum"), keepdim](std::vector<Tensor>& d) {
+                return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim).to(lx.dtype).contiguous()};
+              });
+  return out;
+}
+
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+  Tensor out = forward([&] { return native::mean(x, dims, keepdim); });
+  if (needs_grad(x)) {
+    const auto mask = ops::reduction_mask(x, dims, "mean");
+    int64_t count = 1;
+    for (int64_t i = 0; i < x.dim(); ++i)
+      if (mask[i]) count *= x.size(i);
+    record_fn("MeanBackward", {&x}, {&out}, [lx = Like(x), mask, keepdim, count](std::vector<Tensor>& d) {
+      return std::vector<Tensor>{(unreduce(d[0], lx.sizes, mask, keepdim) / static_cast<double>(count)).to(lx.dtype)};
+    });
+  }
+  return out;
+}
+
+// d prod / d x_i = product of the others, computed without dividing by a zero x_i.
+Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+  Tensor out = forward([&] { return native::prod(x, dims, keepdim); });
+  if (needs_grad(x) && out.is_floating_point())
+    record_fn("ProdBackward", {&x}, {&out},
+              [lx = Like(x), sx = SavedTensor(x), dims, mask = ops::reduction_mask(x, dims, "prod"),
+               keepdim](std::vector<Tensor>& d) {
+                const Tensor v = sx.unpack("prod");
+                const Tensor is_zero = v == 0.0;
+                const Tensor nonzero = where(is_zero, 1.0, v);
+                const Tensor prod_nonzero = unreduce(native::prod(nonzero, dims, true), lx.sizes, mask, true);
+                const Tensor zeros_in_row = unreduce(native::sum(is_zero, dims, true), lx.sizes, mask, true);
+                // no zero in the row: prod / x; one zero: the others' product at the zero, 0 elsewhere.
+                const Tensor others = where(zeros_in_row == 0, prod_nonzero / nonzero,
+                                            where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
+                return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * others};
+              });
+  return out;
+}
+
+namespace {
+// amax/amin: the gradient is shared evenly between tied extremes (PyTorch's rule).
+Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
+  Tensor out = forward([&] { return is_max ? native::amax(x, dims, keepdim) : native::amin(x, dims, keepdim); });
+  if (needs_grad(x))
+    record_fn(is_max ? "AmaxBackward" : "AminBackward", {&x}, {&out},
+              [lx = Like(x), sx = SavedTensor(x), so = SavedTensor(out), dims, keepdim,
+               mask = ops::reduction_mask(x, dims, "amax")](std::vector<Tensor>& d) {
+                const Tensor v = sx.unpack("amax");
+                const Tensor hit = (v == unreduce(so.unpack("amax"), lx.sizes, mask, keepdim)).to(v.dtype());
+                const Tensor count = unreduce(native::sum(hit, dims, true), lx.sizes, mask, true);
+                return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * hit / count};
+              });
+  return out;
+}
+
+// max/min along a dim: the gradient goes to the reported index only.
+std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  auto [values, indices] =
+      forward([&] { return is_max ? native::max(x, dim, keepdim) : native::min(x, dim, keepdim); });
+  if (needs_grad(x)) {
+    const int64_t wd = wrap_dim(dim, x.dim(), is_max ? "max" : "min");
+    record_fn(is_max ? "MaxBackward" : "MinBackward", {&x}, {&values, &indices},
+              [lx = Like(x), idx = indices, wd, keepdim](std::vector<Tensor>& d) {
+                if (lx.sizes.empty()) return std::vector<Tensor>{d[0].reshape({})};
+                const Tensor dk = keepdim ? d[0] : d[0].unsqueeze(wd);
+                const Tensor ik = keepdim ? idx : idx.unsqueeze(wd);
+                Tensor g = lx.zeros();
+                return std::vector<Tensor>{g.scatter_add_(wd, ik, dk)};
+              });
+  }
+  return {values, indices};
+}
+}  // namespace
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, true);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return extreme_dim(x, dim, keepdim, false);
+}
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return forward([&] { return native::argmax(x, dim, keepdim); });
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return forward([&] { return native::argmin(x, dim, keepdim); });
+}
+Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
+  return forward([&] { return native::all(x, dims, keepdim); });
+}
+Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
+  return forward([&] { return native::any(x, dims, keepdim); });
+}
+
+// Composites: differentiable through the ops they are made of.
+Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  if (!needs_grad(x)) return forward([&] { return native::var(x, dims, unbiased, keepdim); });
+  const auto mask = ops::reduction_mask(x, dims, "var");
+  EMBER_CHECK(x.is_floating_point(), "var: input dtype must be a floating point dtype, got ", x.dtype());
+  int64_t count = 1;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (mask[i]) count *= x.size(i);
+  const Tensor centered = x - mean(x, dims, true);
+  return sum(centered * centered, dims, keepdim) / static_cast<double>(count - (unbiased ? 1 : 0));
+}
+
+Tensor std(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  return sqrt(var(x, dims, unbiased, keepdim));
+}
+
+Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+  if (!needs_grad(x)) return forward([&] { return native::norm(x, p, dims, keepdim); });
+  EMBER_CHECK(x.is_floating_point(), "norm: input dtype must be a floating point dtype, got ", x.dtype());
+  if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
+  if (p == 2) return sqrt(sum(x * x, dims, keepdim));
+  if (p == 1) return sum(abs(x), dims, keepdim);
+  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+}
+
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  if (!needs_grad(x)) return forward([&] { return native::logsumexp(x, dims, keepdim); });
+  const auto mask = ops::reduction_mask(x, dims, "logsumexp");
+  // The shift m is a constant for differentiation: d/dx = softmax(x) over the dims.
+  Tensor m = forward([&] { return native::amax(x, dims, true); });
+  m = forward(
+      [&] { return native::where(native::eq(native::abs(m), std::numeric_limits<double>::infinity()), 0.0, m); });
+  Tensor out = log(sum(exp(x - m), dims, true)) + m;
+  return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), mask, false));
+}
+
+}  // namespace ember

@@ -1,0 +1,214 @@
+// Fused optimizer steps on CUDA (Note [Fused optimizer steps]): one launch updates up to 32
+// parameters; each block takes a 64K-element chunk of one of them. The per-element math is
+// the CPU's (tensor/cpu/optim.cpp), line for line, in the parameter's opmath type.
+#include <cmath>
+
+#include "ember/cuda/kernels.h"
+#include "ember/cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+
+constexpr int kMaxTensors = 32;
+constexpr int64_t kChunk = 65536;
+
+// What one launch updates: NPtr tensors per parameter (param, grad, state...), all of one dtype.
+template <int NPtr>
+struct TensorBatch {
+  void* ptr[NPtr][kMaxTensors];
+  int64_t numel[kMaxTensors];
+  double coeff[2][kMaxTensors];          // per-parameter scalars (Adam's step size and √bc2)
+  int64_t chunk_start[kMaxTensors + 1];  // blocks before each parameter's first chunk
+  int count = 0;
+};
+
+// Calls f(batch, tensor, element) for every element of every tensor of the batch.
+template <int NPtr, class F>
+__global__ void batch_kernel(TensorBatch<NPtr> batch, F f) {
+  int t = 0;
+  while (t + 1 < batch.count && blockIdx.x >= batch.chunk_start[t + 1]) ++t;
+  const int64_t begin = (blockIdx.x - batch.chunk_start[t]) * kChunk;
+  const int64_t end = min(batch.numel[t], begin + kChunk);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) f(batch, t, i);
+}
+
+// Groups the parameters into launches of up to kMaxTensors of one dtype; fill(batch, slot,
+// param index) sets the pointers and coefficients of one slot.
+template <int NPtr, class P, class Fill, class Launch>
+void for_each_batch(const std::vector<P>& params, const Fill& fill, const Launch& launch) {
+  for (const P& p : params)
+    EMBER_CHECK(p.param.dtype() == kFloat32 || p.param.dtype() == kFloat64 || p.param.dtype() == kFloat16 ||
+                    p.param.dtype() == kBFloat16,
+                "optimizer step on CUDA: parameters must be floating point, got ", p.param.dtype());
+  for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    TensorBatch<NPtr> batch;
+    int64_t blocks = 0;
+    auto flush = [&] {
+      if (batch.count == 0) return;
+      batch.chunk_start[batch.count] = blocks;
+      launch(batch, dtype, blocks);
+      batch = TensorBatch<NPtr>();
+      blocks = 0;
+    };
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& p = params[i].param;
+      if (p.dtype() != dtype || p.numel() == 0) continue;
+      const int slot = batch.count++;
+      batch.numel[slot] = p.numel();
+      batch.chunk_start[slot] = blocks;
+      blocks += (p.numel() + kChunk - 1) / kChunk;
+      fill(batch, slot, i);
+      if (batch.count == kMaxTensors) flush();
+    }
+    flush();
+  }
+}
+
+void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+template <class T, int NPtr, class F>
+void launch_batch(const TensorBatch<NPtr>& batch, int64_t blocks, cudaStream_t stream, const F& f) {
+  EMBER_CHECK(blocks <= 0x7fffffff, "optimizer step on CUDA: too many elements in one launch");
+  batch_kernel<NPtr><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(batch, f);
+  EMBER_KERNEL_CHECK();
+}
+
+template <class T, class A>
+__device__ __forceinline__ A ld(void* p, int64_t i) {
+  return convert<A>(static_cast<const T*>(p)[i]);
+}
+template <class T, class A>
+__device__ __forceinline__ void st(void* p, int64_t i, A v) {
+  static_cast<T*>(p)[i] = convert<T>(v);
+}
+
+}  // namespace
+
+// slots: param, grad, momentum buffer; coeff[0]: 1 on the first step (the buffer starts as d)
+void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+  if (params.empty()) return;
+  const cudaStream_t stream = stream_of(params.front().param);
+  for_each_batch<3>(
+      params,
+      [&](TensorBatch<3>& b, int slot, size_t i) {
+        b.ptr[0][slot] = ptr(params[i].param);
+        b.ptr[1][slot] = ptr(params[i].grad);
+        b.ptr[2][slot] = ptr(params[i].momentum_buffer);
+        b.coeff[0][slot] = params[i].first_step ? 1 : 0;
+      },
+      [&](const TensorBatch<3>& batch, DType dtype, int64_t blocks) {
+        EMBER_CUDA_DISPATCH_FLOATING(dtype, "sgd_step", [&] {
+          using T = scalar_t;
+          using A = opmath_t<T>;
+          const A lr = static_cast<A>(s.lr), mu = static_cast<A>(s.momentum), wd = static_cast<A>(s.weight_decay);
+          const A keep = static_cast<A>(1.0 - s.dampening), sign = s.maximize ? A(-1) : A(1);
+          const A nd = s.nesterov ? A(1) : A(0), nb = s.nesterov ? mu : A(1);
+          const bool momentum = s.momentum != 0;
+          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<3>& b, int t, int64_t i) {
+            const A pi = ld<T, A>(b.ptr[0][t], i);
+            A d = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
+            if (momentum) {
+              const A bi = b.coeff[0][t] != 0 ? d : ld<T, A>(b.ptr[2][t], i) * mu + keep * d;
+              st<T, A>(b.ptr[2][t], i, bi);
+              d = d * nd + bi * nb;
+            }
+            st<T, A>(b.ptr[0][t], i, pi - lr * d);
+          });
+        });
+      });
+}
+
+// slots: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; coeff: lr / bc1, √bc2
+void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+  if (params.empty()) return;
+  const cudaStream_t stream = stream_of(params.front().param);
+  for_each_batch<5>(
+      params,
+      [&](TensorBatch<5>& b, int slot, size_t i) {
+        const AdamParam& p = params[i];
+        b.ptr[0][slot] = ptr(p.param);
+        b.ptr[1][slot] = ptr(p.grad);
+        b.ptr[2][slot] = ptr(p.exp_avg);
+        b.ptr[3][slot] = ptr(p.exp_avg_sq);
+        b.ptr[4][slot] = ptr(p.max_exp_avg_sq);
+        const double step = static_cast<double>(p.step);
+        b.coeff[0][slot] = s.lr / (1.0 - std::pow(s.beta1, step));
+        b.coeff[1][slot] = std::sqrt(1.0 - std::pow(s.beta2, step));
+      },
+      [&](const TensorBatch<5>& batch, DType dtype, int64_t blocks) {
+        EMBER_CUDA_DISPATCH_FLOATING(dtype, "adam_step", [&] {
+          using T = scalar_t;
+          using A = opmath_t<T>;
+          const A beta1 = static_cast<A>(s.beta1), beta2 = static_cast<A>(s.beta2);
+          const A one_minus_beta1 = static_cast<A>(1.0 - s.beta1), one_minus_beta2 = static_cast<A>(1.0 - s.beta2);
+          const A eps = static_cast<A>(s.eps), sign = s.maximize ? A(-1) : A(1);
+          const A l2 = s.decoupled_weight_decay ? A(0) : static_cast<A>(s.weight_decay);
+          const A decay = static_cast<A>(s.decoupled_weight_decay ? 1.0 - s.lr * s.weight_decay : 1.0);
+          const bool amsgrad = s.amsgrad;
+          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<5>& b, int t, int64_t i) {
+            const A step_size = static_cast<A>(b.coeff[0][t]), bc2_sqrt = static_cast<A>(b.coeff[1][t]);
+            const A p0 = ld<T, A>(b.ptr[0][t], i);
+            const A gi = sign * ld<T, A>(b.ptr[1][t], i) + l2 * p0;
+            const A mi = ld<T, A>(b.ptr[2][t], i) * beta1 + one_minus_beta1 * gi;
+            A vi = ld<T, A>(b.ptr[3][t], i) * beta2 + one_minus_beta2 * gi * gi;
+            st<T, A>(b.ptr[2][t], i, mi);
+            st<T, A>(b.ptr[3][t], i, vi);
+            if (amsgrad) {
+              vi = max(ld<T, A>(b.ptr[4][t], i), vi);
+              st<T, A>(b.ptr[4][t], i, vi);
+            }
+            const A denom = sqrt(vi) / bc2_sqrt + eps;
+            st<T, A>(b.ptr[0][t], i, p0 * decay - step_size * (mi / denom));
+          });
+        });
+      });
+}
+
+// slots: param, grad, square_avg, grad_avg, momentum buffer
+void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+  if (params.empty()) return;
+  const cudaStream_t stream = stream_of(params.front().param);
+  for_each_batch<5>(
+      params,
+      [&](TensorBatch<5>& b, int slot, size_t i) {
+        const RmspropParam& p = params[i];
+        b.ptr[0][slot] = ptr(p.param);
+        b.ptr[1][slot] = ptr(p.grad);
+        b.ptr[2][slot] = ptr(p.square_avg);
+        b.ptr[3][slot] = ptr(p.grad_avg);
+        b.ptr[4][slot] = ptr(p.momentum_buffer);
+      },
+      [&](const TensorBatch<5>& batch, DType dtype, int64_t blocks) {
+        EMBER_CUDA_DISPATCH_FLOATING(dtype, "rmsprop_step", [&] {
+          using T = scalar_t;
+          using A = opmath_t<T>;
+          const A lr = static_cast<A>(s.lr), alpha = static_cast<A>(s.alpha);
+          const A one_minus_alpha = static_cast<A>(1.0 - s.alpha), eps = static_cast<A>(s.eps);
+          const A wd = static_cast<A>(s.weight_decay), mu = static_cast<A>(s.momentum);
+          const A sign = s.maximize ? A(-1) : A(1);
+          const bool centered = s.centered, momentum = s.momentum > 0;
+          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<5>& b, int t, int64_t i) {
+            const A pi = ld<T, A>(b.ptr[0][t], i);
+            const A gi = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
+            const A si = ld<T, A>(b.ptr[2][t], i) * alpha + one_minus_alpha * gi * gi;
+            st<T, A>(b.ptr[2][t], i, si);
+            A var = si;
+            if (centered) {
+              const A gai = ld<T, A>(b.ptr[3][t], i) * alpha + one_minus_alpha * gi;
+              st<T, A>(b.ptr[3][t], i, gai);
+              var = si - gai * gai;
+            }
+            const A avg = sqrt(var) + eps;
+            if (momentum) {
+              const A bi = ld<T, A>(b.ptr[4][t], i) * mu + gi / avg;
+              st<T, A>(b.ptr[4][t], i, bi);
+              st<T, A>(b.ptr[0][t], i, pi - lr * bi);
+            } else {
+              st<T, A>(b.ptr[0][t], i, pi - lr * (gi / avg));
+            }
+          });
+        });
+      });
+}
+
+}  // namespace ember::cuda

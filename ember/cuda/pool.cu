@@ -1,0 +1,172 @@
+// Pooling on CUDA: max (with PyTorch's flat h·W + w indices), average and adaptive average,
+// forward and backward; one thread per output element. Windows follow the CPU's rules
+// (tensor/cpu/conv_pool.cpp) exactly: the first maximal tap wins, a NaN wins over numbers,
+// avg_pool2d's divisor counts padding unless count_include_pad is off. Backward passes
+// scatter with atomic adds, since windows may overlap. Tensors are contiguous NCHW.
+#include <limits>
+
+#include "ember/cuda/kernels.h"
+#include "ember/cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+
+struct PoolShape {
+  int64_t planes, H, W, Ho, Wo;
+};
+PoolShape shape_of(const Tensor& in, const Tensor& out) {
+  return {in.size(0) * in.size(1), in.size(2), in.size(3), out.size(2), out.size(3)};
+}
+
+struct Window {
+  int64_t h0, h1, w0, w1, divisor;
+};
+
+__device__ Window avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
+  Window w{oh * p.stride[0] - p.padding[0], 0, ow * p.stride[1] - p.padding[1], 0, 0};
+  w.h1 = min(w.h0 + p.kernel[0], H + p.padding[0]);
+  w.w1 = min(w.w0 + p.kernel[1], W + p.padding[1]);
+  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h0 = max(w.h0, int64_t{0});
+  w.w0 = max(w.w0, int64_t{0});
+  w.h1 = min(w.h1, H);
+  w.w1 = min(w.w1, W);
+  w.divisor = p.count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
+}
+
+__device__ Window adaptive_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  Window w{oh * H / Ho, ((oh + 1) * H + Ho - 1) / Ho, ow * W / Wo, ((ow + 1) * W + Wo - 1) / Wo, 0};
+  w.divisor = (w.h1 - w.h0) * (w.w1 - w.w0);
+  return w;
+}
+
+// out, indices [planes, Ho, Wo] <- max over each window of in [planes, H, W]
+template <class T>
+__global__ void max_pool_kernel(const T* in, T* out, int64_t* indices, PoolShape s, Pool2dParams p) {
+  using M = opmath_t<T>;
+  const int64_t n = s.planes * s.Ho * s.Wo;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ow = o % s.Wo, oh = (o / s.Wo) % s.Ho, plane = o / (s.Wo * s.Ho);
+    const T* x = in + plane * s.H * s.W;
+    const int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+    M best = -std::numeric_limits<M>::infinity();
+    int64_t at = -1;
+    bool nan = false;
+    for (int64_t i = 0; i < p.kernel[0] && !nan; ++i) {
+      const int64_t h = h0 + i * p.dilation[0];
+      if (h < 0 || h >= s.H) continue;
+      for (int64_t j = 0; j < p.kernel[1]; ++j) {
+        const int64_t w = w0 + j * p.dilation[1];
+        if (w < 0 || w >= s.W) continue;
+        const M v = convert<M>(x[h * s.W + w]);
+        if (v != v) {  // the first NaN wins
+          best = v;
+          at = h * s.W + w;
+          nan = true;
+          break;
+        }
+        if (at < 0 || v > best) {
+          best = v;
+          at = h * s.W + w;
+        }
+      }
+    }
+    if (at < 0)
+      at = max(h0, int64_t{0}) * s.W + max(w0, int64_t{0});  // an empty window (not reachable with valid params)
+    out[o] = convert<T>(best);
+    indices[o] = at;
+  }
+}
+
+// grad_in[plane, indices[o]] += grad_out[o]   (grad_in zeroed first)
+template <class T>
+__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, int64_t outs,
+                                         int64_t per_plane_out, int64_t HW) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outs; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t at = indices[o];
+    if (at < 0 || at >= HW) continue;  // indices come from max_pool2d; a bad one is never written through
+    atomicAdd(grad_in + (o / per_plane_out) * HW + at, grad_out[o]);
+  }
+}
+
+// Forward: out[o] = mean over window(o). Backward: grad_in[window(o)] += grad_out[o] / divisor.
+template <class T, bool kBackward, bool kAdaptive>
+__global__ void avg_pool_kernel(T* x, T* y, PoolShape s, Pool2dParams p) {
+  using M = opmath_t<T>;
+  const int64_t n = s.planes * s.Ho * s.Wo;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ow = o % s.Wo, oh = (o / s.Wo) % s.Ho, plane = o / (s.Wo * s.Ho);
+    const Window w = kAdaptive ? adaptive_window(oh, ow, s.H, s.W, s.Ho, s.Wo) : avg_window(oh, ow, s.H, s.W, p);
+    T* xp = x + plane * s.H * s.W;
+    if (kBackward) {
+      if (w.divisor <= 0) continue;
+      const M share = convert<M>(y[o]) / M(w.divisor);
+      for (int64_t h = w.h0; h < w.h1; ++h)
+        for (int64_t c = w.w0; c < w.w1; ++c) atomicAdd(xp + h * s.W + c, convert<T>(share));
+    } else {
+      M sum = 0;
+      for (int64_t h = w.h0; h < w.h1; ++h)
+        for (int64_t c = w.w0; c < w.w1; ++c) sum += convert<M>(xp[h * s.W + c]);
+      y[o] = convert<T>(w.divisor > 0 ? sum / M(w.divisor) : M(0));
+    }
+  }
+}
+
+template <bool kBackward, bool kAdaptive>
+void average(const Tensor& in, const Tensor& out, const Pool2dParams& p, const char* name) {
+  const PoolShape s = shape_of(in, out);
+  const int64_t n = s.planes * s.Ho * s.Wo;
+  if (n == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), name, [&] {
+    using T = scalar_t;
+    avg_pool_kernel<T, kBackward, kAdaptive><<<grid_for(n), kBlock, 0, stream_of(out)>>>(
+        static_cast<T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()), s, p);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+}  // namespace
+
+void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
+  const PoolShape s = shape_of(in, out);
+  const int64_t n = s.planes * s.Ho * s.Wo;
+  if (n == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] {
+    using T = scalar_t;
+    max_pool_kernel<T><<<grid_for(n), kBlock, 0, stream_of(out)>>>(static_cast<const T*>(in.data_ptr()),
+                                                                   static_cast<T*>(out.data_ptr()),
+                                                                   static_cast<int64_t*>(indices.data_ptr()), s, p);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
+  fill(grad_in, 0);
+  const int64_t outs = grad_out.numel(), per_plane = grad_out.size(2) * grad_out.size(3);
+  if (outs == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
+    using T = scalar_t;
+    max_pool_backward_kernel<T><<<grid_for(outs), kBlock, 0, stream_of(grad_in)>>>(
+        static_cast<const T*>(grad_out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()),
+        static_cast<T*>(grad_in.data_ptr()), outs, per_plane, grad_in.size(2) * grad_in.size(3));
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+  average<false, false>(in, out, p, "avg_pool2d");
+}
+void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) {
+  fill(grad_in, 0);
+  average<true, false>(grad_in, grad_out, p, "avg_pool2d_backward");
+}
+void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) {
+  average<false, true>(in, out, Pool2dParams{}, "adaptive_avg_pool2d");
+}
+void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) {
+  fill(grad_in, 0);
+  average<true, true>(grad_in, grad_out, Pool2dParams{}, "adaptive_avg_pool2d_backward");
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,375 @@
+// Reductions over the rows of a [K, R] view, and softmax, on CUDA.
+// Note [CUDA reduction schedules]:
+//  - short rows (R < 64), or many rows laid across memory: one thread per row, serially;
+//  - otherwise one block per row: each thread strides over the row, the block combines with
+//    warp shuffles then shared memory;
+//  - few long rows (a full sum): each row is split over G blocks that write partial results,
+//    and a second kernel combines them, so a 256M-element sum still fills the device.
+// Floats accumulate in float (double for double) as PyTorch's CUDA kernels do; integers in
+// int64, wrapping. Max/min propagate NaN; arg reductions return the first extreme index.
+#include <array>
+#include <atomic>
+#include <limits>
+
+#include "ember/cuda/kernels.h"
+#include "ember/cuda/loops.cuh"
+#include "ember/tensor/dim_split.h"
+#include "ember/tensor/ops.h"
+
+namespace ember::cuda {
+namespace {
+
+template <class T>
+using acc_t =
+    std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<std::is_same_v<T, double>, double, float>>;
+
+template <class V>
+__device__ __forceinline__ V shfl_down(V v, int offset) {
+  return __shfl_down_sync(0xffffffffu, v, offset);
+}
+__device__ __forceinline__ bool shfl_down(bool v, int offset) {
+  return __shfl_down_sync(0xffffffffu, static_cast<int>(v), offset) != 0;
+}
+
+template <class T>
+struct SumOp {
+  using Acc = acc_t<T>;
+  using Out = std::conditional_t<std::is_integral_v<Acc>, int64_t, T>;
+  __device__ static Acc init() { return Acc(0); }
+  __device__ static Acc combine(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) + uint64_t(b));
+    else
+      return a + b;
+  }
+  __device__ static Acc step(Acc a, T x, int64_t) { return combine(a, convert<Acc>(x)); }
+  __device__ static Out value(Acc a) { return convert<Out>(a); }
+  __device__ static int64_t index(Acc) { return 0; }
+};
+template <class T>
+struct ProdOp : SumOp<T> {
+  using Acc = acc_t<T>;
+  __device__ static Acc init() { return Acc(1); }
+  __device__ static Acc combine(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) * uint64_t(b));
+    else
+      return a * b;
+  }
+  __device__ static Acc step(Acc a, T x, int64_t) { return combine(a, convert<Acc>(x)); }
+};
+template <class T, bool kAll>
+struct LogicalOp {
+  using Acc = bool;
+  using Out = bool;
+  __device__ static Acc init() { return kAll; }
+  __device__ static Acc combine(Acc a, Acc b) { return kAll ? a && b : a || b; }
+  __device__ static Acc step(Acc a, T x, int64_t) { return combine(a, convert<opmath_t<T>>(x) != opmath_t<T>(0)); }
+  __device__ static Out value(Acc a) { return a; }
+  __device__ static int64_t index(Acc) { return 0; }
+};
+
+// A value and where it was: max/min with indices, argmax/argmin.
+template <class M>
+struct ValueIndex {
+  M v;
+  int64_t i;
+};
+template <class M>
+__device__ __forceinline__ ValueIndex<M> shfl_down(ValueIndex<M> a, int offset) {
+  return {shfl_down(a.v, offset), shfl_down(a.i, offset)};
+}
+template <class T, bool kMax>
+struct ExtremeOp {
+  using M = opmath_t<T>;
+  using Acc = ValueIndex<M>;
+  using Out = T;
+  __device__ static Acc init() {
+    if constexpr (std::is_same_v<M, bool>)
+      return {!kMax, std::numeric_limits<int64_t>::max()};
+    else if constexpr (std::numeric_limits<M>::has_infinity)
+      return {kMax ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::infinity(),
+              std::numeric_limits<int64_t>::max()};
+    else
+      return {kMax ? std::numeric_limits<M>::lowest() : std::numeric_limits<M>::max(),
+              std::numeric_limits<int64_t>::max()};
+  }
+  // NaN is the most extreme; among equals the first index wins (whatever the combining order).
+  __device__ static Acc combine(Acc a, Acc b) {
+    const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+    if (a_nan || b_nan) return (a_nan && (!b_nan || a.i < b.i)) ? a : b;
+    if (kMax ? b.v > a.v : b.v < a.v) return b;
+    if (b.v == a.v && b.i < a.i) return b;
+    return a;
+  }
+  __device__ static Acc step(Acc a, T x, int64_t i) { return combine(a, Acc{convert<M>(x), i}); }
+  __device__ static Out value(Acc a) { return convert<T>(a.v); }
+  __device__ static int64_t index(Acc a) { return a.i; }
+};
+
+// The block's combined value lands in thread 0.
+template <class Op>
+__device__ typename Op::Acc block_reduce(typename Op::Acc a) {
+  using Acc = typename Op::Acc;
+  __shared__ alignas(16) unsigned char storage[32 * sizeof(Acc)];
+  Acc* warp_results = reinterpret_cast<Acc*>(storage);
+  for (int offset = 16; offset > 0; offset /= 2) a = Op::combine(a, shfl_down(a, offset));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_results[warp] = a;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  a = threadIdx.x < warps ? warp_results[threadIdx.x] : Op::init();
+  if (warp == 0)
+    for (int offset = 16; offset > 0; offset /= 2) a = Op::combine(a, shfl_down(a, offset));
+  return a;
+}
+
+template <class Op>
+__device__ void write_result(typename Op::Acc a, int64_t k, typename Op::Out* out, int64_t* indices) {
+  if (out) out[k] = Op::value(a);
+  if (indices) indices[k] = Op::index(a);
+}
+
+// One thread per row.
+template <class T, class Op>
+__global__ void reduce_short_rows(const T* x, int64_t K, int64_t R, int64_t sK, int64_t sR, typename Op::Out* out,
+                                  int64_t* indices) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < K; k += int64_t{gridDim.x} * blockDim.x) {
+    auto a = Op::init();
+    for (int64_t r = 0; r < R; ++r) a = Op::step(a, x[k * sK + r * sR], r);
+    write_result<Op>(a, k, out, indices);
+  }
+}
+
+// Block (g, row): part g of G of each row it visits, `chunk` elements long. G == 1 writes
+// results, else partials [K, G]. `vec`: the rows are dense and they and the chunks start on 16
+// bytes, so the block reads 16-byte vectors.
+template <class T, class Op>
+__global__ void reduce_long_rows(const T* x, int64_t K, int64_t R, int64_t sK, int64_t sR, int G, int64_t chunk,
+                                 bool vec, typename Op::Out* out, int64_t* indices, typename Op::Acc* partial) {
+  constexpr int V = kVec16<T>;
+  const int64_t begin = blockIdx.x * chunk, end = min(R, begin + chunk), step = blockDim.x;
+  for (int64_t k = blockIdx.y; k < K; k += gridDim.y) {
+    const T* row = x + k * sK;
+    auto a = Op::init();
+    int64_t r = begin + threadIdx.x;
+    if (vec && end > begin) {
+      // Two 16-byte loads in flight per thread and iteration, then the scalar tail.
+      const auto* rv = reinterpret_cast<const Vec<T, V>*>(row + begin);
+      const int64_t nv = (end - begin) / V;
+      int64_t j = threadIdx.x;
+      for (; j + step < nv; j += 2 * step) {
+        const Vec<T, V> u = rv[j], w = rv[j + step];
+#pragma unroll
+        for (int e = 0; e < V; ++e) a = Op::step(a, u.v[e], begin + j * V + e);
+#pragma unroll
+        for (int e = 0; e < V; ++e) a = Op::step(a, w.v[e], begin + (j + step) * V + e);
+      }
+      for (; j < nv; j += step) {
+        const Vec<T, V> u = rv[j];
+#pragma unroll
+        for (int e = 0; e < V; ++e) a = Op::step(a, u.v[e], begin + j * V + e);
+      }
+      r = begin + nv * V + threadIdx.x;
+    } else {
+      // kUnroll loads issued before any is used: memory-bound rows need many bytes in flight.
+      constexpr int kUnroll = 4;
+      for (; r + (kUnroll - 1) * step < end; r += kUnroll * step) {
+        T v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) v[u] = row[(r + u * step) * sR];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) a = Op::step(a, v[u], r + u * step);
+      }
+    }
+    for (; r < end; r += step) a = Op::step(a, row[r * sR], r);
+    a = block_reduce<Op>(a);
+    if (threadIdx.x == 0) {
+      if (G == 1)
+        write_result<Op>(a, k, out, indices);
+      else
+        partial[k * G + blockIdx.x] = a;
+    }
+    __syncthreads();  // the shared storage is reused for the next row
+  }
+}
+
+template <class Op>
+__global__ void reduce_partials(const typename Op::Acc* partial, int64_t K, int G, typename Op::Out* out,
+                                int64_t* indices) {
+  for (int64_t k = blockIdx.x; k < K; k += gridDim.x) {
+    auto a = Op::init();
+    for (int g = threadIdx.x; g < G; g += blockDim.x) a = Op::combine(a, partial[k * G + g]);
+    a = block_reduce<Op>(a);
+    if (threadIdx.x == 0) write_result<Op>(a, k, out, indices);
+    __syncthreads();
+  }
+}
+
+int multiprocessor_count(int device) {
+  static std::array<std::atomic<int>, 64> counts{};
+  EMBER_CHECK(device >= 0 && device < 64, "reduce: device ", device, " out of range");
+  if (counts[device] == 0) {
+    int n = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device] = n;
+  }
+  return counts[device];
+}
+
+template <class T, class Op>
+void reduce_with(const Tensor& in, typename Op::Out* out, int64_t* indices, const Tensor& device_of) {
+  const int64_t K = in.size(0), R = in.size(1), sK = in.stride(0), sR = in.stride(1);
+  const T* x = static_cast<const T*>(in.data_ptr());
+  const cudaStream_t stream = stream_of(device_of);
+  if (K == 0) return;
+  // Thread per row also when the rows run across memory (sK == 1, e.g. a sum over dim 0):
+  // neighbouring threads then read neighbouring elements, where a block per row would not.
+  if (R < 64 || (sK == 1 && sR != 1 && K >= 4096)) {
+    reduce_short_rows<T, Op><<<grid_for(K), kBlock, 0, stream>>>(x, K, R, sK, sR, out, indices);
+    EMBER_KERNEL_CHECK();
+    return;
+  }
+  // Aim at 8 blocks of 256 threads per SM (a full SM); split rows only when there are too few.
+  const int64_t target_blocks = 8 * multiprocessor_count(device_of.device().index);
+  const int G =
+      K >= target_blocks ? 1 : static_cast<int>(std::min<int64_t>((target_blocks + K - 1) / K, (R + 4095) / 4096));
+  const dim3 grid(G, static_cast<unsigned>(std::min<int64_t>(K, 65535)));
+  constexpr int V = kVec16<T>;
+  const bool vec = sR == 1 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   (K == 1 || (sK * static_cast<int64_t>(sizeof(T))) % 16 == 0);
+  int64_t chunk = (R + G - 1) / G;
+  if (vec) chunk = (chunk + V - 1) / V * V;  // every chunk starts on 16 bytes
+  if (G == 1) {
+    reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, 1, chunk, vec, out, indices, nullptr);
+    EMBER_KERNEL_CHECK();
+    return;
+  }
+  using Acc = typename Op::Acc;
+  const Tensor partial =
+      empty({static_cast<int64_t>(K * G * sizeof(Acc))}, TensorOptions(kUInt8).device(device_of.device()));
+  Acc* p = static_cast<Acc*>(partial.data_ptr());
+  reduce_long_rows<T, Op><<<grid, kBlock, 0, stream>>>(x, K, R, sK, sR, G, chunk, vec, out, indices, p);
+  EMBER_KERNEL_CHECK();
+  reduce_partials<Op><<<static_cast<unsigned>(std::min<int64_t>(K, 65535)), kBlock, 0, stream>>>(p, K, G, out, indices);
+  EMBER_KERNEL_CHECK();
+}
+
+template <class T>
+void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
+  auto* idx = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+  auto out_as = [&](auto* tag) { return static_cast<std::remove_pointer_t<decltype(tag)>*>(out.data_ptr()); };
+  switch (op) {
+    case ReduceOp::Sum:
+      return reduce_with<T, SumOp<T>>(in, out_as((typename SumOp<T>::Out*)nullptr), nullptr, out);
+    case ReduceOp::Prod:
+      return reduce_with<T, ProdOp<T>>(in, out_as((typename SumOp<T>::Out*)nullptr), nullptr, out);
+    case ReduceOp::All:
+      return reduce_with<T, LogicalOp<T, true>>(in, out_as((bool*)nullptr), nullptr, out);
+    case ReduceOp::Any:
+      return reduce_with<T, LogicalOp<T, false>>(in, out_as((bool*)nullptr), nullptr, out);
+    case ReduceOp::Max:
+      return reduce_with<T, ExtremeOp<T, true>>(in, out_as((T*)nullptr), idx, out);
+    case ReduceOp::Min:
+      return reduce_with<T, ExtremeOp<T, false>>(in, out_as((T*)nullptr), idx, out);
+    case ReduceOp::ArgMax:
+      return reduce_with<T, ExtremeOp<T, true>>(in, nullptr, static_cast<int64_t*>(out.data_ptr()), out);
+    case ReduceOp::ArgMin:
+      return reduce_with<T, ExtremeOp<T, false>>(in, nullptr, static_cast<int64_t*>(out.data_ptr()), out);
+  }
+}
+
+// ---- softmax ----------------------------------------------------------------
+
+// Rows along the last dim (inner == 1): one block per row.
+template <class T, bool kLog>
+__global__ void softmax_last_dim(const T* x, T* y, int64_t rows, int64_t D) {
+  using M = opmath_t<T>;
+  struct MaxOp {
+    using Acc = M;
+    __device__ static M init() { return -std::numeric_limits<M>::infinity(); }
+    __device__ static M combine(M a, M b) { return a > b || a != a ? a : b; }
+  };
+  struct AddOp {
+    using Acc = M;
+    __device__ static M init() { return M(0); }
+    __device__ static M combine(M a, M b) { return a + b; }
+  };
+  __shared__ M shared_max, shared_sum;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * D;
+    T* yr = y + row * D;
+    M mx = MaxOp::init();
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) mx = MaxOp::combine(mx, convert<M>(xr[d]));
+    mx = block_reduce<MaxOp>(mx);
+    if (threadIdx.x == 0) shared_max = mx;
+    __syncthreads();
+    mx = shared_max;
+    M sum = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) sum += exp(convert<M>(xr[d]) - mx);
+    sum = block_reduce<AddOp>(sum);
+    if (threadIdx.x == 0) shared_sum = sum;
+    __syncthreads();
+    sum = shared_sum;
+    const M shift = mx + log(sum), inv = M(1) / sum;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      const M v = convert<M>(xr[d]);
+      yr[d] = convert<T>(kLog ? v - shift : exp(v - mx) * inv);
+    }
+    __syncthreads();
+  }
+}
+
+// Any other dim: one thread per (outer, inner) column, D elements `inner` apart.
+template <class T, bool kLog>
+__global__ void softmax_strided(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
+  using M = opmath_t<T>;
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < outer * inner;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t base = (c / inner) * D * inner + c % inner;
+    M mx = -std::numeric_limits<M>::infinity();
+    for (int64_t d = 0; d < D; ++d) {
+      const M v = convert<M>(x[base + d * inner]);
+      mx = mx > v || mx != mx ? mx : v;
+    }
+    M sum = 0;
+    for (int64_t d = 0; d < D; ++d) sum += exp(convert<M>(x[base + d * inner]) - mx);
+    const M shift = mx + log(sum), inv = M(1) / sum;
+    for (int64_t d = 0; d < D; ++d) {
+      const M v = convert<M>(x[base + d * inner]);
+      y[base + d * inner] = convert<T>(kLog ? v - shift : exp(v - mx) * inv);
+    }
+  }
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
+  EMBER_CUDA_DISPATCH_ALL(in.dtype(), "reduce", [&] { reduce_typed<scalar_t>(op, in, out, indices); });
+}
+
+void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
+  if (in.numel() == 0) return;
+  const DimSplit split = split_at(in, dim);
+  const int64_t outer = split.outer, D = split.size, inner = split.inner;
+  EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
+    using T = scalar_t;
+    const T* x = static_cast<const T*>(in.data_ptr());
+    T* y = static_cast<T*>(out.data_ptr());
+    const cudaStream_t stream = stream_of(out);
+    if (inner == 1) {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, 65535 * 8));
+      if (log)
+        softmax_last_dim<T, true><<<blocks, kBlock, 0, stream>>>(x, y, outer, D);
+      else
+        softmax_last_dim<T, false><<<blocks, kBlock, 0, stream>>>(x, y, outer, D);
+    } else if (log) {
+      softmax_strided<T, true><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, D, inner);
+    } else {
+      softmax_strided<T, false><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, D, inner);
+    }
+    EMBER_KERNEL_CHECK();
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,44 @@
+#include "ember/io/checkpoint.h"
+
+namespace ember {
+
+void save(const StateDict& state, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  io::write_safetensors(path, state, metadata);
+}
+
+void save(const nn::Module& module, const std::string& path) {
+  io::write_safetensors(path, module.state_dict(), {{"format", "pt"}, {"producer", "ember"}});
+}
+
+void save(const optim::Optimizer& optimizer, const std::string& path) {
+  const optim::OptimizerState state = optimizer.state_dict();
+  io::write_safetensors(path, state.tensors, state.metadata);
+}
+
+StateDict load(const std::string& path) { return io::read_safetensors(path).tensors; }
+
+std::map<std::string, std::string> load_metadata(const std::string& path) {
+  return io::read_safetensors(path).metadata;
+}
+
+nn::Module::LoadResult load(nn::Module& module, const std::string& path, bool strict) {
+  try {
+    return module.load_state_dict(load(path), strict);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (loading '" + path + "')");
+  }
+}
+
+void load(optim::Optimizer& optimizer, const std::string& path) {
+  io::SafetensorsContents contents = io::read_safetensors(path);
+  optim::OptimizerState state;
+  state.tensors = std::move(contents.tensors);
+  state.metadata = std::move(contents.metadata);
+  try {
+    optimizer.load_state_dict(state);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (loading '" + path + "')");
+  }
+}
+
+}  // namespace ember

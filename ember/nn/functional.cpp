@@ -1,0 +1,223 @@
+#include "ember/nn/functional.h"
+
+#include "ember/autograd/grad_mode.h"
+
+namespace ember::nn::functional {
+namespace {
+
+Tensor reduce(const Tensor& loss, const std::string& reduction, const char* op) {
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return loss.sum();
+  EMBER_CHECK(reduction == "mean", op, ": reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
+  return loss.mean();
+}
+
+// [N, C, d1, ...] -> [N * d1 * ..., C] with the class dim last.
+Tensor classes_last(const Tensor& x) { return x.dim() == 2 ? x : x.movedim(1, -1).reshape({-1, x.size(1)}); }
+
+// The shared core of cross_entropy and nll_loss on log-probabilities [M, C] and targets [M].
+Tensor nll_core(const Tensor& logp, const Tensor& target_in, const Shape& target_shape, const CrossEntropyOptions& o,
+                const char* op) {
+  const int64_t C = logp.size(1);
+  EMBER_CHECK(target_in.dtype() == kInt64 || target_in.dtype() == kInt32, op,
+              ": expected class indices of dtype int64, got ", target_in.dtype());
+  const Tensor target = target_in.to(kInt64).reshape({-1});
+  EMBER_CHECK(target.size(0) == logp.size(0), op, ": input has ", logp.size(0), " rows of classes but target has ",
+              target.size(0), " entries");
+  if (o.weight_.defined())
+    EMBER_CHECK(o.weight_.dim() == 1 && o.weight_.size(0) == C, op, ": weight must have shape [", C, "], got ",
+                shape_str(o.weight_.sizes()));
+  const Tensor valid = target.ne(o.ignore_index_);
+  const Tensor safe = where(valid, target, Scalar(int64_t{0}));
+  if (safe.numel() > 0) {
+    // Both bounds in one copy to the host: on a GPU each copy waits for the queued work.
+    const std::vector<int64_t> bounds = stack({safe.amin(), safe.amax()}).cpu().to_vector<int64_t>();
+    const int64_t lo = bounds[0], hi = bounds[1];
+    EMBER_CHECK(lo >= 0 && hi < C, op, ": target ", lo < 0 ? lo : hi, " is out of bounds for ", C, " classes");
+  }
+  const Tensor validf = valid.to(logp.dtype());
+  const Tensor w =
+      (o.weight_.defined() ? o.weight_.to(logp.dtype()).index_select(0, safe) : ones_like(validf)) * validf;
+  Tensor loss = -logp.gather(1, safe.unsqueeze(1)).squeeze(1) * w;
+  if (o.label_smoothing_ > 0) {
+    const double eps = o.label_smoothing_;
+    const Tensor smooth = o.weight_.defined() ? -(logp * o.weight_.to(logp.dtype())).sum({1}) : -logp.sum({1});
+    loss = loss * (1.0 - eps) + smooth * validf * (eps / static_cast<double>(C));
+  }
+  if (o.reduction_ == "none") return loss.reshape(target_shape);
+  if (o.reduction_ == "sum") return loss.sum();
+  EMBER_CHECK(o.reduction_ == "mean", op, ": reduction must be 'mean', 'sum' or 'none', got '", o.reduction_, "'");
+  return loss.sum() / w.sum();  // weighted mean over the targets that count
+}
+
+void check_class_input(const Tensor& input, const char* op) {
+  EMBER_CHECK(input.defined() && input.dim() >= 2, op, ": expected input of shape [N, C] or [N, C, d1, ...], got ",
+              input.defined() ? shape_str(input.sizes()) : std::string("an undefined tensor"));
+  EMBER_CHECK(input.is_floating_point(), op, ": expected a floating point input, got ", input.dtype());
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
+  check_class_input(input, "cross_entropy");
+  EMBER_CHECK(o.label_smoothing_ >= 0 && o.label_smoothing_ <= 1,
+              "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing_);
+  const Tensor logp = classes_last(input).log_softmax(1);
+  if (target.is_floating_point()) {  // class probabilities
+    EMBER_CHECK(target.sizes() == input.sizes(), "cross_entropy: probability targets must have the input's shape ",
+                shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
+    const int64_t C = input.size(1);
+    Tensor t = classes_last(target.to(logp.dtype()));
+    if (o.label_smoothing_ > 0) t = t * (1.0 - o.label_smoothing_) + o.label_smoothing_ / static_cast<double>(C);
+    Tensor per_class = logp * t;
+    if (o.weight_.defined()) per_class = per_class * o.weight_.to(logp.dtype());
+    Tensor loss = -per_class.sum({1});
+    Shape shape = input.sizes();
+    shape.erase(shape.begin() + 1);
+    return reduce(loss.reshape(shape), o.reduction_, "cross_entropy");
+  }
+  Shape target_shape = input.sizes();
+  target_shape.erase(target_shape.begin() + 1);
+  EMBER_CHECK(target.sizes() == target_shape, "cross_entropy: expected target of shape ", shape_str(target_shape),
+              " for input of shape ", shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
+  return nll_core(logp, target, target_shape, o, "cross_entropy");
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& o) {
+  check_class_input(input, "nll_loss");
+  EMBER_CHECK(o.label_smoothing_ == 0, "nll_loss: label_smoothing is a cross_entropy option");
+  Shape target_shape = input.sizes();
+  target_shape.erase(target_shape.begin() + 1);
+  EMBER_CHECK(target.sizes() == target_shape, "nll_loss: expected target of shape ", shape_str(target_shape),
+              " for input of shape ", shape_str(input.sizes()), ", got ", shape_str(target.sizes()));
+  return nll_core(classes_last(input), target, target_shape, o, "nll_loss");
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "mse_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  const Tensor diff = input - target;
+  return reduce(diff * diff, reduction, "mse_loss");
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const BCEWithLogitsOptions& o) {
+  EMBER_CHECK(x.sizes() == y.sizes(), "binary_cross_entropy_with_logits: input of shape ", shape_str(x.sizes()),
+              " and target of shape ", shape_str(y.sizes()), " differ");
+  const Tensor softplus_neg = log1p(exp(-x.abs())) + (-x).relu();  // log(1 + exp(-x)), stably
+  Tensor loss = o.pos_weight_.defined() ? (1.0 - y) * x + ((o.pos_weight_ - 1.0) * y + 1.0) * softplus_neg
+                                        : (1.0 - y) * x + softplus_neg;
+  if (o.weight_.defined()) loss = loss * o.weight_;
+  return reduce(loss, o.reduction_, "binary_cross_entropy_with_logits");
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "l1_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  return reduce((input - target).abs(), reduction, "l1_loss");
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "smooth_l1_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  EMBER_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
+  const Tensor d = (input - target).abs();
+  if (beta == 0) return reduce(d, reduction, "smooth_l1_loss");
+  const Tensor quadratic = d * d * (0.5 / beta);
+  return reduce(where(d < beta, quadratic, d - 0.5 * beta), reduction, "smooth_l1_loss");
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "kl_div: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  // target · (log target - input), with 0 · log 0 = 0 as PyTorch's xlogy.
+  const Tensor loss =
+      log_target ? target.exp() * (target - input) : target * where(target > 0, target, 1.0).log() - target * input;
+  if (reduction == "batchmean") {
+    EMBER_CHECK(input.dim() > 0, "kl_div: 'batchmean' needs a batch dimension, input is 0-d");
+    return loss.sum() / static_cast<double>(input.size(0));
+  }
+  return reduce(loss, reduction, "kl_div");
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  EMBER_CHECK(x.dim() >= 2, "group_norm: expects input [N, C, ...], got shape ", shape_str(x.sizes()));
+  const int64_t n = x.size(0), c = x.size(1);
+  EMBER_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: ", c, " channels are not divisible into ", num_groups,
+              " groups");
+  for (const Tensor* t : {&weight, &bias})
+    EMBER_CHECK(!t->defined() || t->sizes() == Shape{c}, "group_norm: weight and bias must have shape [", c, "], got ",
+                shape_str(t->sizes()));
+  const Tensor grouped = x.reshape({n, num_groups, -1});
+  const Tensor centered = grouped - grouped.mean({2}, true);
+  Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + eps)).reshape(x.sizes());
+  Shape channel_shape(static_cast<size_t>(x.dim()), 1);
+  channel_shape[1] = c;
+  if (weight.defined()) y = y * weight.reshape(channel_shape);
+  if (bias.defined()) y = y + bias.reshape(channel_shape);
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  EMBER_CHECK(k > 0 && k <= x.dim() && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
+              "layer_norm: normalized_shape ", shape_str(normalized_shape), " must match the trailing dims of input ",
+              shape_str(x.sizes()));
+  Shape dims;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor mu = x.mean(dims, true);
+  const Tensor centered = x - mu;
+  Tensor y = centered * rsqrt((centered * centered).mean(dims, true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EMBER_CHECK(x.dim() >= 2, "batch_norm: expected input of shape [N, C, ...], got ", shape_str(x.sizes()));
+  const int64_t C = x.size(1);
+  Shape channel_shape(static_cast<size_t>(x.dim()), 1);
+  channel_shape[1] = C;
+  Shape dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor mean_c, var_c;
+  if (training) {
+    const int64_t count = x.numel() / C;
+    EMBER_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+                shape_str(x.sizes()));
+    mean_c = x.mean(dims, true);
+    const Tensor centered = x - mean_c;
+    var_c = (centered * centered).mean(dims, true);
+    if (running_mean.defined() && running_var.defined()) {
+      NoGradGuard no_grad;
+      Tensor rm = running_mean, rv = running_var;
+      rm.mul_(1.0 - momentum).add_(mean_c.reshape({C}).to(rm.dtype()), momentum);
+      rv.mul_(1.0 - momentum).add_(var_c.reshape({C}).to(rv.dtype()), momentum * count / (count - 1.0));
+    }
+  } else {
+    EMBER_CHECK(running_mean.defined() && running_var.defined(),
+                "batch_norm: running_mean and running_var are needed in eval mode");
+    mean_c = running_mean.reshape(channel_shape);
+    var_c = running_var.reshape(channel_shape);
+  }
+  Tensor y = (x - mean_c) * rsqrt(var_c + eps);
+  if (weight.defined()) y = y * weight.reshape(channel_shape);
+  if (bias.defined()) y = y + bias.reshape(channel_shape);
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  EMBER_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Tensor mask;
+  {
+    NoGradGuard no_grad;
+    mask =
+        (rand(x.sizes(), TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
+  }
+  return x * mask;  // mul saves the mask for backward
+}
+
+}  // namespace ember::nn::functional

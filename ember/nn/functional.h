@@ -1,0 +1,89 @@
+#pragma once
+// Losses, normalizations and dropout as functions (torch.nn.functional). They are
+// composed from differentiable ops, so the tape differentiates them; the formulas follow
+// PyTorch's definitions, including its conventions for weights, ignore_index, label
+// smoothing and the mean reduction.
+#include <string>
+
+#include "ember/autograd/functions.h"
+
+namespace ember::nn::functional {
+
+// reduction: "mean" (default), "sum" or "none".
+struct CrossEntropyOptions {
+  Tensor weight_;  // [C] per-class weights, or undefined
+  int64_t ignore_index_ = -100;
+  double label_smoothing_ = 0.0;
+  std::string reduction_ = "mean";
+  CrossEntropyOptions& weight(Tensor w) {
+    weight_ = std::move(w);
+    return *this;
+  }
+  CrossEntropyOptions& ignore_index(int64_t i) {
+    ignore_index_ = i;
+    return *this;
+  }
+  CrossEntropyOptions& label_smoothing(double s) {
+    label_smoothing_ = s;
+    return *this;
+  }
+  CrossEntropyOptions& reduction(std::string r) {
+    reduction_ = std::move(r);
+    return *this;
+  }
+};
+using NLLLossOptions = CrossEntropyOptions;  // label_smoothing must stay 0
+
+// input: logits [N, C] or [N, C, d1, ...]; target: class indices [N] / [N, d1, ...] (int64),
+// or class probabilities shaped like input (floating).
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
+// input: log-probabilities [N, C] or [N, C, d1, ...]; target: class indices.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// Huber-like: 0.5 d² / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: L1).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                      double beta = 1.0);
+// input: log-probabilities; target: probabilities (log-probabilities when log_target).
+// Pointwise target (log target - input); reduction "batchmean" divides the sum by the batch size
+// (the mathematically correct KL divergence; PyTorch's "mean" divides by the element count).
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
+
+struct BCEWithLogitsOptions {
+  Tensor weight_, pos_weight_;
+  std::string reduction_ = "mean";
+  BCEWithLogitsOptions& weight(Tensor w) {
+    weight_ = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& pos_weight(Tensor w) {
+    pos_weight_ = std::move(w);
+    return *this;
+  }
+  BCEWithLogitsOptions& reduction(std::string r) {
+    reduction_ = std::move(r);
+    return *this;
+  }
+};
+// Numerically stable: (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const BCEWithLogitsOptions& options = {});
+
+// Normalizes over the trailing `normalized_shape` dims; weight and bias (that shape) optional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x [N, C, ...]: normalizes each of `num_groups` groups of C / num_groups channels per sample;
+// weight and bias [C] optional.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+// x [N, C, ...]. Training: batch statistics (biased variance), and the running statistics,
+// when given, move by `momentum` (with the unbiased variance). Eval: the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight = {},
+                  const Tensor& bias = {}, bool training = false, double momentum = 0.1, double eps = 1e-5);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p), with a mask
+// drawn from ember's Philox generator; the identity when !training.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+}  // namespace ember::nn::functional

@@ -1,0 +1,122 @@
+#pragma once
+// Conv2d and the 2-D pooling layers.
+#include <array>
+#include <optional>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+using Int2 = std::array<int64_t, 2>;
+
+struct Conv2dOptions {
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : Conv2dOptions(in_channels, out_channels, Int2{kernel_size, kernel_size}) {}
+  int64_t in_channels_, out_channels_;
+  Int2 kernel_size_;
+  Int2 stride_{1, 1}, padding_{0, 0}, dilation_{1, 1};
+  int64_t groups_ = 1;
+  bool bias_ = true;
+  Conv2dOptions& stride(Int2 s) {
+    stride_ = s;
+    return *this;
+  }
+  Conv2dOptions& stride(int64_t s) { return stride({s, s}); }
+  Conv2dOptions& padding(Int2 p) {
+    padding_ = p;
+    return *this;
+  }
+  Conv2dOptions& padding(int64_t p) { return padding({p, p}); }
+  Conv2dOptions& dilation(Int2 d) {
+    dilation_ = d;
+    return *this;
+  }
+  Conv2dOptions& dilation(int64_t d) { return dilation({d, d}); }
+  Conv2dOptions& groups(int64_t g) {
+    groups_ = g;
+    return *this;
+  }
+  Conv2dOptions& bias(bool b) {
+    bias_ = b;
+    return *this;
+  }
+};
+
+// weight [out, in / groups, kh, kw], bias [out]; initialised as PyTorch (kaiming-uniform a = √5,
+// bias U(±1/√fan_in)).
+class Conv2dImpl : public Module {
+ public:
+  Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size);
+  explicit Conv2dImpl(const Conv2dOptions& options);
+  Tensor forward(const Tensor& x) override;  // [N, in, H, W] -> [N, out, H', W']
+  void reset_parameters();
+  void pretty_print(std::ostream& os) const override;
+
+  Conv2dOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(Conv2d);
+
+struct Pool2dOptions {
+  Pool2dOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}                  // NOLINT: implicit by design
+  Pool2dOptions(int64_t kernel_size) : kernel_size_{kernel_size, kernel_size} {}  // NOLINT
+  Int2 kernel_size_;
+  std::optional<Int2> stride_;  // default: kernel_size
+  Int2 padding_{0, 0}, dilation_{1, 1};
+  bool ceil_mode_ = false;
+  bool count_include_pad_ = true;  // AvgPool2d only
+  Pool2dOptions& stride(Int2 s) {
+    stride_ = s;
+    return *this;
+  }
+  Pool2dOptions& stride(int64_t s) { return stride({s, s}); }
+  Pool2dOptions& padding(Int2 p) {
+    padding_ = p;
+    return *this;
+  }
+  Pool2dOptions& padding(int64_t p) { return padding({p, p}); }
+  Pool2dOptions& dilation(Int2 d) {
+    dilation_ = d;
+    return *this;
+  }
+  Pool2dOptions& ceil_mode(bool c) {
+    ceil_mode_ = c;
+    return *this;
+  }
+  Pool2dOptions& count_include_pad(bool c) {
+    count_include_pad_ = c;
+    return *this;
+  }
+};
+
+class MaxPool2dImpl : public Module {
+ public:
+  explicit MaxPool2dImpl(const Pool2dOptions& options) : Module("MaxPool2d"), options(options) {}
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  Pool2dOptions options;
+};
+EMBER_MODULE(MaxPool2d);
+
+class AvgPool2dImpl : public Module {
+ public:
+  explicit AvgPool2dImpl(const Pool2dOptions& options) : Module("AvgPool2d"), options(options) {}
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  Pool2dOptions options;
+};
+EMBER_MODULE(AvgPool2d);
+
+class AdaptiveAvgPool2dImpl : public Module {
+ public:
+  explicit AdaptiveAvgPool2dImpl(Int2 output_size) : Module("AdaptiveAvgPool2d"), output_size(output_size) {}
+  explicit AdaptiveAvgPool2dImpl(int64_t output_size) : AdaptiveAvgPool2dImpl(Int2{output_size, output_size}) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size); }
+  void pretty_print(std::ostream& os) const override;
+  Int2 output_size;
+};
+EMBER_MODULE(AdaptiveAvgPool2d);
+
+}  // namespace ember::nn

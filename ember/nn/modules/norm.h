@@ -1,0 +1,100 @@
+#pragma once
+// Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm.
+#include <optional>
+
+#include "ember/nn/module.h"
+
+namespace ember::nn {
+
+struct BatchNormOptions {
+  BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT: implicit by design
+  int64_t num_features_;
+  double eps_ = 1e-5;
+  std::optional<double> momentum_ = 0.1;  // nullopt: cumulative moving average
+  bool affine_ = true;
+  bool track_running_stats_ = true;
+  BatchNormOptions& eps(double e) {
+    eps_ = e;
+    return *this;
+  }
+  BatchNormOptions& momentum(std::optional<double> m) {
+    momentum_ = m;
+    return *this;
+  }
+  BatchNormOptions& affine(bool a) {
+    affine_ = a;
+    return *this;
+  }
+  BatchNormOptions& track_running_stats(bool t) {
+    track_running_stats_ = t;
+    return *this;
+  }
+};
+
+// Parameters weight (ones) and bias (zeros) [C]; buffers running_mean (zeros), running_var
+// (ones) and num_batches_tracked (int64, 0-d). Training normalizes with the batch statistics
+// and updates the running ones; eval uses the running statistics.
+class BatchNormImpl : public Module {
+ public:
+  BatchNormImpl(const char* type_name, int64_t expected_dims_lo, int64_t expected_dims_hi,
+                const BatchNormOptions& options);
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+  void pretty_print(std::ostream& os) const override;
+
+  BatchNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t dims_lo_, dims_hi_;
+};
+
+class BatchNorm1dImpl : public BatchNormImpl {  // input [N, C] or [N, C, L]
+ public:
+  explicit BatchNorm1dImpl(const BatchNormOptions& options) : BatchNormImpl("BatchNorm1d", 2, 3, options) {}
+};
+EMBER_MODULE(BatchNorm1d);
+
+class BatchNorm2dImpl : public BatchNormImpl {  // input [N, C, H, W]
+ public:
+  explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImpl("BatchNorm2d", 4, 4, options) {}
+};
+EMBER_MODULE(BatchNorm2d);
+
+struct LayerNormOptions {
+  LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
+  Shape normalized_shape_;
+  double eps_ = 1e-5;
+  bool elementwise_affine_ = true;
+  LayerNormOptions& eps(double e) {
+    eps_ = e;
+    return *this;
+  }
+  LayerNormOptions& elementwise_affine(bool a) {
+    elementwise_affine_ = a;
+    return *this;
+  }
+};
+
+class LayerNormImpl : public Module {
+ public:
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(LayerNorm);
+
+class GroupNormImpl : public Module {
+ public:
+  GroupNormImpl(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  int64_t num_groups, num_channels;
+  double eps;
+  Tensor weight, bias;
+};
+EMBER_MODULE(GroupNorm);
+
+}  // namespace ember::nn

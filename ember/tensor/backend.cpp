@@ -1,0 +1,66 @@
+#include "ember/tensor/backend.h"
+#include "ember/tensor/index_view.h"
+
+namespace ember {
+
+void Backend::unsupported(const char* kernel) const {
+  throw Error(detail::concat(kernel, ": not available on the ", name(), " back end"));
+}
+
+void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
+void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }
+void Backend::copy_across(const Tensor&, const Tensor&, bool) { unsupported("copy_across"); }
+void Backend::binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&, const Scalar&) { unsupported("binary"); }
+void Backend::unary(UnaryOp, const Tensor&, const Tensor&, double, double) { unsupported("unary"); }
+void Backend::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { unsupported("where"); }
+void Backend::reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&) { unsupported("reduce"); }
+void Backend::gemm(const Tensor&, const Tensor&, const Tensor&, double, double) { unsupported("gemm"); }
+void Backend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  Tensor o = out;
+  o.copy_(bias);
+  gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1, 1);
+}
+void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
+  unsupported("conv2d");
+}
+void Backend::max_pool2d(const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) {
+  unsupported("max_pool2d");
+}
+void Backend::avg_pool2d(const Tensor&, const Tensor&, const Pool2dParams&) { unsupported("avg_pool2d"); }
+void Backend::adaptive_avg_pool2d(const Tensor&, const Tensor&) { unsupported("adaptive_avg_pool2d"); }
+void Backend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Conv2dParams&) {
+  unsupported("conv2d_backward");
+}
+void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { unsupported("max_pool2d_backward"); }
+void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, const Pool2dParams&) {
+  unsupported("avg_pool2d_backward");
+}
+void Backend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) {
+  unsupported("adaptive_avg_pool2d_backward");
+}
+void Backend::softmax(const Tensor&, const Tensor&, int64_t, bool) { unsupported("softmax"); }
+void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
+void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
+void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }
+void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }
+void Backend::random_normal(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_normal"); }
+void Backend::random_int(const Tensor&, int64_t, int64_t, uint64_t, uint64_t) { unsupported("random_int"); }
+
+Tensor index_aligned_view(const Tensor& t, const Tensor& index, int64_t dim) {
+  Shape strides = t.strides();
+  strides[dim] = 0;
+  auto impl = std::make_shared<TensorImpl>(*t.impl());
+  impl->sizes = index.sizes();
+  impl->strides = strides;
+  impl->autograd = nullptr;  // a kernel's scratch view, never part of the tape
+  return Tensor(std::move(impl));
+}
+
+Backend& backend(Device device) { return device.is_cpu() ? cpu_backend() : cuda_backend(); }
+
+void Backend::sgd_step(const std::vector<SgdParam>&, const SgdStep&) { unsupported("sgd_step"); }
+void Backend::adam_step(const std::vector<AdamParam>&, const AdamStep&) { unsupported("adam_step"); }
+void Backend::rmsprop_step(const std::vector<RmspropParam>&, const RmspropStep&) { unsupported("rmsprop_step"); }
+
+}  // namespace ember

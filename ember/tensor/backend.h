@@ -1,0 +1,197 @@
+#pragma once
+// The kernel interface. Note [One kernel interface]: every device-dependent piece of
+// work in ember is one of these calls. Ops (tensor/ops/) validate arguments, work out
+// shapes and dtypes, allocate outputs and then call a Backend; back ends (tensor/cpu/,
+// cuda/) only compute. Kernels know nothing about autograd. A kernel a back end does not
+// provide throws an ember::Error naming the kernel and the device.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/tensor/tensor.h"
+
+namespace ember {
+
+enum class BinaryOp : int8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,          // arithmetic: out has the inputs' dtype
+  TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
+  SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
+  ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr  // out is bool
+};
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+enum class UnaryOp : int8_t {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Log1p,
+  Sqrt,
+  Rsqrt,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  GeluTanh,
+  Silu,
+  Sign,
+  Square,
+  Reciprocal,
+  Erf,
+  Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
+};
+
+enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };
+
+struct Conv2dParams {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
+};
+
+struct Pool2dParams {
+  std::array<int64_t, 2> kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg_pool2d only
+};
+
+// Note [Fused optimizer steps]: one pass over each parameter per step, for all parameters of
+// a step in one call (one parallel region on the CPU, one launch per batch on CUDA). For
+// each element the kernel reads param, grad and the state once and writes param and the
+// state once; coefficients are computed in double on the host and applied in the tensors'
+// opmath type, in the order PyTorch's single-tensor optimizers apply their ops, so
+// trajectories match PyTorch's to rounding. The tensors of one parameter are contiguous and
+// share one floating dtype and shape; state tensors a step does not use are undefined.
+struct SgdStep {
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false, maximize = false;
+};
+struct SgdParam {
+  Tensor param, grad, momentum_buffer;
+  bool first_step = false;  // the momentum buffer starts as a copy of the gradient
+};
+struct AdamStep {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd; Adam: g += wd * p
+  bool amsgrad = false, maximize = false;
+};
+struct AdamParam {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  int64_t step = 1;  // after the increment (the bias corrections use it)
+};
+struct RmspropStep {
+  double lr = 0, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
+  bool centered = false, maximize = false;
+};
+struct RmspropParam {
+  Tensor param, grad, square_avg, grad_avg, momentum_buffer;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- copy and fill ----
+  // dst[i] = cast(src[i]); same shape (src may be an expanded view), any dtypes, same device.
+  virtual void copy(const Tensor& src, const Tensor& dst);
+  // dst[i] = value, for any layout of dst.
+  virtual void fill(const Tensor& dst, const Scalar& value);
+  // Copies between this device and the host (dst or src is a CPU tensor); same shape, dtype.
+  virtual void copy_across(const Tensor& src, const Tensor& dst, bool non_blocking);
+
+  // ---- elementwise ----
+  // out[i] = a[i] op b[i] (alpha scales b for Add/Sub). a, b: views broadcast to out's shape,
+  // of one dtype; out: that dtype, or bool for comparisons.
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const Scalar& alpha);
+  // out[i] = op(a[i]); a and out share shape and dtype.
+  virtual void unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1);
+  // out[i] = cond[i] ? a[i] : b[i]; cond bool, all broadcast to out's shape.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // ---- reductions ----
+  // in: [K, R] (any strides) -> out: [K] contiguous, reducing each row; for Max/Min/Arg*
+  // `indices` ([K] int64, or undefined) receives the position of the first extreme.
+  virtual void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices);
+
+  // ---- matmul ----
+  // c[b] = beta * c[b] + alpha * a[b] @ b[b]; a: [B, M, K], b: [B, K, N], c: [B, M, N], any strides.
+  virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+  // out = a @ b + bias (Linear's forward); a: [M, K], b: [K, N], bias: [N], out: [M, N] contiguous.
+  // By default the bias is broadcast into out, then gemm with beta 1; a back end whose GEMM can
+  // add the bias as it writes (cuBLASLt's epilogue) saves that pass over out.
+  virtual void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+
+  // ---- convolution and pooling (NCHW) ----
+  // input [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> out [N, O, Ho, Wo]
+  virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                      const Conv2dParams& p);
+  // The gradients of conv2d: grad_out [N, O, Ho, Wo] -> grad_input [N, C, H, W] (= 0 first),
+  // grad_weight [O, C/groups, kH, kW], grad_bias [O]; each may be undefined (not wanted).
+  virtual void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                               const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                               const Conv2dParams& p);
+  // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch)
+  virtual void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
+  virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
+  virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
+  // grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W]: each output's gradient shared over its window.
+  // grad_in[plane, indices[plane, o]] += grad_out[plane, o]; grad_in zeroed here
+  virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in);
+  virtual void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
+
+  // ---- softmax ----
+  // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.
+  virtual void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
+
+  // ---- indexing (index: int64, validated by the kernel against the indexed size) ----
+  // out = src.index_select(dim, index)
+  virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+  // out[..i..] = src[..index[..i..]..] along dim
+  virtual void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
+  // self[..index[..i..]..] += src[..i..] along dim, in place
+  virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+  // ---- optimizer steps (Note [Fused optimizer steps]) ----
+  // p -= lr * (nesterov ? g + μ buf : buf), buf = μ buf + (1 - τ) g, g = ±grad + wd p
+  virtual void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
+  // m, v (and v_max) updated; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+  virtual void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
+  // v = α v + (1 - α) g², p -= lr g / (sqrt(v - ḡ²) + eps), optionally through a momentum buffer
+  virtual void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
+
+  // ---- random (counter-based Philox; see tensor/generator.h) ----
+  // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).
+  virtual void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
+  virtual void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
+  virtual void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+
+ protected:
+  [[noreturn]] void unsupported(const char* kernel) const;
+};
+
+// The back end that runs kernels for `device`.
+Backend& backend(Device device);
+Backend& cpu_backend();
+// Defined by cuda/ (cuda_backend.cpp, runtime.cpp), or by cuda/stub_backend.cpp when built without CUDA.
+Backend& cuda_backend();
+Allocator* cuda_allocator(int device);  // the caching allocator of one device
+
+}  // namespace ember

@@ -1,0 +1,158 @@
+// Copy with dtype conversion, and fill.
+#include <cstring>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+#include <limits>
+
+#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/loops.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class To, class From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<opmath_t<From>>(v) != opmath_t<From>(0);
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(static_cast<opmath_t<From>>(v)));
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    // Float to integer saturates and maps NaN to 0, where C++ leaves it undefined.
+    const double x = static_cast<double>(static_cast<opmath_t<From>>(v));
+    if (!(x == x)) return To(0);
+    if (x <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (x >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(static_cast<opmath_t<From>>(v));
+  }
+}
+
+// A transposing copy: dst is contiguous along loop dim 0, src along loop dim 1. Walking
+// either one in order strides through the other a cache line per element, so the two dims
+// are walked in kTile x kTile tiles that stay in L1. 16 beats 32 and 64 here: rows of a
+// large power-of-two matrix map to the same L1 set, and 32 of them overflow its 8 ways.
+constexpr int64_t kTile = 16;
+
+bool is_transposing(const StridedLoop<2>& loop, size_t to_size, size_t from_size) {
+  return loop.sizes.size() >= 2 && loop.strides[0][0] == static_cast<int64_t>(to_size) &&
+         loop.strides[1][1] == static_cast<int64_t>(from_size) && loop.strides[0][1] != static_cast<int64_t>(from_size);
+}
+
+#ifdef __AVX2__
+// dst[c][r] = src[r][c] for an 8x8 block of 4-byte elements (strides in elements), in
+// registers: unpack pairs, then quads, then swap 128-bit halves.
+inline void transpose8x8_32(const float* src, int64_t ss, float* dst, int64_t ds) {
+  __m256 r[8], t[8];
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + k * ss);
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+    r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+    r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+    r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_storeu_ps(dst + k * ds, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+    _mm256_storeu_ps(dst + (k + 4) * ds, _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+  }
+}
+#endif
+
+template <class To, class From>
+void tiled_copy(const StridedLoop<2>& loop) {
+  const int64_t n0 = loop.sizes[0], n1 = loop.sizes[1];
+  const int64_t s0 = loop.strides[0][1], d1 = loop.strides[1][0], s1 = loop.strides[1][1];
+  const int64_t outer = loop.numel / (n0 * n1), tiles1 = (n1 + kTile - 1) / kTile;
+  parallel_for(0, outer * tiles1, std::max<int64_t>(1, kGrainSize / (kTile * n0)), [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t t1 = w % tiles1;
+      char* dp = loop.base[0];
+      const char* sp = loop.base[1];
+      for (size_t d = 2, rem = static_cast<size_t>(w / tiles1); d < loop.sizes.size(); ++d) {
+        const int64_t i = static_cast<int64_t>(rem) % loop.sizes[d];
+        rem /= static_cast<size_t>(loop.sizes[d]);
+        dp += i * loop.strides[d][0];
+        sp += i * loop.strides[d][1];
+      }
+      const int64_t i1_end = std::min(n1, (t1 + 1) * kTile);
+      for (int64_t i0b = 0; i0b < n0; i0b += kTile) {
+        const int64_t i0_end = std::min(n0, i0b + kTile);
+#ifdef __AVX2__
+        // Same 4-byte type, element-aligned strides: move full 8x8 blocks in registers.
+        constexpr bool kBits32 = std::is_same_v<To, From> && sizeof(To) == 4;
+        if constexpr (kBits32) {
+          if (s0 % 4 == 0 && d1 % 4 == 0 && i0_end - i0b == kTile && i1_end - t1 * kTile == kTile) {
+            for (int64_t i1 = t1 * kTile; i1 < i1_end; i1 += 8)
+              for (int64_t i0 = i0b; i0 < i0_end; i0 += 8)
+                transpose8x8_32(reinterpret_cast<const float*>(sp + i0 * s0 + i1 * s1), s0 / 4,
+                                reinterpret_cast<float*>(dp + i1 * d1 + i0 * 4), d1 / 4);
+            continue;
+          }
+        }
+#endif
+        for (int64_t i1 = t1 * kTile; i1 < i1_end; ++i1) {
+          To* drow = reinterpret_cast<To*>(dp + i1 * d1);  // d0 == sizeof(To): a plain array
+          const char* scol = sp + i1 * s1;
+          for (int64_t i0 = i0b; i0 < i0_end; ++i0)
+            drow[i0] = convert<To>(*reinterpret_cast<const From*>(scol + i0 * s0));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// dst[i] = To(src[i])   (same shape; src may have zero strides)
+void copy(const Tensor& src, const Tensor& dst) {
+  if (dst.numel() == 0) return;
+  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+    const size_t nbytes = dst.nbytes();
+    char* d = static_cast<char*>(dst.data_ptr());
+    const char* s = static_cast<const char*>(src.data_ptr());
+    parallel_for(0, static_cast<int64_t>(nbytes), kGrainSize * 8,
+                 [&](int64_t b, int64_t e) { std::memcpy(d + b, s + b, static_cast<size_t>(e - b)); });
+    return;
+  }
+  StridedLoop<2> loop({&dst, &src});
+  EMBER_DISPATCH_ALL(dst.dtype(), "copy", [&] {
+    using To = scalar_t;
+    EMBER_DISPATCH_ALL(src.dtype(), "copy", [&] {
+      using From = scalar_t;
+      if (is_transposing(loop, sizeof(To), sizeof(From))) return tiled_copy<To, From>(loop);
+      loop.run([](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
+        if (st[0] == sizeof(To) && st[1] == sizeof(From)) {
+          To* d = reinterpret_cast<To*>(p[0]);
+          const From* s = reinterpret_cast<const From*>(p[1]);
+          for (int64_t i = 0; i < n; ++i) d[i] = convert<To>(s[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<To*>(p[0] + i * st[0]) = convert<To>(*reinterpret_cast<const From*>(p[1] + i * st[1]));
+        }
+      });
+    });
+  });
+}
+
+// dst[i] = value
+void fill(const Tensor& dst, const Scalar& value) {
+  StridedLoop<1> loop({&dst});
+  EMBER_DISPATCH_ALL(dst.dtype(), "fill", [&] {
+    const scalar_t v = value.to<scalar_t>();
+    loop.run([v](const std::array<char*, 1>& p, const std::array<int64_t, 1>& st, int64_t n) {
+      if (st[0] == sizeof(scalar_t)) {
+        scalar_t* d = reinterpret_cast<scalar_t*>(p[0]);
+        for (int64_t i = 0; i < n; ++i) d[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(p[0] + i * st[0]) = v;
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

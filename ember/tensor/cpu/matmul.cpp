@@ -1,0 +1,124 @@
+// GEMM on the CPU through Eigen's blocked, vectorized, multi-threaded kernel. Strided
+// operands are mapped in place (row- or column-major with an outer stride); only a
+// matrix with neither unit stride is copied first.
+#include <Eigen/Core>
+
+#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/ops.h"
+#include "ember/tensor/parallel.h"
+
+namespace ember::cpu {
+namespace {
+
+template <class T>
+using RowMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+template <class T>
+using ColMap =
+    Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0, Eigen::OuterStride<>>;
+template <class T>
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+
+// How a [rows, cols] matrix with strides (s0, s1) can be handed to Eigen without a copy.
+enum class Layout { RowMajor, ColMajor, Copy };
+Layout layout_of(int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  if ((cols == 1 || s1 == 1) && (rows == 1 || s0 >= cols)) return Layout::RowMajor;
+  if ((rows == 1 || s0 == 1) && (cols == 1 || s1 >= rows)) return Layout::ColMajor;
+  return Layout::Copy;
+}
+
+// Calls f(eigen_map) for the matrix at p.
+template <class T, class F>
+void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t s0, int64_t s1, Layout layout, const F& f) {
+  if (layout == Layout::RowMajor)
+    f(RowMap<T>(p, rows, cols, Eigen::OuterStride<>(rows == 1 ? cols : s0)));
+  else
+    f(ColMap<T>(p, rows, cols, Eigen::OuterStride<>(cols == 1 ? rows : s1)));
+}
+
+template <class T>
+void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+  const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  const Layout la = layout_of(M, K, a.stride(1), a.stride(2));
+  const Layout lb = layout_of(K, N, b.stride(1), b.stride(2));
+  EMBER_ASSERT(la != Layout::Copy && lb != Layout::Copy && (N == 1 || c.stride(2) == 1), "gemm: unmappable operand");
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  T* pc = static_cast<T*>(c.data_ptr());
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  auto one = [&](int64_t i) {
+    OutMap<T> C(pc + i * c.stride(0), M, N, Eigen::OuterStride<>(M == 1 ? N : c.stride(1)));
+    if (K == 0) {
+      if (beta == 0)
+        C.setZero();
+      else
+        C *= be;
+      return;
+    }
+    with_matrix(pa + i * a.stride(0), M, K, a.stride(1), a.stride(2), la, [&](const auto& A) {
+      with_matrix(pb + i * b.stride(0), K, N, b.stride(1), b.stride(2), lb, [&](const auto& Bm) {
+        if (beta == 0) {
+          if (alpha == 1)
+            C.noalias() = A * Bm;
+          else
+            C.noalias() = al * (A * Bm);
+        } else {
+          if (beta != 1) C *= be;  // addmm's usual beta = 1 costs no extra pass over C
+          if (alpha == 1)
+            C.noalias() += A * Bm;
+          else
+            C.noalias() += al * (A * Bm);
+        }
+      });
+    });
+  };
+  // Small matrices: one thread per batch entry. Large ones: Eigen splits each product.
+  const bool small = static_cast<double>(M) * N * K < 64.0 * 64 * 64;
+  if (B > 1 && small) {
+    parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t i = b0; i < b1; ++i) one(i);
+    });
+  } else {
+    for (int64_t i = 0; i < B; ++i) one(i);
+  }
+}
+
+Tensor mappable(const Tensor& t) {
+  return layout_of(t.size(1), t.size(2), t.stride(1), t.stride(2)) == Layout::Copy ? t.contiguous() : t;
+}
+
+}  // namespace
+
+// c[b] = beta * c[b] + alpha * a[b] @ b[b];  a [B, M, K], b [B, K, N], c [B, M, N]
+void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
+  const Tensor a = mappable(a_in), b = mappable(b_in);
+  switch (c.dtype()) {
+    case kFloat32:
+      return gemm_typed<float>(a, b, c, alpha, beta);
+    case kFloat64:
+      return gemm_typed<double>(a, b, c, alpha, beta);
+    case kInt32:
+      return gemm_typed<int32_t>(a, b, c, alpha, beta);
+    case kInt64:
+      return gemm_typed<int64_t>(a, b, c, alpha, beta);
+    case kFloat16:
+    case kBFloat16: {  // compute in float32, round once at the end
+      Tensor cf = beta == 0 ? empty(c.sizes(), kFloat32) : c.to(kFloat32);
+      gemm_typed<float>(a.to(kFloat32), b.to(kFloat32), cf, alpha, beta);
+      copy(cf, c);
+      return;
+    }
+    case kUInt8:
+    case kInt8: {  // small integers: compute in int64, wrap on the way back as PyTorch does
+      Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : c.to(kInt64);
+      gemm_typed<int64_t>(a.to(kInt64), b.to(kInt64), cl, alpha, beta);
+      copy(cl, c);
+      return;
+    }
+    default:
+      break;
+  }
+  throw Error(detail::concat("matmul: not implemented for dtype ", c.dtype()));
+}
+
+}  // namespace ember::cpu

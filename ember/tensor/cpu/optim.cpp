@@ -1,0 +1,184 @@
+// Fused optimizer steps (Note [Fused optimizer steps] in tensor/backend.h): every parameter
+// of a step in one parallel region, each element's update written out in the order PyTorch's
+// single-tensor optimizers apply their ops, in the parameter's opmath type. The options that
+// change the shape of the loop (momentum, amsgrad, centering) are template arguments, so each
+// inner loop is branch-free and the compiler vectorizes it.
+#include <array>
+#include <cmath>
+
+#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/parallel.h"
+
+namespace ember::cpu {
+
+namespace {
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Runs f(index, begin, end) over chunks of at most kGrainSize elements of every tensor, in
+// parallel: many small parameters share the threads as well as one large one does.
+template <class F>
+void for_each_chunk(const std::vector<int64_t>& numels, const F& f) {
+  std::vector<std::array<int64_t, 3>> chunks;
+  for (size_t i = 0; i < numels.size(); ++i)
+    for (int64_t b = 0; b < numels[i]; b += kGrainSize)
+      chunks.push_back({static_cast<int64_t>(i), b, std::min(numels[i], b + kGrainSize)});
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) f(static_cast<size_t>(chunks[c][0]), chunks[c][1], chunks[c][2]);
+  });
+}
+
+template <class P>
+std::vector<int64_t> numels_of(const std::vector<P>& params) {
+  std::vector<int64_t> out;
+  for (const auto& p : params) out.push_back(p.param.numel());
+  return out;
+}
+
+// ---- SGD ----
+
+template <class T, bool kMomentum, bool kFirst>
+void sgd_chunk(const SgdParam& t, const SgdStep& s, int64_t b, int64_t e) {
+  using A = opmath_t<T>;
+  T* p = ptr<T>(t.param);
+  const T* g = ptr<T>(t.grad);
+  T* buf = ptr<T>(t.momentum_buffer);
+  const A lr = static_cast<A>(s.lr), mu = static_cast<A>(s.momentum), wd = static_cast<A>(s.weight_decay);
+  const A keep = static_cast<A>(1.0 - s.dampening), sign = s.maximize ? A(-1) : A(1);
+  // nesterov: d + μ·buf; otherwise buf. As d·nd + buf·nb, without a branch.
+  const A nd = s.nesterov ? A(1) : A(0), nb = s.nesterov ? mu : A(1);
+  for (int64_t i = b; i < e; ++i) {
+    const A pi = static_cast<A>(p[i]);
+    A d = sign * static_cast<A>(g[i]) + wd * pi;
+    if constexpr (kMomentum) {
+      const A bi = kFirst ? d : static_cast<A>(buf[i]) * mu + keep * d;
+      buf[i] = static_cast<T>(bi);
+      d = d * nd + bi * nb;
+    }
+    p[i] = static_cast<T>(pi - lr * d);
+  }
+}
+
+// ---- Adam / AdamW ----
+
+struct AdamCoeffs {
+  double step_size, bc2_sqrt;
+};
+
+template <class T, bool kAmsgrad>
+void adam_chunk(const AdamParam& t, const AdamStep& s, const AdamCoeffs& c, int64_t b, int64_t e) {
+  using A = opmath_t<T>;
+  T* p = ptr<T>(t.param);
+  const T* g = ptr<T>(t.grad);
+  T* m = ptr<T>(t.exp_avg);
+  T* v = ptr<T>(t.exp_avg_sq);
+  T* vmax = ptr<T>(t.max_exp_avg_sq);
+  const A step_size = static_cast<A>(c.step_size), bc2_sqrt = static_cast<A>(c.bc2_sqrt);
+  const A beta1 = static_cast<A>(s.beta1), beta2 = static_cast<A>(s.beta2);
+  const A one_minus_beta1 = static_cast<A>(1.0 - s.beta1), one_minus_beta2 = static_cast<A>(1.0 - s.beta2);
+  const A eps = static_cast<A>(s.eps), sign = s.maximize ? A(-1) : A(1);
+  const A l2 = s.decoupled_weight_decay ? A(0) : static_cast<A>(s.weight_decay);
+  const A decay = static_cast<A>(s.decoupled_weight_decay ? 1.0 - s.lr * s.weight_decay : 1.0);
+  for (int64_t i = b; i < e; ++i) {
+    const A p0 = static_cast<A>(p[i]);
+    const A gi = sign * static_cast<A>(g[i]) + l2 * p0;
+    const A mi = static_cast<A>(m[i]) * beta1 + one_minus_beta1 * gi;
+    A vi = static_cast<A>(v[i]) * beta2 + one_minus_beta2 * gi * gi;
+    m[i] = static_cast<T>(mi);
+    v[i] = static_cast<T>(vi);
+    if constexpr (kAmsgrad) {
+      vi = std::max(static_cast<A>(vmax[i]), vi);
+      vmax[i] = static_cast<T>(vi);
+    }
+    const A denom = std::sqrt(vi) / bc2_sqrt + eps;
+    p[i] = static_cast<T>(p0 * decay - step_size * (mi / denom));
+  }
+}
+
+// ---- RMSprop ----
+
+template <class T, bool kCentered, bool kMomentum>
+void rmsprop_chunk(const RmspropParam& t, const RmspropStep& s, int64_t b, int64_t e) {
+  using A = opmath_t<T>;
+  T* p = ptr<T>(t.param);
+  const T* g = ptr<T>(t.grad);
+  T* sq = ptr<T>(t.square_avg);
+  T* ga = ptr<T>(t.grad_avg);
+  T* buf = ptr<T>(t.momentum_buffer);
+  const A lr = static_cast<A>(s.lr), alpha = static_cast<A>(s.alpha), one_minus_alpha = static_cast<A>(1.0 - s.alpha);
+  const A eps = static_cast<A>(s.eps), wd = static_cast<A>(s.weight_decay), mu = static_cast<A>(s.momentum);
+  const A sign = s.maximize ? A(-1) : A(1);
+  for (int64_t i = b; i < e; ++i) {
+    const A pi = static_cast<A>(p[i]);
+    const A gi = sign * static_cast<A>(g[i]) + wd * pi;
+    const A si = static_cast<A>(sq[i]) * alpha + one_minus_alpha * gi * gi;
+    sq[i] = static_cast<T>(si);
+    A var = si;
+    if constexpr (kCentered) {
+      const A gai = static_cast<A>(ga[i]) * alpha + one_minus_alpha * gi;
+      ga[i] = static_cast<T>(gai);
+      var = si - gai * gai;
+    }
+    const A avg = std::sqrt(var) + eps;
+    if constexpr (kMomentum) {
+      const A bi = static_cast<A>(buf[i]) * mu + gi / avg;
+      buf[i] = static_cast<T>(bi);
+      p[i] = static_cast<T>(pi - lr * bi);
+    } else {
+      p[i] = static_cast<T>(pi - lr * (gi / avg));
+    }
+  }
+}
+
+}  // namespace
+
+void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+  for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
+    const SgdParam& t = params[i];
+    EMBER_DISPATCH_FLOATING(t.param.dtype(), "sgd_step", [&] {
+      if (s.momentum == 0)
+        sgd_chunk<scalar_t, false, false>(t, s, b, e);
+      else if (t.first_step)
+        sgd_chunk<scalar_t, true, true>(t, s, b, e);
+      else
+        sgd_chunk<scalar_t, true, false>(t, s, b, e);
+    });
+  });
+}
+
+void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+  std::vector<AdamCoeffs> coeffs;
+  for (const auto& t : params) {
+    const double step = static_cast<double>(t.step);
+    coeffs.push_back({s.lr / (1.0 - std::pow(s.beta1, step)), std::sqrt(1.0 - std::pow(s.beta2, step))});
+  }
+  for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
+    EMBER_DISPATCH_FLOATING(params[i].param.dtype(), "adam_step", [&] {
+      if (s.amsgrad)
+        adam_chunk<scalar_t, true>(params[i], s, coeffs[i], b, e);
+      else
+        adam_chunk<scalar_t, false>(params[i], s, coeffs[i], b, e);
+    });
+  });
+}
+
+void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+  for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
+    EMBER_DISPATCH_FLOATING(params[i].param.dtype(), "rmsprop_step", [&] {
+      const bool momentum = s.momentum > 0;
+      if (s.centered && momentum)
+        rmsprop_chunk<scalar_t, true, true>(params[i], s, b, e);
+      else if (s.centered)
+        rmsprop_chunk<scalar_t, true, false>(params[i], s, b, e);
+      else if (momentum)
+        rmsprop_chunk<scalar_t, false, true>(params[i], s, b, e);
+      else
+        rmsprop_chunk<scalar_t, false, false>(params[i], s, b, e);
+    });
+  });
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,197 @@
+// conv2d and 2-D pooling: argument checks and output sizes (PyTorch's formulas).
+#include "ember/tensor/ops/internal.h"
+
+namespace ember::native {
+namespace {
+
+std::string pair_str(std::array<int64_t, 2> p) { return shape_str({p[0], p[1]}); }
+
+void check_positive(std::array<int64_t, 2> v, const char* op, const char* what) {
+  EMBER_CHECK(v[0] > 0 && v[1] > 0, op, ": ", what, " must be positive, got ", pair_str(v));
+}
+
+// floor((in + 2 pad - dil (k - 1) - 1 + (ceil ? stride - 1 : 0)) / stride) + 1, and with
+// ceil_mode the last window must start inside the input or left padding.
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  if (span < 0) return 0;
+  int64_t out = span / stride + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+Tensor check_nchw(const Tensor& x, const char* op) {
+  ops::check_defined(x, op);
+  EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
+              shape_str(x.sizes()));
+  EMBER_CHECK(x.is_floating_point(), op, ": expected a floating point input, got ", x.dtype());
+  return (x.dim() == 3 ? x.unsqueeze(0) : x).contiguous();
+}
+
+Pool2dParams pool_params(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
+                         std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode,
+                         const char* op) {
+  Pool2dParams p;
+  p.kernel = kernel;
+  p.stride = stride.value_or(kernel);
+  p.padding = padding;
+  p.dilation = dilation;
+  p.ceil_mode = ceil_mode;
+  check_positive(p.kernel, op, "kernel_size");
+  check_positive(p.stride, op, "stride");
+  check_positive(p.dilation, op, "dilation");
+  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] * 2 <= kernel[0] && padding[1] * 2 <= kernel[1], op,
+              ": pad should be at most half of the effective kernel size, but got pad=", pair_str(padding),
+              " and kernel_size=", pair_str(kernel));
+  (void)x;
+  return p;
+}
+
+Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
+  const int64_t Ho = pooled_size(x4.size(2), p.kernel[0], p.padding[0], p.stride[0], p.dilation[0], p.ceil_mode);
+  const int64_t Wo = pooled_size(x4.size(3), p.kernel[1], p.padding[1], p.stride[1], p.dilation[1], p.ceil_mode);
+  EMBER_CHECK(Ho > 0 && Wo > 0, op, ": output size is too small for input of shape ", shape_str(x4.sizes()),
+              " with kernel_size=", pair_str(p.kernel), ", stride=", pair_str(p.stride),
+              ", padding=", pair_str(p.padding));
+  return {x4.size(0), x4.size(1), Ho, Wo};
+}
+
+Tensor restore_rank(const Tensor& out, const Tensor& original) { return original.dim() == 3 ? out.squeeze(0) : out; }
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+  const Tensor x = check_nchw(input, "conv2d");
+  ops::check_defined(weight, "conv2d", "weight");
+  ops::check_same_device({&input, &weight, &bias}, "conv2d");
+  EMBER_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got shape ",
+              shape_str(weight.sizes()));
+  EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
+              "conv2d: input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
+              bias.defined() ? detail::concat(" and ", bias.dtype()) : std::string());
+  check_positive(stride, "conv2d", "stride");
+  check_positive(dilation, "conv2d", "dilation");
+  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv2d: negative padding ", pair_str(padding));
+  EMBER_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
+  const int64_t C = x.size(1), O = weight.size(0);
+  EMBER_CHECK(O % groups == 0, "conv2d: out_channels (", O, ") must be divisible by groups (", groups, ")");
+  EMBER_CHECK(weight.size(1) * groups == C, "conv2d: input of shape ", shape_str(input.sizes()), " has ", C,
+              " channels, but weight of shape ", shape_str(weight.sizes()), " with groups=", groups, " expects ",
+              weight.size(1) * groups);
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, "conv2d: bias must have shape [", O, "], got ",
+                shape_str(bias.sizes()));
+  const int64_t eff_h = dilation[0] * (weight.size(2) - 1) + 1, eff_w = dilation[1] * (weight.size(3) - 1) + 1;
+  const int64_t Hp = x.size(2) + 2 * padding[0], Wp = x.size(3) + 2 * padding[1];
+  EMBER_CHECK(Hp >= eff_h && Wp >= eff_w, "conv2d: input of shape ", shape_str(input.sizes()), " (padded ", Hp, "x", Wp,
+              ") is smaller than the kernel (", eff_h, "x", eff_w, ")");
+  Conv2dParams p{stride, padding, dilation, groups};
+  Tensor out =
+      ops::empty_on({x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1}, x.dtype(), x.device());
+  if (out.numel() > 0)
+    backend(x.device()).conv2d(x, weight.contiguous(), bias.defined() ? bias.contiguous() : bias, out, p);
+  return restore_rank(out, input);
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, std::array<int64_t, 2> kernel,
+                                                   std::optional<std::array<int64_t, 2>> stride,
+                                                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
+                                                   bool ceil_mode) {
+  const Tensor x = check_nchw(input, "max_pool2d");
+  const Pool2dParams p = pool_params(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
+  const Shape shape = pooled_shape(x, p, "max_pool2d");
+  Tensor out = ops::empty_on(shape, x.dtype(), x.device());
+  Tensor idx = ops::empty_on(shape, kInt64, x.device());
+  if (out.numel() > 0) backend(x.device()).max_pool2d(x, out, idx, p);
+  return {restore_rank(out, input), restore_rank(idx, input)};
+}
+
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
+                  std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
+  return std::get<0>(max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
+}
+
+Tensor avg_pool2d(const Tensor& input, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
+                  std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
+  const Tensor x = check_nchw(input, "avg_pool2d");
+  Pool2dParams p = pool_params(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  p.count_include_pad = count_include_pad;
+  Tensor out = ops::empty_on(pooled_shape(x, p, "avg_pool2d"), x.dtype(), x.device());
+  if (out.numel() > 0) backend(x.device()).avg_pool2d(x, out, p);
+  return restore_rank(out, input);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size) {
+  const Tensor x = check_nchw(input, "adaptive_avg_pool2d");
+  check_positive(output_size, "adaptive_avg_pool2d", "output_size");
+  EMBER_CHECK(x.size(2) > 0 && x.size(3) > 0, "adaptive_avg_pool2d: input of shape ", shape_str(input.sizes()),
+              " has an empty spatial dimension");
+  Tensor out = ops::empty_on({x.size(0), x.size(1), output_size[0], output_size[1]}, x.dtype(), x.device());
+  if (out.numel() > 0) backend(x.device()).adaptive_avg_pool2d(x, out);
+  return restore_rank(out, input);
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                                                   std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                                                   std::array<int64_t, 2> dilation, int64_t groups,
+                                                   std::array<bool, 3> wanted) {
+  const bool batched = input.dim() == 4;
+  const Tensor x = (batched ? input : input.unsqueeze(0)).contiguous();
+  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  // 16-bit floats: in float32 on the CPU; cuDNN takes them as they are (accumulating in float).
+  const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
+  const Tensor xc = x.to(compute), wc = weight.contiguous().to(compute), dyc = dy.to(compute);
+  Tensor gx = wanted[0] ? ops::empty_on(xc.sizes(), compute, x.device()) : Tensor();
+  Tensor gw = wanted[1] ? ops::empty_on(wc.sizes(), compute, x.device()) : Tensor();
+  Tensor gb = wanted[2] ? ops::empty_on({wc.size(0)}, compute, x.device()) : Tensor();
+  backend(x.device()).conv2d_backward(xc, wc, dyc, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
+  if (gx.defined()) gx = (batched ? gx : gx.squeeze(0)).to(input.dtype());
+  if (gw.defined()) gw = gw.to(weight.dtype());
+  if (gb.defined()) gb = gb.to(weight.dtype());
+  return {gx, gw, gb};
+}
+
+namespace {
+// The gradient buffer for a pooling backward: the input's shape, made 4-D, in grad_out's dtype.
+Tensor pool_grad_input(const Tensor& grad_out, const Shape& input_sizes, const char* op) {
+  EMBER_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op, ": expected a 3-D or 4-D input shape, got ",
+              shape_str(input_sizes));
+  Shape s = input_sizes;
+  if (s.size() == 3) s.insert(s.begin(), 1);
+  return ops::empty_on(s, grad_out.dtype(), grad_out.device());
+}
+}  // namespace
+
+// Only the input's shape is needed: the pooling nodes keep that, not the input itself.
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std::array<int64_t, 2> kernel,
+                           std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
+                           bool count_include_pad) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "avg_pool2d_backward");
+  Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  p.count_include_pad = count_include_pad;
+  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(gx.device()).avg_pool2d_backward(dy, gx, p);
+  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "max_pool2d_backward");
+  EMBER_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_out.sizes(),
+              "max_pool2d_backward: indices must be int64 of the gradient's shape ", shape_str(grad_out.sizes()),
+              ", got ", indices.dtype(), " ", shape_str(indices.sizes()));
+  const bool batched = input_sizes.size() == 4;
+  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const Tensor idx = (batched ? indices : indices.unsqueeze(0)).contiguous();
+  backend(gx.device()).max_pool2d_backward(dy, idx, gx);
+  return batched ? gx : gx.squeeze(0);
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "adaptive_avg_pool2d_backward");
+  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  backend(gx.device()).adaptive_avg_pool2d_backward(dy, gx);
+  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
+}
+
+}  // namespace ember::native

@@ -1,0 +1,112 @@
+// Indexing ops: index_select, gather, scatter_add, embedding, one_hot, tril/triu.
+#include "ember/tensor/ops/internal.h"
+
+namespace ember::native {
+namespace {
+
+Tensor index_as_int64(const Tensor& index, const char* op, bool allow_int32) {
+  ops::check_defined(index, op, "index");
+  EMBER_CHECK(index.dtype() == kInt64 || (allow_int32 && index.dtype() == kInt32), op, ": expected an int64",
+              allow_int32 ? " or int32" : "", " index tensor, but got ", index.dtype());
+  return index.to(kInt64);
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  ops::check_defined(x, "index_select");
+  ops::check_same_device({&x, &index}, "index_select");
+  const Tensor idx = index_as_int64(index, "index_select", true);
+  EMBER_CHECK(idx.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", shape_str(index.sizes()));
+  const Tensor src = (x.dim() == 0 ? x.reshape({1}) : x).contiguous();
+  dim = wrap_dim(dim, src.dim(), "index_select");
+  Shape shape = src.sizes();
+  shape[dim] = idx.numel();
+  Tensor out = ops::empty_on(shape, x.dtype(), x.device());
+  if (idx.numel() > 0) {
+    EMBER_CHECK(src.size(dim) > 0, "index_select: cannot select from dimension ", dim, " of size 0");
+    backend(x.device()).index_select(src, dim, idx.reshape({-1}), out);
+  }
+  return x.dim() == 0 ? out.reshape({}) : out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  ops::check_defined(x, "gather");
+  ops::check_same_device({&x, &index}, "gather");
+  const Tensor idx = index_as_int64(index, "gather", false);
+  dim = wrap_dim(dim, x.dim(), "gather");
+  EMBER_CHECK(idx.dim() == x.dim(), "gather: index tensor must have the same number of dimensions as input (",
+              idx.dim(), " vs ", x.dim(), ")");
+  for (int64_t d = 0; d < x.dim(); ++d)
+    EMBER_CHECK(d == dim || idx.size(d) <= x.size(d), "gather: size of index ", shape_str(idx.sizes()),
+                " exceeds the input's ", shape_str(x.sizes()), " at dimension ", d);
+  Tensor out = ops::empty_on(idx.sizes(), x.dtype(), x.device());
+  if (out.numel() > 0) backend(x.device()).gather(x, dim, idx, out);
+  return out;
+}
+
+Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_defined(x, "scatter_add");
+  ops::check_defined(src, "scatter_add", "src");
+  ops::check_same_device({&x, &index, &src}, "scatter_add");
+  const Tensor idx = index_as_int64(index, "scatter_add", false);
+  dim = wrap_dim(dim, x.dim(), "scatter_add");
+  EMBER_CHECK(src.dtype() == x.dtype(), "scatter_add: expected src dtype ", x.dtype(), ", got ", src.dtype());
+  EMBER_CHECK(idx.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: index ", shape_str(idx.sizes()), ", src ",
+              shape_str(src.sizes()), " and self ", shape_str(x.sizes()), " must have the same number of dimensions");
+  for (int64_t d = 0; d < x.dim(); ++d)
+    EMBER_CHECK(idx.size(d) <= src.size(d) && (d == dim || idx.size(d) <= x.size(d)), "scatter_add: index of shape ",
+                shape_str(idx.sizes()), " is larger than src ", shape_str(src.sizes()), " or self ",
+                shape_str(x.sizes()), " at dimension ", d);
+  if (idx.numel() > 0) backend(x.device()).scatter_add(x, dim, idx, src);
+  return x;
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_defined(x, "scatter_add");
+  Tensor out = x.clone();
+  return scatter_add_(out, dim, index, src);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  ops::check_defined(weight, "embedding", "weight");
+  EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape ",
+              shape_str(weight.sizes()));
+  const Tensor idx = index_as_int64(indices, "embedding", true);
+  Shape shape = idx.sizes();
+  shape.push_back(weight.size(1));
+  return index_select(weight, 0, idx.reshape({-1})).view(shape);
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  const Tensor idx = index_as_int64(indices, "one_hot", false);
+  if (idx.numel() > 0) {
+    const int64_t lo = idx.amin().item<int64_t>(), hi = idx.amax().item<int64_t>();
+    EMBER_CHECK(lo >= 0, "one_hot: class values must be non-negative, got ", lo);
+    if (num_classes == -1) num_classes = hi + 1;
+    EMBER_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (", num_classes, "), got ",
+                hi);
+  } else {
+    EMBER_CHECK(num_classes != -1, "one_hot: can not infer the number of classes from an empty tensor");
+  }
+  EMBER_CHECK(num_classes >= 0, "one_hot: num_classes must be non-negative or -1, got ", num_classes);
+  return eq(idx.unsqueeze(-1), arange(num_classes, TensorOptions().dtype(kInt64).device(idx.device()))).to(kInt64);
+}
+
+namespace {
+// keep(i, j) = lower ? j - i <= k : j - i >= k over the last two dims.
+Tensor triangle(const Tensor& x, int64_t k, bool lower, const char* op) {
+  ops::check_defined(x, op);
+  EMBER_CHECK(x.dim() >= 2, op, ": input must have at least 2 dimensions, got shape ", shape_str(x.sizes()));
+  const TensorOptions opts = TensorOptions().dtype(kInt64).device(x.device());
+  const Tensor rows = arange(x.size(-2), opts).unsqueeze(1), cols = arange(x.size(-1), opts).unsqueeze(0);
+  const Tensor diff = cols - rows;
+  const Tensor keep = lower ? diff.le(k) : diff.ge(k);
+  return where(keep, x, full({}, 0, TensorOptions().dtype(x.dtype()).device(x.device())));
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, true, "tril"); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, false, "triu"); }
+
+}  // namespace ember::native

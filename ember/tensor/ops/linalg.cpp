@@ -1,0 +1,130 @@
+// matmul and friends with PyTorch's shape rules, all ending in one batched GEMM call.
+#include "ember/tensor/ops/internal.h"
+
+namespace ember::native {
+namespace {
+
+void check_gemm_operands(const Tensor& a, const Tensor& b, const char* op) {
+  ops::check_defined(a, op);
+  ops::check_defined(b, op);
+  ops::check_same_device({&a, &b}, op);
+  EMBER_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, but got ", a.dtype(),
+              " and ", b.dtype());
+  EMBER_CHECK(a.dtype() != kBool, op, ": not implemented for dtype bool");
+}
+
+[[noreturn]] void shape_mismatch(const char* op, const Tensor& a, const Tensor& b, int64_t ka, int64_t kb) {
+  throw Error(detail::concat(op, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
+                             " cannot be multiplied (", ka, " != ", kb, ")"));
+}
+
+// out[B, M, N] = a[B, M, K] @ b[B, K, N] (+ beta * out when beta != 0)
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, double alpha, double beta) {
+  if (out.numel() == 0) return;
+  backend(a.device()).gemm(a, b, out, alpha, beta);
+}
+
+Tensor mm_impl(const Tensor& a, const Tensor& b) {
+  Tensor out = ops::empty_on({a.size(0), b.size(1)}, a.dtype(), a.device());
+  batched_gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1, 0);
+  return out;
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_gemm_operands(a, b, "mm");
+  EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "mm: expected 2-D tensors, but got shapes ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
+  if (a.size(1) != b.size(0)) shape_mismatch("mm", a, b, a.size(1), b.size(0));
+  return mm_impl(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_gemm_operands(a, b, "bmm");
+  EMBER_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, but got shapes ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
+  EMBER_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", shape_str(a.sizes()), " and ", shape_str(b.sizes()));
+  if (a.size(2) != b.size(1)) shape_mismatch("bmm", a, b, a.size(2), b.size(1));
+  Tensor out = ops::empty_on({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
+  batched_gemm(a, b, out, 1, 0);
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_gemm_operands(a, b, "matmul");
+  const int64_t da = a.dim(), db = b.dim();
+  EMBER_CHECK(da > 0 && db > 0, "matmul: both arguments need to be at least 1-D, but got shapes ", shape_str(a.sizes()),
+              " and ", shape_str(b.sizes()));
+  const int64_t ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb) shape_mismatch("matmul", a, b, ka, kb);
+  if (da == 1 && db == 1) return mm_impl(a.unsqueeze(0), b.unsqueeze(1)).reshape({});  // dot
+  if (da == 2 && db == 1) return mm_impl(a, b.unsqueeze(1)).squeeze(1);                // mv
+  if (da == 1 && db == 2) return mm_impl(a.unsqueeze(0), b).squeeze(0);
+  if (da == 2 && db == 2) return mm_impl(a, b);
+  if (da >= 3 && db <= 2) {
+    // [..., M, K] @ [K, N]: fold the batch into M, one large GEMM.
+    Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
+    const Tensor b2 = db == 1 ? b.unsqueeze(1) : b;
+    if (db == 2) out_shape.push_back(b.size(1));
+    return mm_impl(a.reshape({-1, ka}), b2).reshape(out_shape);
+  }
+  // General batched case: broadcast the batch dims, then one strided batched GEMM.
+  const Tensor a3 = da == 1 ? a.unsqueeze(0) : a;
+  const Tensor b3 = db == 1 ? b.unsqueeze(1) : b;
+  const Shape batch_a(a3.sizes().begin(), a3.sizes().end() - 2), batch_b(b3.sizes().begin(), b3.sizes().end() - 2);
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const int64_t M = a3.size(-2), N = b3.size(-1);
+  int64_t B = 1;
+  for (int64_t s : batch) B *= s;
+  Shape sa = batch, sb = batch;
+  sa.insert(sa.end(), {M, ka});
+  sb.insert(sb.end(), {ka, N});
+  Shape out_shape = batch;
+  out_shape.insert(out_shape.end(), {M, N});
+  Tensor out = ops::empty_on(out_shape, a.dtype(), a.device());
+  batched_gemm(a3.expand(sa).reshape({B, M, ka}), b3.expand(sb).reshape({B, ka, N}), out.view({B, M, N}), 1, 0);
+  if (da == 1) out = out.squeeze(-2);
+  if (db == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  check_gemm_operands(a, b, "addmm");
+  ops::check_defined(bias, "addmm", "bias");
+  ops::check_same_device({&bias, &a}, "addmm");
+  EMBER_CHECK(a.dim() == 2 && b.dim() == 2, "addmm: expected 2-D matrices, but got shapes ", shape_str(a.sizes()),
+              " and ", shape_str(b.sizes()));
+  if (a.size(1) != b.size(0)) shape_mismatch("addmm", a, b, a.size(1), b.size(0));
+  EMBER_CHECK(bias.dtype() == a.dtype(), "addmm: bias dtype ", bias.dtype(), " differs from the matrices' ", a.dtype());
+  const Shape shape{a.size(0), b.size(1)};
+  EMBER_CHECK(broadcast_shapes(bias.sizes(), shape, "addmm") == shape, "addmm: bias of shape ", shape_str(bias.sizes()),
+              " cannot be broadcast to ", shape_str(shape));
+  Tensor out = ops::empty_on(shape, a.dtype(), a.device());
+  const double be = beta.to_double();
+  if (be == 1 && alpha.to_double() == 1 && bias.dim() == 1 && bias.size(0) == shape[1] && out.numel() > 0) {
+    // Linear's case: the back end may add the bias inside the GEMM (CUDA: cuBLASLt's epilogue).
+    backend(a.device()).gemm_bias(a, b, bias, out);
+    return out;
+  }
+  if (be != 0) out.copy_(bias);
+  batched_gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), alpha.to_double(), be);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_gemm_operands(x, weight, "linear");
+  EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
+              shape_str(weight.sizes()));
+  EMBER_CHECK(x.dim() >= 1, "linear: input must be at least 1-D");
+  if (x.size(-1) != weight.size(1)) shape_mismatch("linear", x, weight.t(), x.size(-1), weight.size(1));
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(weight.size(0));
+  const Tensor x2 = x.reshape({-1, weight.size(1)});
+  if (!bias.defined()) return mm_impl(x2, weight.t()).reshape(out_shape);
+  EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
+              "], got ", shape_str(bias.sizes()));
+  return addmm(bias, x2, weight.t()).reshape(out_shape);
+}
+
+}  // namespace ember::native

@@ -1,0 +1,51 @@
+#pragma once
+// A number that is not a tensor: the `2` in `x * 2`. It remembers whether it was
+// written as a bool, an integer or a floating value, since type promotion depends on it.
+#include <cstdint>
+#include <type_traits>
+
+#include "ember/tensor/dtype.h"
+
+namespace ember {
+
+class Scalar {
+ public:
+  enum class Kind : int8_t { Bool, Int, Float };
+  Scalar() : Scalar(int64_t{0}) {}
+  Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}  // NOLINT: implicit by design
+  template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)), d_(static_cast<double>(v)) {}  // NOLINT
+  Scalar(double v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}                // NOLINT
+  Scalar(float v) : Scalar(static_cast<double>(v)) {}                                         // NOLINT
+  Scalar(Half v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                      // NOLINT
+  Scalar(BFloat16 v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                  // NOLINT
+
+  Kind kind() const { return kind_; }
+  bool is_floating() const { return kind_ == Kind::Float; }
+  bool is_integral() const { return kind_ == Kind::Int; }
+  bool is_bool() const { return kind_ == Kind::Bool; }
+  double to_double() const { return d_; }
+  int64_t to_int64() const { return i_; }
+  bool to_bool() const { return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0; }
+  // The value converted to T (exact for integers, which never pass through double).
+  template <class T>
+  T to() const {
+    if constexpr (std::is_same_v<T, bool>)
+      return to_bool();
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
+    else
+      return static_cast<T>(static_cast<opmath_t<T>>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
+  }
+  // The dtype PyTorch gives a tensor made from this number alone.
+  DType default_dtype() const {
+    return kind_ == Kind::Bool ? kBool : kind_ == Kind::Int ? kInt64 : default_float_dtype();
+  }
+
+ private:
+  Kind kind_;
+  int64_t i_;
+  double d_;
+};
+
+}  // namespace ember

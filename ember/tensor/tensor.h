@@ -1,0 +1,317 @@
+#pragma once
+// Tensor: a cheap handle (shared pointer) to a TensorImpl, which is a Storage plus
+// offset, sizes, strides, dtype and device. Views share the Storage.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ember/tensor/device.h"
+#include "ember/tensor/dtype.h"
+#include "ember/tensor/scalar.h"
+#include "ember/tensor/shape.h"
+#include "ember/tensor/storage.h"
+
+namespace ember {
+
+// Options for factories, LibTorch style: zeros({2, 3}, kFloat64) or
+// zeros({2, 3}, TensorOptions().dtype(kFloat64).device(kCUDA)).
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_ = kCPU;
+  bool pinned_memory_ = false;  // host memory that is page-locked (cuda::pinned_allocator)
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}        // NOLINT: implicit by design
+  TensorOptions(Device d) : device_(d) {}      // NOLINT
+  TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions pinned_memory(bool p = true) const {
+    auto o = *this;
+    o.pinned_memory_ = p;
+    return o;
+  }
+};
+
+struct AutogradMeta;  // autograd/meta.h
+class Node;           // autograd/node.h
+
+struct TensorImpl {
+  Storage storage;
+  int64_t offset = 0;  // in elements
+  Shape sizes;
+  Shape strides;  // in elements
+  DType dtype = kFloat32;
+  Device device;
+  std::shared_ptr<AutogradMeta> autograd;  // null for tensors that never took part in autograd
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: holds no impl
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata ----
+  const Shape& sizes() const { return ref().sizes; }
+  const Shape& shape() const { return sizes(); }
+  const Shape& strides() const { return ref().strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(sizes().size()); }
+  int64_t ndimension() const { return dim(); }
+  int64_t numel() const;
+  DType dtype() const { return ref().dtype; }
+  DType scalar_type() const { return dtype(); }
+  Device device() const { return ref().device; }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  int64_t storage_offset() const { return ref().offset; }
+  const Storage& storage() const { return ref().storage; }
+  size_t element_size() const { return ::ember::element_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_contiguous() const { return is_contiguous_layout(sizes(), strides()); }
+  bool shares_storage(const Tensor& o) const { return storage() == o.storage(); }
+
+  // ---- data access (CPU) ----
+  void* data_ptr() const;  // address of the first element
+  template <class T>
+  T* data_ptr() const;  // checks that T matches dtype()
+  Scalar item() const;  // the one element of a one-element tensor
+  template <class T>
+  T item() const {
+    return item().to<T>();
+  }
+  template <class T>
+  std::vector<T> to_vector() const;  // all elements in logical order, converted to T
+
+  // ---- autograd (autograd/tensor_autograd.cpp) ----
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool requires_grad);  // leaves only; floating dtypes only
+  Tensor& requires_grad_(bool requires_grad = true) { return set_requires_grad(requires_grad); }
+  const Tensor& grad() const;  // undefined until a backward reaches this leaf (or retain_grad)
+  Tensor& mutable_grad();      // for optimizers and zero_grad: assign or modify in place
+  std::shared_ptr<Node> grad_fn() const;
+  bool is_leaf() const;  // no grad_fn: made by the user, not by a recorded op
+  void retain_grad();    // keep .grad() for a non-leaf too
+  bool retains_grad() const;
+  // Backpropagates from this tensor; `gradient` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // hook(leaf) runs right after a gradient was accumulated into this leaf's .grad().
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  Tensor detach() const;  // shares storage and version counter, no history
+  Tensor& detach_();
+  // Makes this tensor refer to new_data's storage, shape, dtype and device, keeping its
+  // identity and autograd state (PyTorch's `param.data = ...`); module.to() uses it.
+  void set_data(const Tensor& new_data) const;
+  uint64_t version() const;  // bumped by every in-place op on the storage
+  void bump_version() const;
+
+  // ---- conversion and copies ----
+  Tensor to(DType dtype, bool copy = false) const;
+  Tensor to(Device device, bool non_blocking = false, bool copy = false) const;
+  Tensor to(Device device, DType dtype, bool non_blocking = false, bool copy = false) const;
+  Tensor cpu() const { return to(Device(kCPU)); }
+  Tensor cuda(int index = 0) const { return to(Device(kCUDA, index)); }
+  Tensor contiguous() const;
+  Tensor clone() const;
+  // A copy in page-locked host memory (itself when it is already there), so that copies to a
+  // GPU with non_blocking = true are asynchronous. Needs a CUDA device.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
+  Tensor& copy_(const Tensor& src);  // broadcasts src to self's shape; casts dtype and device
+
+  // ---- views (share storage) ----
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;  // a view when possible, a copy otherwise
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // 2-D transpose (0-D and 1-D unchanged)
+  Tensor permute(const Shape& dims) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
+               int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor as_strided(const Shape& sizes, const Shape& strides,
+                    std::optional<int64_t> storage_offset = std::nullopt) const;
+  Tensor movedim(int64_t source, int64_t destination) const;
+
+  // ---- elementwise (defined in tensor/tensor_methods.cpp through the free functions) ----
+  Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
+  Tensor add(const Scalar& o, const Scalar& alpha = 1) const;
+  Tensor sub(const Tensor& o, const Scalar& alpha = 1) const;
+  Tensor sub(const Scalar& o, const Scalar& alpha = 1) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(const Scalar& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor div(const Scalar& o) const;
+  Tensor pow(const Tensor& o) const;
+  Tensor pow(const Scalar& o) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(const Scalar& o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(const Scalar& o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(const Scalar& o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(const Scalar& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(const Scalar& o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(const Scalar& o) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(const std::string& approximate = "none") const;  // "none" (erf) or "tanh"
+  Tensor silu() const;
+  Tensor sign() const;
+  Tensor square() const;
+  Tensor reciprocal() const;
+
+  // in place: the result is cast to self's dtype; broadcasting must not grow self
+  Tensor& add_(const Tensor& o, const Scalar& alpha = 1);
+  Tensor& add_(const Scalar& o, const Scalar& alpha = 1);
+  Tensor& sub_(const Tensor& o, const Scalar& alpha = 1);
+  Tensor& sub_(const Scalar& o, const Scalar& alpha = 1);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(const Scalar& o);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(const Scalar& o);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
+  Tensor& relu_();
+  Tensor& zero_();
+  Tensor& fill_(const Scalar& value);
+  Tensor& uniform_(double from = 0.0, double to = 1.0);
+  Tensor& normal_(double mean = 0.0, double std = 1.0);
+
+  // ---- reductions ----
+  Tensor sum(std::optional<DType> dtype = std::nullopt) const;
+  Tensor sum(const Shape& dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor max() const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;  // {} = all dims
+  Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor norm(double p = 2.0) const;
+  Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
+  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor any() const;
+
+  // ---- linear algebra and nn ----
+  Tensor matmul(const Tensor& o) const;
+  Tensor mm(const Tensor& o) const;
+  Tensor bmm(const Tensor& o) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // ---- indexing ----
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+
+ private:
+  TensorImpl& ref() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Operators, as in LibTorch: comparisons return bool tensors.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Scalar& b);
+Tensor operator-(const Tensor& a, const Scalar& b);
+Tensor operator*(const Tensor& a, const Scalar& b);
+Tensor operator/(const Tensor& a, const Scalar& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Scalar& b);
+Tensor operator!=(const Tensor& a, const Scalar& b);
+Tensor operator<(const Tensor& a, const Scalar& b);
+Tensor operator<=(const Tensor& a, const Scalar& b);
+Tensor operator>(const Tensor& a, const Scalar& b);
+Tensor operator>=(const Tensor& a, const Scalar& b);
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator/=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, const Scalar& b);
+Tensor& operator-=(Tensor& a, const Scalar& b);
+Tensor& operator*=(Tensor& a, const Scalar& b);
+Tensor& operator/=(Tensor& a, const Scalar& b);
+
+// PyTorch-style printing: tensor([[1.0000, 2.0000], ...], dtype=float64).
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::string to_string(const Tensor& t);
+
+// ---- implementation of the templates ----
+template <class T>
+T* Tensor::data_ptr() const {
+  EMBER_CHECK(dtype_of<T>::value == dtype(), "data_ptr: expected a tensor of dtype ", dtype_of<T>::value,
+              " but it has dtype ", dtype());
+  return static_cast<T*>(data_ptr());
+}
+
+}  // namespace ember
