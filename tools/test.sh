@@ -16,6 +16,9 @@ export CCACHE_BASEDIR="$PWD"
 
 cmake --preset release
 cmake --build --preset release -j "$jobs"
+echo "== layers =="
+tools/check_layers.sh build/release
+tools/check_layers.sh --self-test
 ctest --preset release -j "$jobs"
 
 echo "== install + find_package(ember) from an outside project =="

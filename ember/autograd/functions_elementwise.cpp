@@ -15,7 +15,7 @@ Tensor sum_to(const Tensor& g, const Shape& sizes) {
   return native::reshape(r, sizes);
 }
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+Tensor autograd::add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a, b))
     record_fn("AddBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
@@ -24,7 +24,7 @@ Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+Tensor autograd::sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::sub(a, b, alpha); });
   if (needs_grad(a, b))
     record_fn("SubBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
@@ -33,7 +33,7 @@ Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor autograd::mul(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a, b))
     record_fn("MulBackward", {&a, &b}, {&out},
@@ -47,7 +47,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor autograd::div(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::div(a, b); });
   if (needs_grad(a, b))
     record_fn("DivBackward", {&a, &b}, {&out},
@@ -59,16 +59,16 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor autograd::pow(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::pow(a, b); });
   if (needs_grad(a, b))
     record_fn("PowBackward", {&a, &b}, {&out},
               [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b),
                so = SavedTensor(out)](std::vector<Tensor>& d) {
                 const Tensor x = sa.unpack("pow"), e = sb.unpack("pow"), y = so.unpack("pow");
-                const Tensor ga = d[0] * e * pow(x, e - 1.0);
+                const Tensor ga = d[0] * e * ember::pow(x, e - 1.0);
                 // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
-                const Tensor gb = where(logical_and(x == 0.0, e >= 0.0), 0.0, d[0] * y * log(x));
+                const Tensor gb = ember::where(logical_and(x == 0.0, e >= 0.0), 0.0, d[0] * y * ember::log(x));
                 return std::vector<Tensor>{fit(ga, la.sizes, la.dtype), fit(gb, lb.sizes, lb.dtype)};
               });
   return out;
@@ -92,70 +92,23 @@ Tensor extreme_of_two(const char* name, Tensor (*native_fn)(const Tensor&, const
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
+Tensor autograd::maximum(const Tensor& a, const Tensor& b) {
   return extreme_of_two("MaximumBackward", native::maximum, native::gt, a, b);
 }
-Tensor minimum(const Tensor& a, const Tensor& b) {
+Tensor autograd::minimum(const Tensor& a, const Tensor& b) {
   return extreme_of_two("MinimumBackward", native::minimum, native::lt, a, b);
 }
 
-// Comparisons and logical ops have bool results: nothing to differentiate.
-Tensor eq(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::eq(a, b); });
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::ne(a, b); });
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::lt(a, b); });
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::le(a, b); });
-}
-Tensor gt(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::gt(a, b); });
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::ge(a, b); });
-}
-Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::logical_and(a, b); });
-}
-Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return forward([&] { return native::logical_or(a, b); });
-}
-Tensor logical_not(const Tensor& a) {
-  return forward([&] { return native::logical_not(a); });
-}
-Tensor eq(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::eq(a, b); });
-}
-Tensor ne(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::ne(a, b); });
-}
-Tensor lt(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::lt(a, b); });
-}
-Tensor le(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::le(a, b); });
-}
-Tensor gt(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::gt(a, b); });
-}
-Tensor ge(const Tensor& a, const Scalar& b) {
-  return forward([&] { return native::ge(a, b); });
-}
-
 // Scalar forms: the scalar is a constant.
-Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+Tensor autograd::add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a))
     record_fn("AddBackward", {&a}, {&out},
               [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; });
   return out;
 }
-Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return add(a, -b.to_double() * alpha.to_double()); }
-Tensor mul(const Tensor& a, const Scalar& b) {
+Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return ember::add(a, -b.to_double() * alpha.to_double()); }
+Tensor autograd::mul(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a))
     record_fn("MulBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
@@ -163,7 +116,7 @@ Tensor mul(const Tensor& a, const Scalar& b) {
     });
   return out;
 }
-Tensor div(const Tensor& a, const Scalar& b) {
+Tensor autograd::div(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return native::div(a, b); });
   if (needs_grad(a))
     record_fn("DivBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
@@ -171,17 +124,17 @@ Tensor div(const Tensor& a, const Scalar& b) {
     });
   return out;
 }
-Tensor pow(const Tensor& a, const Scalar& e) {
+Tensor autograd::pow(const Tensor& a, const Scalar& e) {
   Tensor out = forward([&] { return native::pow(a, e); });
   if (needs_grad(a))
     record_fn("PowBackward", {&a}, {&out}, [la = Like(a), sa = SavedTensor(a), e](std::vector<Tensor>& d) {
       const double ev = e.to_double();
       if (ev == 0) return std::vector<Tensor>{la.zeros()};
-      return std::vector<Tensor>{fit(d[0] * ev * pow(sa.unpack("pow"), ev - 1.0), la.sizes, la.dtype)};
+      return std::vector<Tensor>{fit(d[0] * ev * ember::pow(sa.unpack("pow"), ev - 1.0), la.sizes, la.dtype)};
     });
   return out;
 }
-Tensor pow(const Scalar& s, const Tensor& b) {
+Tensor autograd::pow(const Scalar& s, const Tensor& b) {
   Tensor out = forward([&] { return native::pow(s, b); });
   if (needs_grad(b))
     record_fn("PowBackward", {&b}, {&out}, [lb = Like(b), so = SavedTensor(out), s](std::vector<Tensor>& d) {
@@ -190,34 +143,34 @@ Tensor pow(const Scalar& s, const Tensor& b) {
   return out;
 }
 
-Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+Tensor autograd::where(const Tensor& c, const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::where(c, a, b); });
   if (needs_grad(a, b))
     record_fn("WhereBackward", {&a, &b}, {&out},
               [la = Like(a), lb = Like(b), sc = SavedTensor(c)](std::vector<Tensor>& d) {
                 const Tensor cond = sc.unpack("where");
-                return std::vector<Tensor>{fit(where(cond, d[0], 0.0), la.sizes, la.dtype),
-                                           fit(where(cond, 0.0, d[0]), lb.sizes, lb.dtype)};
+                return std::vector<Tensor>{fit(ember::where(cond, d[0], 0.0), la.sizes, la.dtype),
+                                           fit(ember::where(cond, 0.0, d[0]), lb.sizes, lb.dtype)};
               });
   return out;
 }
-Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) {
-  return where(c, a, full({}, b, TensorOptions().dtype(result_type(a, b)).device(a.device())));
+Tensor autograd::where(const Tensor& c, const Tensor& a, const Scalar& b) {
+  return ember::where(c, a, full({}, b, TensorOptions().dtype(result_type(a, b)).device(a.device())));
 }
-Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) {
-  return where(c, full({}, a, TensorOptions().dtype(result_type(b, a)).device(b.device())), b);
+Tensor autograd::where(const Tensor& c, const Scalar& a, const Tensor& b) {
+  return ember::where(c, full({}, a, TensorOptions().dtype(result_type(b, a)).device(b.device())), b);
 }
 
-Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
+Tensor autograd::masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   Tensor out = forward([&] { return native::masked_fill(x, mask, value); });
   if (needs_grad(x))
     record_fn("MaskedFillBackward", {&x}, {&out}, [lx = Like(x), sm = SavedTensor(mask)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(where(sm.unpack("masked_fill"), 0.0, d[0]), lx.sizes, lx.dtype)};
+      return std::vector<Tensor>{fit(ember::where(sm.unpack("masked_fill"), 0.0, d[0]), lx.sizes, lx.dtype)};
     });
   return out;
 }
 
-Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+Tensor autograd::clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   Tensor out = forward([&] { return native::clamp(x, lo, hi); });
   if (needs_grad(x))
     record_fn("ClampBackward", {&x}, {&out}, [lx = Like(x), sx = SavedTensor(x), lo, hi](std::vector<Tensor>& d) {
@@ -225,7 +178,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
       Tensor keep = ones_like(v).to(kBool);
       if (lo) keep = logical_and(keep, v >= *lo);
       if (hi) keep = logical_and(keep, v <= *hi);
-      return std::vector<Tensor>{fit(where(keep, d[0], 0.0), lx.sizes, lx.dtype)};
+      return std::vector<Tensor>{fit(ember::where(keep, d[0], 0.0), lx.sizes, lx.dtype)};
     });
   return out;
 }
@@ -246,80 +199,80 @@ Tensor unary(const char* name, Tensor (*native_fn)(const Tensor&), const Tensor&
   return out;
 }
 
-Tensor normal_pdf(const Tensor& x) { return exp(x * x * -0.5) * 0.3989422804014327; }
+Tensor normal_pdf(const Tensor& x) { return ember::exp(x * x * -0.5) * 0.3989422804014327; }
 }  // namespace
 
-Tensor neg(const Tensor& x) {
+Tensor autograd::neg(const Tensor& x) {
   return unary("NegBackward", native::neg, x, 0, [](const Tensor& d, const Tensor&, const Tensor&) { return -d; });
 }
-Tensor abs(const Tensor& x) {
+Tensor autograd::abs(const Tensor& x) {
   return unary("AbsBackward", native::abs, x, kInput,
-               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * sign(v); });
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::sign(v); });
 }
-Tensor sign(const Tensor& x) {
+Tensor autograd::sign(const Tensor& x) {
   return unary("SignBackward", native::sign, x, 0,
                [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); });
 }
-Tensor square(const Tensor& x) {
+Tensor autograd::square(const Tensor& x) {
   return unary("SquareBackward", native::square, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
 }
-Tensor relu(const Tensor& x) {
+Tensor autograd::relu(const Tensor& x) {
   return unary("ReluBackward", native::relu, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return native::relu_backward(d, y); });
 }
-Tensor exp(const Tensor& x) {
+Tensor autograd::exp(const Tensor& x) {
   return unary("ExpBackward", native::exp, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y; });
 }
-Tensor log(const Tensor& x) {
+Tensor autograd::log(const Tensor& x) {
   return unary("LogBackward", native::log, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) { return d / v; });
 }
-Tensor log1p(const Tensor& x) {
+Tensor autograd::log1p(const Tensor& x) {
   return unary("Log1pBackward", native::log1p, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
 }
-Tensor sqrt(const Tensor& x) {
+Tensor autograd::sqrt(const Tensor& x) {
   return unary("SqrtBackward", native::sqrt, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });
 }
-Tensor rsqrt(const Tensor& x) {
+Tensor autograd::rsqrt(const Tensor& x) {
   return unary("RsqrtBackward", native::rsqrt, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * y * y * -0.5; });
 }
-Tensor sin(const Tensor& x) {
+Tensor autograd::sin(const Tensor& x) {
   return unary("SinBackward", native::sin, x, kInput,
-               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * cos(v); });
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::cos(v); });
 }
-Tensor cos(const Tensor& x) {
+Tensor autograd::cos(const Tensor& x) {
   return unary("CosBackward", native::cos, x, kInput,
-               [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * sin(v); });
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * ember::sin(v); });
 }
-Tensor tanh(const Tensor& x) {
+Tensor autograd::tanh(const Tensor& x) {
   return unary("TanhBackward", native::tanh, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return native::tanh_backward(d, y); });
 }
-Tensor sigmoid(const Tensor& x) {
+Tensor autograd::sigmoid(const Tensor& x) {
   return unary("SigmoidBackward", native::sigmoid, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return native::sigmoid_backward(d, y); });
 }
-Tensor silu(const Tensor& x) {
+Tensor autograd::silu(const Tensor& x) {
   return unary("SiluBackward", native::silu, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
-    const Tensor s = sigmoid(v);
+    const Tensor s = ember::sigmoid(v);
     return d * s * (1.0 + v * (1.0 - s));
   });
 }
-Tensor reciprocal(const Tensor& x) {
+Tensor autograd::reciprocal(const Tensor& x) {
   return unary("ReciprocalBackward", native::reciprocal, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return -d * y * y; });
 }
-Tensor erf(const Tensor& x) {
+Tensor autograd::erf(const Tensor& x) {
   return unary("ErfBackward", native::erf, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
-    return d * exp(-(v * v)) * 1.1283791670955126;  // 2 / sqrt(pi)
+    return d * ember::exp(-(v * v)) * 1.1283791670955126;  // 2 / ember::sqrt(pi)
   });
 }
-Tensor gelu(const Tensor& x, const std::string& approximate) {
+Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");
   if (approximate == "tanh") {
@@ -328,7 +281,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
         [](const Tensor& d, const Tensor& v, const Tensor&) {
           const double k = 0.7978845608028654, c = 0.044715;
           const Tensor inner = (v + v * v * v * c) * k;
-          const Tensor t = tanh(inner);
+          const Tensor t = ember::tanh(inner);
           const Tensor dinner = (1.0 + v * v * (3.0 * c)) * k;
           return d * ((1.0 + t) * 0.5 + v * 0.5 * (1.0 - t * t) * dinner);
         });
@@ -336,7 +289,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return unary(
       "GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x, kInput,
       [](const Tensor& d, const Tensor& v, const Tensor&) {
-        const Tensor cdf = (1.0 + erf(v * 0.7071067811865476)) * 0.5;
+        const Tensor cdf = (1.0 + ember::erf(v * 0.7071067811865476)) * 0.5;
         return d * (cdf + v * normal_pdf(v));
       });
 }
@@ -356,25 +309,25 @@ void check_inplace(const Tensor& self, const char* op) {
 
 void autograd::check_inplace_allowed(const Tensor& self, const char* op) { check_inplace(self, op); }
 
-Tensor& add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+Tensor& autograd::add_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   check_inplace(self, "add_");
   native::add_(self, other, alpha);
   self.bump_version();
   return self;
 }
-Tensor& sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
+Tensor& autograd::sub_(Tensor& self, const Tensor& other, const Scalar& alpha) {
   check_inplace(self, "sub_");
   native::sub_(self, other, alpha);
   self.bump_version();
   return self;
 }
-Tensor& mul_(Tensor& self, const Tensor& other) {
+Tensor& autograd::mul_(Tensor& self, const Tensor& other) {
   check_inplace(self, "mul_");
   native::mul_(self, other);
   self.bump_version();
   return self;
 }
-Tensor& div_(Tensor& self, const Tensor& other) {
+Tensor& autograd::div_(Tensor& self, const Tensor& other) {
   check_inplace(self, "div_");
   native::div_(self, other);
   self.bump_version();

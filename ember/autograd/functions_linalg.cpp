@@ -3,7 +3,7 @@
 
 namespace ember {
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor autograd::mm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mm(a, b); });
   if (needs_grad(a, b))
     record_fn("MmBackward", {&a, &b}, {&out},
@@ -16,7 +16,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor autograd::bmm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::bmm(a, b); });
   if (needs_grad(a, b))
     record_fn("BmmBackward", {&a, &b}, {&out}, [sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
@@ -26,7 +26,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+Tensor autograd::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor out = forward([&] { return native::addmm(bias, a, b, beta, alpha); });
   if (needs_grad({&bias, &a, &b}))
     record_fn("AddmmBackward", {&bias, &a, &b}, {&out},
@@ -40,7 +40,7 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
 }
 
 // x [..., in] @ weight[out, in]^T + bias: one GEMM per gradient, the batch dims folded.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor autograd::linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = forward([&] { return native::linear(x, weight, bias); });
   if (needs_grad({&x, &weight, &bias}))
     record_fn("LinearBackward", {&x, &weight, &bias}, {&out},
@@ -59,21 +59,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 // matmul: PyTorch's shape rules, composed from differentiable views, mm and bmm when the
 // tape records (the native op is used directly otherwise).
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor autograd::matmul(const Tensor& a, const Tensor& b) {
   if (!needs_grad(a, b)) return forward([&] { return native::matmul(a, b); });
   EMBER_CHECK(a.dim() > 0 && b.dim() > 0, "matmul: both arguments need to be at least 1-D, but got shapes ",
               shape_str(a.sizes()), " and ", shape_str(b.sizes()));
   const int64_t da = a.dim(), db = b.dim(), ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
   EMBER_CHECK(ka == kb, "matmul: shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
               " cannot be multiplied (", ka, " != ", kb, ")");
-  if (da == 1 && db == 1) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
-  if (da == 2 && db == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
-  if (da == 1 && db == 2) return mm(a.unsqueeze(0), b).squeeze(0);
-  if (da == 2 && db == 2) return mm(a, b);
+  if (da == 1 && db == 1) return ember::mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (da == 2 && db == 1) return ember::mm(a, b.unsqueeze(1)).squeeze(1);
+  if (da == 1 && db == 2) return ember::mm(a.unsqueeze(0), b).squeeze(0);
+  if (da == 2 && db == 2) return ember::mm(a, b);
   if (da >= 3 && db <= 2) {
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
     if (db == 2) out_shape.push_back(b.size(1));
-    return mm(a.reshape({-1, ka}), db == 1 ? b.unsqueeze(1) : b).reshape(out_shape);
+    return ember::mm(a.reshape({-1, ka}), db == 1 ? b.unsqueeze(1) : b).reshape(out_shape);
   }
   const Tensor a3 = da == 1 ? a.unsqueeze(0) : a, b3 = db == 1 ? b.unsqueeze(1) : b;
   const Shape batch = broadcast_shapes(Shape(a3.sizes().begin(), a3.sizes().end() - 2),
@@ -83,7 +83,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   sa.insert(sa.end(), {M, ka});
   sb.insert(sb.end(), {ka, N});
   out_shape.insert(out_shape.end(), {M, N});
-  Tensor out = bmm(a3.expand(sa).reshape({-1, M, ka}), b3.expand(sb).reshape({-1, ka, N})).reshape(out_shape);
+  Tensor out = ember::bmm(a3.expand(sa).reshape({-1, M, ka}), b3.expand(sb).reshape({-1, ka, N})).reshape(out_shape);
   if (da == 1) out = out.squeeze(-2);
   if (db == 1) out = out.squeeze(-1);
   return out;

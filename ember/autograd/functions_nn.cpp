@@ -3,32 +3,32 @@
 
 namespace ember {
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor autograd::softmax(const Tensor& x, int64_t dim) {
   Tensor out = forward([&] { return native::softmax(x, dim); });
   if (needs_grad(x)) {
     const int64_t d = wrap_dim(dim, x.dim(), "softmax");
     // dx = y * (dy - sum(dy * y))
     record_fn("SoftmaxBackward", {&x}, {&out}, [lx = Like(x), so = SavedTensor(out), d](std::vector<Tensor>& g) {
       const Tensor y = so.unpack("softmax");
-      return std::vector<Tensor>{(y * (g[0] - sum(g[0] * y, {d}, true))).to(lx.dtype)};
+      return std::vector<Tensor>{(y * (g[0] - ember::sum(g[0] * y, {d}, true))).to(lx.dtype)};
     });
   }
   return out;
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor autograd::log_softmax(const Tensor& x, int64_t dim) {
   Tensor out = forward([&] { return native::log_softmax(x, dim); });
   if (needs_grad(x)) {
     const int64_t d = wrap_dim(dim, x.dim(), "log_softmax");
     // dx = dy - softmax * sum(dy)
     record_fn("LogSoftmaxBackward", {&x}, {&out}, [lx = Like(x), so = SavedTensor(out), d](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{(g[0] - exp(so.unpack("log_softmax")) * sum(g[0], {d}, true)).to(lx.dtype)};
+      return std::vector<Tensor>{(g[0] - ember::exp(so.unpack("log_softmax")) * ember::sum(g[0], {d}, true)).to(lx.dtype)};
     });
   }
   return out;
 }
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
               std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
   Tensor out = forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });
   if (needs_grad({&input, &weight, &bias}))
@@ -44,7 +44,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
 }
 
 // The gradient of each window's maximum goes to the position max_pool2d recorded.
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
+std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
                                                    std::optional<std::array<int64_t, 2>> stride,
                                                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
                                                    bool ceil_mode) {
@@ -57,12 +57,12 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, std::array<i
   return {out, idx};
 }
 
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
+Tensor autograd::max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
-  return std::get<0>(max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
+  return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
 }
 
-Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
+Tensor autograd::avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
                   std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
   Tensor out = forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
   if (needs_grad(x))
@@ -74,7 +74,7 @@ Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<
   return out;
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+Tensor autograd::adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
   Tensor out = forward([&] { return native::adaptive_avg_pool2d(x, output_size); });
   if (needs_grad(x))
     record_fn("AdaptiveAvgPool2dBackward", {&x}, {&out}, [sizes = x.sizes()](std::vector<Tensor>& g) {
@@ -83,24 +83,24 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   return out;
 }
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor autograd::index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = forward([&] { return native::index_select(x, dim, index); });
   if (needs_grad(x) && x.dim() > 0) {
     const int64_t d = wrap_dim(dim, x.dim(), "index_select");
     // Rows picked several times receive the sum of their gradients.
     record_fn("IndexSelectBackward", {&x}, {&out},
               [lx = Like(x), idx = index.to(kInt64).reshape({-1}), d](std::vector<Tensor>& g) {
-                Shape view(lx.sizes.size(), 1);
-                view[static_cast<size_t>(d)] = -1;
+                Shape shape(lx.sizes.size(), 1);
+                shape[static_cast<size_t>(d)] = -1;
                 Tensor gx = lx.zeros();
-                gx.scatter_add_(d, idx.view(view).expand(g[0].sizes()).contiguous(), g[0]);
+                gx.scatter_add_(d, idx.view(shape).expand(g[0].sizes()).contiguous(), g[0]);
                 return std::vector<Tensor>{gx};
               });
   }
   return out;
 }
 
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor autograd::gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = forward([&] { return native::gather(x, dim, index); });
   if (needs_grad(x)) {
     const int64_t d = wrap_dim(dim, x.dim(), "gather");
@@ -113,7 +113,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor autograd::scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = forward([&] { return native::scatter_add(x, dim, index, src); });
   if (needs_grad(x, src)) {
     const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
@@ -130,7 +130,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   return out;
 }
 
-Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+Tensor& autograd::scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   EMBER_CHECK(!(GradMode::is_enabled() && (x.requires_grad() || src.requires_grad())),
               "scatter_add_: in-place scatter on tensors that require grad is not supported; use scatter_add");
   native::scatter_add_(x, dim, index, src);
@@ -138,17 +138,13 @@ Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
   return x;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor autograd::embedding(const Tensor& weight, const Tensor& indices) {
   if (!needs_grad(weight)) return forward([&] { return native::embedding(weight, indices); });
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape ",
               shape_str(weight.sizes()));
   Shape shape = indices.sizes();
   shape.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).view(shape);
-}
-
-Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  return forward([&] { return native::one_hot(indices, num_classes); });
+  return ember::index_select(weight, 0, indices.reshape({-1})).view(shape);
 }
 
 namespace {
@@ -162,7 +158,7 @@ Tensor triangle(const char* name, Tensor (*native_fn)(const Tensor&, int64_t), c
 }
 }  // namespace
 
-Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("TrilBackward", native::tril, x, diagonal); }
-Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("TriuBackward", native::triu, x, diagonal); }
+Tensor autograd::tril(const Tensor& x, int64_t diagonal) { return triangle("TrilBackward", native::tril, x, diagonal); }
+Tensor autograd::triu(const Tensor& x, int64_t diagonal) { return triangle("TriuBackward", native::triu, x, diagonal); }
 
 }  // namespace ember

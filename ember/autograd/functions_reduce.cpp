@@ -16,7 +16,7 @@ Tensor unreduce(const Tensor& d, const Shape& in_sizes, const std::vector<bool>&
 }
 }  // namespace
 
-Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+Tensor autograd::sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
   Tensor out = forward([&] { return native::sum(x, dims, keepdim, dtype); });
   if (needs_grad(x) && out.is_floating_point())
     record_fn("SumBackward", {&x}, {&out},
@@ -26,7 +26,7 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType
   return out;
 }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor autograd::mean(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = forward([&] { return native::mean(x, dims, keepdim); });
   if (needs_grad(x)) {
     const auto mask = ops::reduction_mask(x, dims, "mean");
@@ -41,7 +41,7 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
 }
 
 // d prod / d x_i = product of the others, computed without dividing by a zero x_i.
-Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor autograd::prod(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor out = forward([&] { return native::prod(x, dims, keepdim); });
   if (needs_grad(x) && out.is_floating_point())
     record_fn("ProdBackward", {&x}, {&out},
@@ -49,12 +49,12 @@ Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
                keepdim](std::vector<Tensor>& d) {
                 const Tensor v = sx.unpack("prod");
                 const Tensor is_zero = v == 0.0;
-                const Tensor nonzero = where(is_zero, 1.0, v);
+                const Tensor nonzero = ember::where(is_zero, 1.0, v);
                 const Tensor prod_nonzero = unreduce(native::prod(nonzero, dims, true), lx.sizes, mask, true);
                 const Tensor zeros_in_row = unreduce(native::sum(is_zero, dims, true), lx.sizes, mask, true);
                 // no zero in the row: prod / x; one zero: the others' product at the zero, 0 elsewhere.
-                const Tensor others = where(zeros_in_row == 0, prod_nonzero / nonzero,
-                                            where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
+                const Tensor others = ember::where(zeros_in_row == 0, prod_nonzero / nonzero,
+                                            ember::where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
                 return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * others};
               });
   return out;
@@ -95,60 +95,48 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& x, int64_t dim, bool keepdi
 }
 }  // namespace
 
-Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
-Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
-std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+Tensor autograd::amax(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
+Tensor autograd::amin(const Tensor& x, const Shape& dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
+std::tuple<Tensor, Tensor> autograd::max(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme_dim(x, dim, keepdim, true);
 }
-std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+std::tuple<Tensor, Tensor> autograd::min(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme_dim(x, dim, keepdim, false);
-}
-Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return forward([&] { return native::argmax(x, dim, keepdim); });
-}
-Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  return forward([&] { return native::argmin(x, dim, keepdim); });
-}
-Tensor all(const Tensor& x, const Shape& dims, bool keepdim) {
-  return forward([&] { return native::all(x, dims, keepdim); });
-}
-Tensor any(const Tensor& x, const Shape& dims, bool keepdim) {
-  return forward([&] { return native::any(x, dims, keepdim); });
 }
 
 // Composites: differentiable through the ops they are made of.
-Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+Tensor autograd::var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
   if (!needs_grad(x)) return forward([&] { return native::var(x, dims, unbiased, keepdim); });
   const auto mask = ops::reduction_mask(x, dims, "var");
   EMBER_CHECK(x.is_floating_point(), "var: input dtype must be a floating point dtype, got ", x.dtype());
   int64_t count = 1;
   for (int64_t i = 0; i < x.dim(); ++i)
     if (mask[i]) count *= x.size(i);
-  const Tensor centered = x - mean(x, dims, true);
-  return sum(centered * centered, dims, keepdim) / static_cast<double>(count - (unbiased ? 1 : 0));
+  const Tensor centered = x - ember::mean(x, dims, true);
+  return ember::sum(centered * centered, dims, keepdim) / static_cast<double>(count - (unbiased ? 1 : 0));
 }
 
-Tensor std(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
-  return sqrt(var(x, dims, unbiased, keepdim));
+Tensor autograd::std(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  return ember::sqrt(ember::var(x, dims, unbiased, keepdim));
 }
 
-Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
+Tensor autograd::norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   if (!needs_grad(x)) return forward([&] { return native::norm(x, p, dims, keepdim); });
   EMBER_CHECK(x.is_floating_point(), "norm: input dtype must be a floating point dtype, got ", x.dtype());
-  if (std::isinf(p)) return p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
-  if (p == 2) return sqrt(sum(x * x, dims, keepdim));
-  if (p == 1) return sum(abs(x), dims, keepdim);
-  return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  if (std::isinf(p)) return p > 0 ? ember::amax(ember::abs(x), dims, keepdim) : ember::amin(ember::abs(x), dims, keepdim);
+  if (p == 2) return ember::sqrt(ember::sum(x * x, dims, keepdim));
+  if (p == 1) return ember::sum(ember::abs(x), dims, keepdim);
+  return ember::pow(ember::sum(ember::pow(ember::abs(x), p), dims, keepdim), 1.0 / p);
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor autograd::logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   if (!needs_grad(x)) return forward([&] { return native::logsumexp(x, dims, keepdim); });
   const auto mask = ops::reduction_mask(x, dims, "logsumexp");
   // The shift m is a constant for differentiation: d/dx = softmax(x) over the dims.
   Tensor m = forward([&] { return native::amax(x, dims, true); });
   m = forward(
       [&] { return native::where(native::eq(native::abs(m), std::numeric_limits<double>::infinity()), 0.0, m); });
-  Tensor out = log(sum(exp(x - m), dims, true)) + m;
+  Tensor out = ember::log(ember::sum(ember::exp(x - m), dims, true)) + m;
   return keepdim ? out : out.reshape(ops::reduced_shape(x.sizes(), mask, false));
 }
 

@@ -29,29 +29,29 @@ Tensor picking(const char* name, const Tensor& self, Tensor out, Pick pick) {
 }
 }  // namespace
 
-Tensor view(const Tensor& self, const Shape& shape) {
+Tensor autograd::view(const Tensor& self, const Shape& shape) {
   return reshaping("ViewBackward", self, forward([&] { return native::view(self, shape); }));
 }
-Tensor reshape(const Tensor& self, const Shape& shape) {
+Tensor autograd::reshape(const Tensor& self, const Shape& shape) {
   return reshaping("ReshapeBackward", self, forward([&] { return native::reshape(self, shape); }));
 }
-Tensor squeeze(const Tensor& self) {
+Tensor autograd::squeeze(const Tensor& self) {
   return reshaping("SqueezeBackward", self, forward([&] { return native::squeeze(self); }));
 }
-Tensor squeeze(const Tensor& self, int64_t dim) {
+Tensor autograd::squeeze(const Tensor& self, int64_t dim) {
   return reshaping("SqueezeBackward", self, forward([&] { return native::squeeze(self, dim); }));
 }
-Tensor unsqueeze(const Tensor& self, int64_t dim) {
+Tensor autograd::unsqueeze(const Tensor& self, int64_t dim) {
   return reshaping("UnsqueezeBackward", self, forward([&] { return native::unsqueeze(self, dim); }));
 }
-Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
+Tensor autograd::flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
   return reshaping("FlattenBackward", self, forward([&] { return native::flatten(self, start_dim, end_dim); }));
 }
-Tensor unflatten(const Tensor& self, int64_t dim, const Shape& sizes) {
+Tensor autograd::unflatten(const Tensor& self, int64_t dim, const Shape& sizes) {
   return reshaping("UnflattenBackward", self, forward([&] { return native::unflatten(self, dim, sizes); }));
 }
 
-Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
+Tensor autograd::transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   Tensor out = forward([&] { return native::transpose(self, dim0, dim1); });
   if (needs_grad(self))
     record_fn("TransposeBackward", {&self}, {&out}, [dim0, dim1](std::vector<Tensor>& d) {
@@ -59,11 +59,11 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
     });
   return out;
 }
-Tensor t(const Tensor& self) {
-  return self.dim() < 2 ? forward([&] { return native::t(self); }) : transpose(self, 0, 1);
+Tensor autograd::t(const Tensor& self) {
+  return self.dim() < 2 ? forward([&] { return native::t(self); }) : ember::transpose(self, 0, 1);
 }
 
-Tensor permute(const Tensor& self, const Shape& dims) {
+Tensor autograd::permute(const Tensor& self, const Shape& dims) {
   Tensor out = forward([&] { return native::permute(self, dims); });
   if (needs_grad(self)) {
     Shape inverse(dims.size());
@@ -74,7 +74,7 @@ Tensor permute(const Tensor& self, const Shape& dims) {
   }
   return out;
 }
-Tensor movedim(const Tensor& self, int64_t source, int64_t destination) {
+Tensor autograd::movedim(const Tensor& self, int64_t source, int64_t destination) {
   Tensor out = forward([&] { return native::movedim(self, source, destination); });
   if (needs_grad(self))
     record_fn("MovedimBackward", {&self}, {&out}, [source, destination](std::vector<Tensor>& d) {
@@ -83,20 +83,20 @@ Tensor movedim(const Tensor& self, int64_t source, int64_t destination) {
   return out;
 }
 
-Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+Tensor autograd::slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
   return picking("SliceBackward", self, forward([&] { return native::slice(self, dim, start, end, step); }),
                  [=](const Tensor& g) { return native::slice(g, dim, start, end, step); });
 }
-Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
+Tensor autograd::narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
   return picking("NarrowBackward", self, forward([&] { return native::narrow(self, dim, start, length); }),
                  [=](const Tensor& g) { return native::narrow(g, dim, start, length); });
 }
-Tensor select(const Tensor& self, int64_t dim, int64_t index) {
+Tensor autograd::select(const Tensor& self, int64_t dim, int64_t index) {
   return picking("SelectBackward", self, forward([&] { return native::select(self, dim, index); }),
                  [=](const Tensor& g) { return native::select(g, dim, index); });
 }
 
-Tensor expand(const Tensor& self, const Shape& shape) {
+Tensor autograd::expand(const Tensor& self, const Shape& shape) {
   Tensor out = forward([&] { return native::expand(self, shape); });
   if (needs_grad(self))
     record_fn("ExpandBackward", {&self}, {&out},
@@ -104,14 +104,14 @@ Tensor expand(const Tensor& self, const Shape& shape) {
   return out;
 }
 
-Tensor as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) {
+Tensor autograd::as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) {
   EMBER_CHECK(!needs_grad(self),
               "as_strided: ember does not differentiate through as_strided (its elements may "
               "overlap); build the view from view/slice/expand/permute, or call it under NoGradGuard");
   return forward([&] { return native::as_strided(self, sizes, strides, offset); });
 }
 
-Tensor to(const Tensor& self, Device device, DType dtype, bool non_blocking, bool copy) {
+Tensor autograd::to(const Tensor& self, Device device, DType dtype, bool non_blocking, bool copy) {
   Tensor out = forward([&] { return native::to(self, device, dtype, non_blocking, copy); });
   if (needs_grad(self) && !out.is_same(self) && out.is_floating_point())
     record_fn("ToCopyBackward", {&self}, {&out}, [lx = Like(self)](std::vector<Tensor>& d) {
@@ -120,21 +120,30 @@ Tensor to(const Tensor& self, Device device, DType dtype, bool non_blocking, boo
   return out;
 }
 
-Tensor clone(const Tensor& self) {
+Tensor autograd::clone(const Tensor& self) {
   Tensor out = forward([&] { return native::clone(self); });
   if (needs_grad(self))
     record_fn("CloneBackward", {&self}, {&out}, [](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0]}; });
   return out;
 }
 
-Tensor& copy_(Tensor& self, const Tensor& src) {
+Tensor autograd::contiguous(const Tensor& self) { return self.is_contiguous() ? self : ember::clone(self); }
+
+Tensor& autograd::fill_(Tensor& self, const Scalar& value) {
+  autograd::check_inplace_allowed(self, "fill_");
+  native::fill_(self, value);
+  self.bump_version();
+  return self;
+}
+
+Tensor& autograd::copy_(Tensor& self, const Tensor& src) {
   autograd::check_inplace_allowed(self, "copy_");
   native::copy_(self, src);
   self.bump_version();
   return self;
 }
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor autograd::cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = forward([&] { return native::cat(tensors, dim); });
   std::vector<const Tensor*> inputs;
   for (const Tensor& t : tensors) inputs.push_back(&t);
@@ -162,7 +171,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor autograd::stack(const std::vector<Tensor>& tensors, int64_t dim) {
   EMBER_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   bool any = false;
   for (const Tensor& t : tensors) any = any || (t.defined() && needs_grad(t));
@@ -174,38 +183,38 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
-  return cat(parts, d);
+  return ember::cat(parts, d);
 }
 
-std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
+std::vector<Tensor> autograd::split_with_sizes(const Tensor& x, const Shape& sizes, int64_t dim) {
   const std::vector<Tensor> parts = forward([&] { return native::split_with_sizes(x, sizes, dim); });
   if (!needs_grad(x)) return parts;
   std::vector<Tensor> out;
   int64_t offset = 0;
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   for (int64_t s : sizes) {
-    out.push_back(narrow(x, d, offset, s));
+    out.push_back(ember::narrow(x, d, offset, s));
     offset += s;
   }
   return out;
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+std::vector<Tensor> autograd::split(const Tensor& x, int64_t split_size, int64_t dim) {
   const std::vector<Tensor> parts = forward([&] { return native::split(x, split_size, dim); });
   if (!needs_grad(x)) return parts;
   Shape sizes;
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   for (const Tensor& p : parts) sizes.push_back(p.size(d));
-  return split_with_sizes(x, sizes, d);
+  return ember::split_with_sizes(x, sizes, d);
 }
 
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+std::vector<Tensor> autograd::chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   const std::vector<Tensor> parts = forward([&] { return native::chunk(x, chunks, dim); });
   if (!needs_grad(x)) return parts;
   Shape sizes;
   const int64_t d = wrap_dim(dim, x.dim(), "chunk");
   for (const Tensor& p : parts) sizes.push_back(p.size(d));
-  return split_with_sizes(x, sizes, d);
+  return ember::split_with_sizes(x, sizes, d);
 }
 
 }  // namespace ember

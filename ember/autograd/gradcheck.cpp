@@ -24,9 +24,9 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   Tensor weights;
   {
     NoGradGuard no_grad;
-    weights = (sin(arange(out0.numel(), kFloat64) * 1.7 + 0.3) * 0.5 + 1.0).reshape(out0.sizes());
+    weights = (ember::sin(arange(out0.numel(), kFloat64) * 1.7 + 0.3) * 0.5 + 1.0).reshape(out0.sizes());
   }
-  auto loss = [&](const std::vector<Tensor>& x) { return sum(f(x) * weights); };
+  auto loss = [&](const std::vector<Tensor>& x) { return ember::sum(f(x) * weights); };
 
   const Tensor l = loss(leaves);
   std::vector<Tensor> wanted;

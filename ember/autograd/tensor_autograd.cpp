@@ -106,9 +106,5 @@ void Tensor::set_data(const Tensor& new_data) const {
   self.device = src.device;
 }
 
-uint64_t Tensor::version() const { return storage() ? storage()->version() : 0; }
-void Tensor::bump_version() const {
-  if (storage()) storage()->bump_version();
-}
 
 }  // namespace ember

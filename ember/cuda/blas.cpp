@@ -127,7 +127,7 @@ bool as_transpose(int64_t rows, int64_t cols, int64_t sr, int64_t sc, ColumnMajo
 // itself when row- or column-major, else a dense copy; `layout` receives how cuBLAS sees it.
 Tensor as_operand(const Tensor& t, int64_t rows, int64_t cols, int row_dim, ColumnMajor& layout) {
   if (as_transpose(rows, cols, t.stride(row_dim), t.stride(row_dim + 1), layout)) return t;
-  Tensor dense = t.contiguous();
+  Tensor dense = native::contiguous(t);
   as_transpose(rows, cols, dense.stride(row_dim), dense.stride(row_dim + 1), layout);
   return dense;
 }
@@ -205,7 +205,7 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
   // The output must be row-major (cuBLAS writes it, column-major, as Cᵀ).
   Tensor out = c;
   if (!as_transpose(M, N, c.stride(1), c.stride(2), tc) || tc.op != CUBLAS_OP_N || (B > 1 && c.stride(0) == 0)) {
-    out = beta == 0 ? empty(c.sizes(), TensorOptions(c.dtype()).device(c.device())) : c.contiguous();
+    out = beta == 0 ? empty(c.sizes(), TensorOptions(c.dtype()).device(c.device())) : native::contiguous(c);
     as_transpose(M, N, out.stride(1), out.stride(2), tc);
   }
   const double alpha_d = alpha, beta_d = beta;
@@ -224,7 +224,7 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
       to_int(tc.ld, "ld"), B > 1 ? out.stride(0) : 0, to_int(B, "batch"), compute, CUBLAS_GEMM_DEFAULT));
   if (!out.shares_storage(c)) {
     Tensor dst = c;
-    dst.copy_(out);
+    native::copy_(dst, out);
   }
 }
 

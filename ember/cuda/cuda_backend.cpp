@@ -17,6 +17,8 @@ int device_of(const Tensor& t) { return t.device().index; }
 class CudaBackend final : public Backend {
  public:
   const char* name() const override { return "CUDA"; }
+  Allocator* allocator(int index) override { return cuda::device_memory(index); }
+  Allocator* pinned_host_allocator() override { return cuda::pinned_allocator(); }
 
   void copy(const Tensor& src, const Tensor& dst) override {
     cuda::DeviceGuard guard(device_of(dst));

@@ -267,7 +267,7 @@ void check_conv2d_descriptors(const Tensor& input, const Tensor& weight, const S
 void conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Tensor& out,
             const Conv2dParams& p) {
   if (out.numel() == 0) return;
-  const Tensor input = input_in.contiguous(), weight = weight_in.contiguous();
+  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in);
   Tensor y = out.is_contiguous() ? out : empty(out.sizes(), TensorOptions(out.dtype()).device(out.device()));
   ConvDescriptors d(input, weight, y.sizes(), p);
   Cudnn& c = cudnn();
@@ -306,19 +306,19 @@ void conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias,
                                               static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ptr_or_null(ws),
                                               choice.workspace, zero, d.y, y.data_ptr()));
   if (bias.defined()) {
-    const Tensor b = bias.contiguous();
+    const Tensor b = native::contiguous(bias);
     EMBER_CUDNN_CHECK(c.cudnnAddTensor(h, one, d.bias, b.data_ptr(), one, d.y, y.data_ptr()));
   }
   if (!y.shares_storage(out)) {
     Tensor dst = out;
-    dst.copy_(y);
+    native::copy_(dst, y);
   }
 }
 
 void conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tensor& grad_out_in,
                      const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Conv2dParams& p) {
-  const Tensor input = input_in.contiguous(), weight = weight_in.contiguous(), dy = grad_out_in.contiguous();
+  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in), dy = native::contiguous(grad_out_in);
   ConvDescriptors d(input, weight, dy.sizes(), p);
   Cudnn& c = cudnn();
   cudnnHandle_t h = handle_for(input.device().index);

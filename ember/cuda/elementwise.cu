@@ -281,23 +281,23 @@ struct UnaryFn {
       return v;  // abs, sign, square, relu of a bool: itself (others are rejected on the host)
     } else {
       switch (op) {
-        case UnaryOp::Neg:
+        case UnaryOp::neg:
           return convert<T>(M(0) - x);
-        case UnaryOp::Abs:
+        case UnaryOp::abs:
           if constexpr (std::is_unsigned_v<T>)
             return v;
           else
             return convert<T>(x < M(0) ? M(0) - x : x);
-        case UnaryOp::Sign:
+        case UnaryOp::sign:
           if constexpr (std::is_unsigned_v<T>)
             return convert<T>(M(x != M(0)));
           else
             return convert<T>(x != x ? x : M((M(0) < x) - (x < M(0))));
-        case UnaryOp::Square:
+        case UnaryOp::square:
           return convert<T>(x * x);
-        case UnaryOp::Relu:
+        case UnaryOp::relu:
           return convert<T>(x > M(0) || x != x ? x : M(0));
-        case UnaryOp::Clamp: {
+        case UnaryOp::clamp: {
           if (x != x) return v;
           M y = x;
           if (has_lo && y < lo) y = lo;
@@ -309,33 +309,33 @@ struct UnaryFn {
       }
       if constexpr (is_floating_v<T>) {
         switch (op) {
-          case UnaryOp::Exp:
+          case UnaryOp::exp:
             return convert<T>(exp(x));
-          case UnaryOp::Log:
+          case UnaryOp::log:
             return convert<T>(log(x));
-          case UnaryOp::Log1p:
+          case UnaryOp::log1p:
             return convert<T>(log1p(x));
-          case UnaryOp::Sqrt:
+          case UnaryOp::sqrt:
             return convert<T>(sqrt(x));
-          case UnaryOp::Rsqrt:
+          case UnaryOp::rsqrt:
             return convert<T>(M(1) / sqrt(x));
-          case UnaryOp::Sin:
+          case UnaryOp::sin:
             return convert<T>(sin(x));
-          case UnaryOp::Cos:
+          case UnaryOp::cos:
             return convert<T>(cos(x));
-          case UnaryOp::Tanh:
+          case UnaryOp::tanh:
             return convert<T>(tanh(x));
-          case UnaryOp::Sigmoid:
+          case UnaryOp::sigmoid:
             return convert<T>(M(1) / (M(1) + exp(-x)));
-          case UnaryOp::Gelu:
+          case UnaryOp::gelu:
             return convert<T>(gelu_erf(x));
-          case UnaryOp::GeluTanh:
+          case UnaryOp::gelu_tanh:
             return convert<T>(gelu_tanh(x));
-          case UnaryOp::Silu:
+          case UnaryOp::silu:
             return convert<T>(x / (M(1) + exp(-x)));
-          case UnaryOp::Reciprocal:
+          case UnaryOp::reciprocal:
             return convert<T>(M(1) / x);
-          case UnaryOp::Erf:
+          case UnaryOp::erf:
             return convert<T>(erf(x));
           default:
             break;
@@ -348,12 +348,12 @@ struct UnaryFn {
 
 bool float_only(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg:
-    case UnaryOp::Abs:
-    case UnaryOp::Sign:
-    case UnaryOp::Square:
-    case UnaryOp::Relu:
-    case UnaryOp::Clamp:
+    case UnaryOp::neg:
+    case UnaryOp::abs:
+    case UnaryOp::sign:
+    case UnaryOp::square:
+    case UnaryOp::relu:
+    case UnaryOp::clamp:
       return false;
     default:
       return true;
@@ -481,7 +481,7 @@ void unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1)
       EMBER_CHECK(!float_only(op), "unary: op ", static_cast<int>(op), " is not defined for ", a.dtype(), " on CUDA");
     }
     if constexpr (std::is_same_v<T, bool>) {
-      EMBER_CHECK(op != UnaryOp::Neg && op != UnaryOp::Clamp, "unary: op ", static_cast<int>(op),
+      EMBER_CHECK(op != UnaryOp::neg && op != UnaryOp::clamp, "unary: op ", static_cast<int>(op),
                   " is not defined for bool on CUDA");
     }
     const bool has_lo = p0 == p0, has_hi = p1 == p1;

@@ -41,7 +41,7 @@ thread_local size_t next_validated = 0;
 void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t dim) {
   for (const ValidatedIndex& v : validated)
     if (v.matches(index, bound)) return;
-  const Tensor idx = index.contiguous();
+  const Tensor idx = native::contiguous(index);
   const int64_t n = idx.numel();
   if (n == 0) return;
   Tensor found = full({1}, n, TensorOptions(kInt64).device(index.device()));
@@ -50,7 +50,7 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
   EMBER_KERNEL_CHECK();
   const int64_t at = found.item<int64_t>();  // waits for the kernel
   if (at < n)
-    throw Error(detail::concat(op, ": index ", idx.reshape({-1})[at].item<int64_t>(),
+    throw Error(detail::concat(op, ": index ", native::select(native::reshape(idx, {-1}), 0, at).item<int64_t>(),
                                " is out of bounds for dimension ", dim, " with size ", bound));
   validated[next_validated++ % validated.size()] = {index.storage(), index.storage_offset(), index.sizes(),
                                                     index.strides(), index.version(),        bound};
@@ -125,7 +125,7 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
   const DimSplit split = split_at(src, dim);
   const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
-  const Tensor idx = index.contiguous();
+  const Tensor idx = native::contiguous(index);
   const int64_t n = out.numel();
   if (n == 0) return;
   auto launch = [&](auto* tag) {
@@ -173,7 +173,7 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_indices(index, self.size(dim), "scatter_add", dim);
   const Tensor self_r = index_aligned_view(self, index, dim);
-  const Tensor src_r = src.as_strided(index.sizes(), src.strides());
+  const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());
   const int64_t n = index.numel();
   if (n == 0) return;
   const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());

@@ -298,6 +298,7 @@ class CachedAllocator final : public Allocator {
   MemoryStats stats() const override { return cache_.stats(); }
   void reset_peak() override { cache_.reset_peak(); }
   void empty_cache() override { cache_.empty_cache(); }
+  bool is_pinned_host() const override { return device_ < 0; }
   CachingAllocator& cache() { return cache_; }
 
  private:
@@ -339,6 +340,8 @@ CachedAllocator* pinned_cache() {
 
 }  // namespace
 
+Allocator* device_memory(int device) { return device_allocator(device); }
+
 Allocator* pinned_allocator() {
   checked_device(-1, "pinned memory");
   return pinned_cache();
@@ -371,6 +374,5 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
 
 }  // namespace cuda
 
-Allocator* cuda_allocator(int device) { return cuda::device_allocator(device); }
 
 }  // namespace ember

@@ -5,21 +5,22 @@
 
 namespace ember {
 namespace {
-class NoCudaBackend final : public Backend {
- public:
-  const char* name() const override { return "CUDA (ember was built without CUDA)"; }
-};
-
 [[noreturn]] void no_cuda(const char* what) {
   throw Error(detail::concat(what, ": ember was built without CUDA (configure with nvcc present, EMBER_CUDA=AUTO)"));
 }
+
+class NoCudaBackend final : public Backend {
+ public:
+  const char* name() const override { return "CUDA (ember was built without CUDA)"; }
+  Allocator* allocator(int) override { no_cuda("CUDA memory"); }
+  Allocator* pinned_host_allocator() override { no_cuda("pinned memory"); }
+};
 }  // namespace
 
 Backend& cuda_backend() {
   static NoCudaBackend instance;
   return instance;
 }
-Allocator* cuda_allocator(int) { no_cuda("CUDA memory"); }
 
 namespace cuda {
 bool is_available() { return false; }

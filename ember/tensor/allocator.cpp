@@ -114,10 +114,7 @@ Allocator* cpu_allocator() {
   return instance;
 }
 
-Allocator* allocator_for(Device device) {
-  if (device.is_cpu()) return cpu_allocator();
-  return cuda_allocator(device.index);
-}
+Allocator* allocator_for(Device device) { return backend(device).allocator(device.index); }
 
 namespace memory {
 MemoryStats stats(Device device) { return allocator_for(device)->stats(); }

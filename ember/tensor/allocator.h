@@ -29,12 +29,14 @@ class Allocator {
   virtual MemoryStats stats() const = 0;
   virtual void reset_peak() = 0;
   virtual void empty_cache() = 0;
+  // Page-locked host memory (Tensor::is_pinned): copies from it to a GPU can be asynchronous.
+  virtual bool is_pinned_host() const { return false; }
 };
 
 // The host allocator: 64-byte aligned memory, and a small cache of large blocks so that
 // a steady loop of allocating ops does not pay for fresh pages on every call.
 Allocator* cpu_allocator();
-// The allocator for `device` (the CUDA one comes from the CUDA back end).
+// The allocator for `device`: its back end's (Note [Back-end registry]).
 Allocator* allocator_for(Device device);
 
 namespace memory {

@@ -1,5 +1,9 @@
 #include "ember/tensor/backend.h"
+
+#include <array>
+#include <atomic>
 #include "ember/tensor/index_view.h"
+#include "ember/tensor/ops.h"
 
 namespace ember {
 
@@ -17,8 +21,8 @@ void Backend::reduce(ReduceOp, const Tensor&, const Tensor&, const Tensor&) { un
 void Backend::gemm(const Tensor&, const Tensor&, const Tensor&, double, double) { unsupported("gemm"); }
 void Backend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   Tensor o = out;
-  o.copy_(bias);
-  gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1, 1);
+  native::copy_(o, bias);
+  gemm(native::unsqueeze(a, 0), native::unsqueeze(b, 0), native::unsqueeze(out, 0), 1, 1);
 }
 void Backend::conv2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Conv2dParams&) {
   unsupported("conv2d");
@@ -57,7 +61,23 @@ Tensor index_aligned_view(const Tensor& t, const Tensor& index, int64_t dim) {
   return Tensor(std::move(impl));
 }
 
-Backend& backend(Device device) { return device.is_cpu() ? cpu_backend() : cuda_backend(); }
+Allocator* Backend::pinned_host_allocator() { unsupported("pinned host memory"); }
+
+namespace {
+constexpr size_t kDeviceTypes = 2;  // DeviceType::CPU, DeviceType::CUDA
+std::array<std::atomic<Backend*>, kDeviceTypes>& registry() {
+  static std::array<std::atomic<Backend*>, kDeviceTypes> table{&cpu_backend(), &cuda_backend()};
+  return table;
+}
+size_t slot_of(DeviceType type) {
+  const auto i = static_cast<size_t>(type);
+  EMBER_ASSERT(i < kDeviceTypes, "device type ", static_cast<int>(type), " has no back-end slot");
+  return i;
+}
+}  // namespace
+
+Backend& backend(DeviceType type) { return *registry()[slot_of(type)].load(std::memory_order_acquire); }
+void register_backend(DeviceType type, Backend& b) { registry()[slot_of(type)].store(&b, std::memory_order_release); }
 
 void Backend::sgd_step(const std::vector<SgdParam>&, const SgdStep&) { unsupported("sgd_step"); }
 void Backend::adam_step(const std::vector<AdamParam>&, const AdamStep&) { unsupported("adam_step"); }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/tensor/allocator.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember {
@@ -35,28 +36,31 @@ enum class BinaryOp : int8_t {
 };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
+// The unary elementwise kernels, named as their ops; clamp: p0 = min, p1 = max (NaN = none).
 enum class UnaryOp : int8_t {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Log1p,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Relu,
-  Gelu,
-  GeluTanh,
-  Silu,
-  Sign,
-  Square,
-  Reciprocal,
-  Erf,
-  Clamp  // Clamp: p0 = min, p1 = max (NaN = none)
+  neg,
+  abs,
+  exp,
+  log,
+  log1p,
+  sqrt,
+  rsqrt,
+  sin,
+  cos,
+  tanh,
+  sigmoid,
+  relu,
+  gelu,
+  gelu_tanh,
+  silu,
+  sign,
+  square,
+  reciprocal,
+  erf,
+  clamp
 };
+// Which dtypes a unary op computes in: all as they are, or floating (integers and bools as float32).
+enum class UnaryDomain : int8_t { all, floating };
 
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };
 
@@ -107,6 +111,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+
+  // ---- memory ----
+  // The allocator of device `index` of this back end's type.
+  virtual Allocator* allocator(int index) = 0;
+  // Page-locked host memory that this back end copies from asynchronously (TensorOptions's
+  // pinned_memory and Tensor::pin_memory use the CUDA back end's).
+  virtual Allocator* pinned_host_allocator();
 
   // ---- copy and fill ----
   // dst[i] = cast(src[i]); same shape (src may be an expanded view), any dtypes, same device.
@@ -187,11 +198,15 @@ class Backend {
   [[noreturn]] void unsupported(const char* kernel) const;
 };
 
-// The back end that runs kernels for `device`.
-Backend& backend(Device device);
+// Note [Back-end registry]: one back end per device type, looked up by the tensors' device
+// type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on
+// first use (no static initializers, which a static link could drop); a program may enter its
+// own back end for a device type, in place of the built-in one, before it makes tensors there.
+Backend& backend(DeviceType type);
+inline Backend& backend(Device device) { return backend(device.type); }
+void register_backend(DeviceType type, Backend& backend);
+// The built-in back ends: tensor/cpu/, and cuda/ (or cuda/stub_backend.cpp without CUDA).
 Backend& cpu_backend();
-// Defined by cuda/ (cuda_backend.cpp, runtime.cpp), or by cuda/stub_backend.cpp when built without CUDA.
 Backend& cuda_backend();
-Allocator* cuda_allocator(int device);  // the caching allocator of one device
 
 }  // namespace ember

@@ -53,7 +53,24 @@ template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 
+uint64_t Tensor::version() const { return storage() ? storage()->version() : 0; }
+void Tensor::bump_version() const {
+  if (storage()) storage()->bump_version();
+}
+
+bool Tensor::is_pinned() const {
+  return defined() && is_cpu() && storage() && storage()->allocator() && storage()->allocator()->is_pinned_host();
+}
+
 namespace native {
+
+Tensor to(const Tensor& self, DType d) { return to(self, self.device(), d, false, false); }
+Tensor contiguous(const Tensor& self) { return self.is_contiguous() ? self : clone(self); }
+
+Tensor& fill_(Tensor& self, const Scalar& value) {
+  if (self.numel() > 0) backend(self.device()).fill(self, value);
+  return self;
+}
 
 Tensor to(const Tensor& self, Device dev, DType d, bool non_blocking, bool copy) {
   if (dev == self.device() && d == self.dtype() && !copy) return self;
@@ -62,7 +79,7 @@ Tensor to(const Tensor& self, Device dev, DType d, bool non_blocking, bool copy)
     backend(dev).copy(self, out);
   } else {
     // Change the dtype on the source device, then move the bytes.
-    const Tensor src = d == self.dtype() ? self.contiguous() : to(self, self.device(), d, false, false);
+    const Tensor src = d == self.dtype() ? contiguous(self) : to(self, self.device(), d, false, false);
     Backend& b = dev.is_cpu() ? backend(self.device()) : backend(dev);
     b.copy_across(src, out, non_blocking);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor: a cheap handle (shared pointer) to a TensorImpl, which is a Storage plus
 // offset, sizes, strides, dtype and device. Views share the Storage.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "ember/tensor/device.h"
 #include "ember/tensor/dtype.h"
+#include "ember/tensor/op_macros.h"
 #include "ember/tensor/scalar.h"
 #include "ember/tensor/shape.h"
 #include "ember/tensor/storage.h"
@@ -46,6 +48,11 @@ struct TensorOptions {
 
 struct AutogradMeta;  // autograd/meta.h
 class Node;           // autograd/node.h
+class Tensor;
+// Names for the ops' multi-tensor results (a macro argument cannot hold a bare comma).
+using TensorPair = std::tuple<Tensor, Tensor>;
+using TensorTriple = std::tuple<Tensor, Tensor, Tensor>;
+using TensorList = std::vector<Tensor>;
 
 struct TensorImpl {
   Storage storage;
@@ -124,143 +131,44 @@ class Tensor {
   uint64_t version() const;  // bumped by every in-place op on the storage
   void bump_version() const;
 
-  // ---- conversion and copies ----
+  // ---- the ops as methods: x.add(y), x.sum({1}), x.view({-1, 4}) ... ----
+  // One method per op of ember/tensor/ops.def marked METHOD, NOGRAD_METHOD, UNARY or INPLACE:
+  // self.name(args) is ember::name(self, args), through the dispatch point (autograd/ops.cpp).
+#define EMBER_DEFAULT EMBER_DEFAULT_IN_DECLARATION
+#define EMBER_METHOD(name, overload, returns, params, args) returns name EMBER_DROP_SELF params const;
+#define EMBER_NOGRAD_METHOD EMBER_METHOD
+#define EMBER_UNARY(name, domain, params, args) Tensor name EMBER_DROP_SELF params const;
+#define EMBER_INPLACE(name, overload, returns, params, args) returns name EMBER_DROP_SELF params;
+#include "ember/tensor/ops.def"
+
+  // ---- methods beyond the op list: LibTorch's other forms of the same ops ----
   Tensor to(DType dtype, bool copy = false) const;
   Tensor to(Device device, bool non_blocking = false, bool copy = false) const;
   Tensor to(Device device, DType dtype, bool non_blocking = false, bool copy = false) const;
   Tensor cpu() const { return to(Device(kCPU)); }
   Tensor cuda(int index = 0) const { return to(Device(kCUDA, index)); }
-  Tensor contiguous() const;
-  Tensor clone() const;
   // A copy in page-locked host memory (itself when it is already there), so that copies to a
   // GPU with non_blocking = true are asynchronous. Needs a CUDA device.
   Tensor pin_memory() const;
   bool is_pinned() const;
-  Tensor& copy_(const Tensor& src);  // broadcasts src to self's shape; casts dtype and device
-
-  // ---- views (share storage) ----
-  Tensor view(const Shape& shape) const;
-  Tensor reshape(const Shape& shape) const;  // a view when possible, a copy otherwise
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;  // 2-D transpose (0-D and 1-D unchanged)
-  Tensor permute(const Shape& dims) const;
-  Tensor slice(int64_t dim, std::optional<int64_t> start = std::nullopt, std::optional<int64_t> end = std::nullopt,
-               int64_t step = 1) const;
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
-  Tensor expand(const Shape& shape) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor unflatten(int64_t dim, const Shape& sizes) const;
-  Tensor as_strided(const Shape& sizes, const Shape& strides,
-                    std::optional<int64_t> storage_offset = std::nullopt) const;
-  Tensor movedim(int64_t source, int64_t destination) const;
-
-  // ---- elementwise (defined in tensor/tensor_methods.cpp through the free functions) ----
-  Tensor add(const Tensor& o, const Scalar& alpha = 1) const;
-  Tensor add(const Scalar& o, const Scalar& alpha = 1) const;
-  Tensor sub(const Tensor& o, const Scalar& alpha = 1) const;
-  Tensor sub(const Scalar& o, const Scalar& alpha = 1) const;
-  Tensor mul(const Tensor& o) const;
-  Tensor mul(const Scalar& o) const;
-  Tensor div(const Tensor& o) const;
-  Tensor div(const Scalar& o) const;
-  Tensor pow(const Tensor& o) const;
-  Tensor pow(const Scalar& o) const;
-  Tensor maximum(const Tensor& o) const;
-  Tensor minimum(const Tensor& o) const;
-  Tensor eq(const Tensor& o) const;
-  Tensor eq(const Scalar& o) const;
-  Tensor ne(const Tensor& o) const;
-  Tensor ne(const Scalar& o) const;
-  Tensor lt(const Tensor& o) const;
-  Tensor lt(const Scalar& o) const;
-  Tensor le(const Tensor& o) const;
-  Tensor le(const Scalar& o) const;
-  Tensor gt(const Tensor& o) const;
-  Tensor gt(const Scalar& o) const;
-  Tensor ge(const Tensor& o) const;
-  Tensor ge(const Scalar& o) const;
-  Tensor masked_fill(const Tensor& mask, const Scalar& value) const;
-  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
-  Tensor neg() const;
-  Tensor abs() const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor log1p() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor sin() const;
-  Tensor cos() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  Tensor gelu(const std::string& approximate = "none") const;  // "none" (erf) or "tanh"
-  Tensor silu() const;
-  Tensor sign() const;
-  Tensor square() const;
-  Tensor reciprocal() const;
-
+  Tensor sum(DType dtype) const { return sum({}, false, dtype); }
+  Tensor prod(int64_t dim, bool keepdim = false) const { return prod(Shape{dim}, keepdim); }
+  Tensor max() const;  // of all elements (an error for an empty tensor, as in PyTorch)
+  Tensor min() const;
   // in place: the result is cast to self's dtype; broadcasting must not grow self
-  Tensor& add_(const Tensor& o, const Scalar& alpha = 1);
-  Tensor& add_(const Scalar& o, const Scalar& alpha = 1);
-  Tensor& sub_(const Tensor& o, const Scalar& alpha = 1);
-  Tensor& sub_(const Scalar& o, const Scalar& alpha = 1);
-  Tensor& mul_(const Tensor& o);
-  Tensor& mul_(const Scalar& o);
-  Tensor& div_(const Tensor& o);
-  Tensor& div_(const Scalar& o);
+  Tensor& add_(const Scalar& other, const Scalar& alpha = 1);
+  Tensor& sub_(const Scalar& other, const Scalar& alpha = 1);
+  Tensor& mul_(const Scalar& other);
+  Tensor& div_(const Scalar& other);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
   Tensor& relu_();
-  Tensor& zero_();
-  Tensor& fill_(const Scalar& value);
+  Tensor& zero_() { return fill_(0); }
+  // Random fills from the Philox generator (tensor/generator.h); they record nothing.
   Tensor& uniform_(double from = 0.0, double to = 1.0);
   Tensor& normal_(double mean = 0.0, double std = 1.0);
-
-  // ---- reductions ----
-  Tensor sum(std::optional<DType> dtype = std::nullopt) const;
-  Tensor sum(const Shape& dims, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
-  Tensor mean() const;
-  Tensor mean(const Shape& dims, bool keepdim = false) const;
-  Tensor prod() const;
-  Tensor prod(int64_t dim, bool keepdim = false) const;
-  Tensor max() const;
-  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
-  Tensor min() const;
-  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
-  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
-  Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;  // {} = all dims
-  Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
-  Tensor norm(double p = 2.0) const;
-  Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
-  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
-  Tensor all() const;
-  Tensor any() const;
-
-  // ---- linear algebra and nn ----
-  Tensor matmul(const Tensor& o) const;
-  Tensor mm(const Tensor& o) const;
-  Tensor bmm(const Tensor& o) const;
-  Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
-
-  // ---- indexing ----
-  Tensor index_select(int64_t dim, const Tensor& index) const;
-  Tensor gather(int64_t dim, const Tensor& index) const;
-  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
-  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
-  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
-  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
-  Tensor tril(int64_t diagonal = 0) const;
-  Tensor triu(int64_t diagonal = 0) const;
 
  private:
   TensorImpl& ref() const;

@@ -88,7 +88,7 @@ Tensor reshape(const Tensor& self, const Shape& shape) {
   const Shape target = infer_shape(shape, self.numel(), "reshape");
   if (auto st = view_strides(self.sizes(), self.strides(), target))
     return make_view(self, target, *st, self.storage_offset());
-  return view(self.clone(), target);
+  return view(native::clone(self), target);
 }
 
 Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {

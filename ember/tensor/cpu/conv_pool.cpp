@@ -328,7 +328,7 @@ void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const
     case kFloat16:
     case kBFloat16: {  // compute in float32
       Tensor of = empty(out.sizes(), kFloat32);
-      conv2d_typed<float>(input.to(kFloat32), weight.to(kFloat32), bias.defined() ? bias.to(kFloat32) : bias, of, p);
+      conv2d_typed<float>(native::to(input, kFloat32), native::to(weight, kFloat32), bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
       copy(of, out);
       return;
     }

@@ -7,6 +7,7 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "CPU"; }
+  Allocator* allocator(int) override { return cpu_allocator(); }
   void copy(const Tensor& s, const Tensor& d) override { cpu::copy(s, d); }
   void fill(const Tensor& d, const Scalar& v) override { cpu::fill(d, v); }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o, const Scalar& al) override {

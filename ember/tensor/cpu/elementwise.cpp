@@ -164,18 +164,18 @@ void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, doub
     return T(EXPR);                      \
   })
   switch (op) {
-    case UnaryOp::Neg:
+    case UnaryOp::neg:
       if constexpr (!std::is_same_v<T, bool>) EMBER_UNARY(M(0) - x);
       break;
-    case UnaryOp::Abs:
+    case UnaryOp::abs:
       EMBER_UNARY(x < M(0) ? M(0) - x : x);
-    case UnaryOp::Sign:
+    case UnaryOp::sign:
       EMBER_UNARY(x != x ? x : M((M(0) < x) - (x < M(0))));
-    case UnaryOp::Square:
+    case UnaryOp::square:
       EMBER_UNARY(x * x);
-    case UnaryOp::Relu:
+    case UnaryOp::relu:
       EMBER_UNARY(x > M(0) || x != x ? x : M(0));
-    case UnaryOp::Clamp: {
+    case UnaryOp::clamp: {
       const bool has_lo = p0 == p0, has_hi = p1 == p1;
       const M lo = has_lo ? M(p0) : M(0), hi = has_hi ? M(p1) : M(0);
       return unary_loop<T>(a, out, [=](T v) {
@@ -191,33 +191,33 @@ void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, doub
   }
   if constexpr (is_float) {
     switch (op) {
-      case UnaryOp::Exp:
+      case UnaryOp::exp:
         EMBER_UNARY(std::exp(x));
-      case UnaryOp::Log:
+      case UnaryOp::log:
         EMBER_UNARY(std::log(x));
-      case UnaryOp::Log1p:
+      case UnaryOp::log1p:
         EMBER_UNARY(std::log1p(x));
-      case UnaryOp::Sqrt:
+      case UnaryOp::sqrt:
         EMBER_UNARY(std::sqrt(x));
-      case UnaryOp::Rsqrt:
+      case UnaryOp::rsqrt:
         EMBER_UNARY(M(1) / std::sqrt(x));
-      case UnaryOp::Sin:
+      case UnaryOp::sin:
         EMBER_UNARY(std::sin(x));
-      case UnaryOp::Cos:
+      case UnaryOp::cos:
         EMBER_UNARY(std::cos(x));
-      case UnaryOp::Tanh:
+      case UnaryOp::tanh:
         EMBER_UNARY(std::tanh(x));
-      case UnaryOp::Sigmoid:
+      case UnaryOp::sigmoid:
         EMBER_UNARY(M(1) / (M(1) + std::exp(-x)));
-      case UnaryOp::Gelu:
+      case UnaryOp::gelu:
         EMBER_UNARY(gelu_erf(x));
-      case UnaryOp::GeluTanh:
+      case UnaryOp::gelu_tanh:
         EMBER_UNARY(gelu_tanh(x));
-      case UnaryOp::Silu:
+      case UnaryOp::silu:
         EMBER_UNARY(x / (M(1) + std::exp(-x)));
-      case UnaryOp::Reciprocal:
+      case UnaryOp::reciprocal:
         EMBER_UNARY(M(1) / x);
-      case UnaryOp::Erf:
+      case UnaryOp::erf:
         EMBER_UNARY(std::erf(x));
       default:
         break;

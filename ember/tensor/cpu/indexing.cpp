@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/ops.h"
 #include "ember/tensor/cpu/loops.h"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/index_view.h"
@@ -12,7 +13,7 @@ namespace ember::cpu {
 namespace {
 
 void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t dim) {
-  const Tensor idx = index.contiguous();
+  const Tensor idx = native::contiguous(index);
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
   for (int64_t i = 0, n = idx.numel(); i < n; ++i)
     EMBER_CHECK(p[i] >= 0 && p[i] < bound, op, ": index ", p[i], " is out of bounds for dimension ", dim, " with size ",
@@ -26,7 +27,7 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
   const DimSplit split = split_at(src, dim);
   const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
-  const Tensor idx = index.contiguous();
+  const Tensor idx = native::contiguous(index);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   const int64_t L = idx.numel();
   const size_t row_bytes = static_cast<size_t>(inner) * src.element_size();
@@ -61,7 +62,7 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_indices(index, self.size(dim), "scatter_add", dim);
   const Tensor self_r = index_aligned_view(self, index, dim);
-  const Tensor src_r = src.as_strided(index.sizes(), src.strides());
+  const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());
   const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
   StridedLoop<3> loop({&self_r, &index, &src_r});
   EMBER_DISPATCH_ALL(self.dtype(), "scatter_add", [&] {

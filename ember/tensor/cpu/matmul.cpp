@@ -84,7 +84,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
 }
 
 Tensor mappable(const Tensor& t) {
-  return layout_of(t.size(1), t.size(2), t.stride(1), t.stride(2)) == Layout::Copy ? t.contiguous() : t;
+  return layout_of(t.size(1), t.size(2), t.stride(1), t.stride(2)) == Layout::Copy ? native::contiguous(t) : t;
 }
 
 }  // namespace
@@ -103,15 +103,15 @@ void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha,
       return gemm_typed<int64_t>(a, b, c, alpha, beta);
     case kFloat16:
     case kBFloat16: {  // compute in float32, round once at the end
-      Tensor cf = beta == 0 ? empty(c.sizes(), kFloat32) : c.to(kFloat32);
-      gemm_typed<float>(a.to(kFloat32), b.to(kFloat32), cf, alpha, beta);
+      Tensor cf = beta == 0 ? empty(c.sizes(), kFloat32) : native::to(c, kFloat32);
+      gemm_typed<float>(native::to(a, kFloat32), native::to(b, kFloat32), cf, alpha, beta);
       copy(cf, c);
       return;
     }
     case kUInt8:
     case kInt8: {  // small integers: compute in int64, wrap on the way back as PyTorch does
-      Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : c.to(kInt64);
-      gemm_typed<int64_t>(a.to(kInt64), b.to(kInt64), cl, alpha, beta);
+      Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : native::to(c, kInt64);
+      gemm_typed<int64_t>(native::to(a, kInt64), native::to(b, kInt64), cl, alpha, beta);
       copy(cl, c);
       return;
     }

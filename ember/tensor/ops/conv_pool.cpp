@@ -25,7 +25,7 @@ Tensor check_nchw(const Tensor& x, const char* op) {
   EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
               shape_str(x.sizes()));
   EMBER_CHECK(x.is_floating_point(), op, ": expected a floating point input, got ", x.dtype());
-  return (x.dim() == 3 ? x.unsqueeze(0) : x).contiguous();
+  return contiguous(x.dim() == 3 ? unsqueeze(x, 0) : x);
 }
 
 Pool2dParams pool_params(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
@@ -56,7 +56,7 @@ Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
   return {x4.size(0), x4.size(1), Ho, Wo};
 }
 
-Tensor restore_rank(const Tensor& out, const Tensor& original) { return original.dim() == 3 ? out.squeeze(0) : out; }
+Tensor restore_rank(const Tensor& out, const Tensor& original) { return original.dim() == 3 ? native::squeeze(out, 0) : out; }
 
 }  // namespace
 
@@ -90,7 +90,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   Tensor out =
       ops::empty_on({x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1}, x.dtype(), x.device());
   if (out.numel() > 0)
-    backend(x.device()).conv2d(x, weight.contiguous(), bias.defined() ? bias.contiguous() : bias, out, p);
+    backend(x.device()).conv2d(x, native::contiguous(weight), bias.defined() ? native::contiguous(bias) : bias, out, p);
   return restore_rank(out, input);
 }
 
@@ -137,18 +137,18 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Te
                                                    std::array<int64_t, 2> dilation, int64_t groups,
                                                    std::array<bool, 3> wanted) {
   const bool batched = input.dim() == 4;
-  const Tensor x = (batched ? input : input.unsqueeze(0)).contiguous();
-  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const Tensor x = contiguous(batched ? input : unsqueeze(input, 0));
+  const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
   // 16-bit floats: in float32 on the CPU; cuDNN takes them as they are (accumulating in float).
   const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
-  const Tensor xc = x.to(compute), wc = weight.contiguous().to(compute), dyc = dy.to(compute);
+  const Tensor xc = native::to(x, compute), wc = to(contiguous(weight), compute), dyc = native::to(dy, compute);
   Tensor gx = wanted[0] ? ops::empty_on(xc.sizes(), compute, x.device()) : Tensor();
   Tensor gw = wanted[1] ? ops::empty_on(wc.sizes(), compute, x.device()) : Tensor();
   Tensor gb = wanted[2] ? ops::empty_on({wc.size(0)}, compute, x.device()) : Tensor();
   backend(x.device()).conv2d_backward(xc, wc, dyc, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
-  if (gx.defined()) gx = (batched ? gx : gx.squeeze(0)).to(input.dtype());
-  if (gw.defined()) gw = gw.to(weight.dtype());
-  if (gb.defined()) gb = gb.to(weight.dtype());
+  if (gx.defined()) gx = to(batched ? gx : squeeze(gx, 0), input.dtype());
+  if (gw.defined()) gw = native::to(gw, weight.dtype());
+  if (gb.defined()) gb = native::to(gb, weight.dtype());
   return {gx, gw, gb};
 }
 
@@ -170,9 +170,9 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std
   Tensor gx = pool_grad_input(grad_out, input_sizes, "avg_pool2d_backward");
   Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
-  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  const Tensor dy = contiguous(input_sizes.size() == 3 ? unsqueeze(grad_out, 0) : grad_out);
   backend(gx.device()).avg_pool2d_backward(dy, gx, p);
-  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
+  return input_sizes.size() == 3 ? native::squeeze(gx, 0) : gx;
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& input_sizes) {
@@ -181,17 +181,17 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
               "max_pool2d_backward: indices must be int64 of the gradient's shape ", shape_str(grad_out.sizes()),
               ", got ", indices.dtype(), " ", shape_str(indices.sizes()));
   const bool batched = input_sizes.size() == 4;
-  const Tensor dy = (batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
-  const Tensor idx = (batched ? indices : indices.unsqueeze(0)).contiguous();
+  const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
+  const Tensor idx = contiguous(batched ? indices : unsqueeze(indices, 0));
   backend(gx.device()).max_pool2d_backward(dy, idx, gx);
-  return batched ? gx : gx.squeeze(0);
+  return batched ? gx : native::squeeze(gx, 0);
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes) {
   Tensor gx = pool_grad_input(grad_out, input_sizes, "adaptive_avg_pool2d_backward");
-  const Tensor dy = (input_sizes.size() == 3 ? grad_out.unsqueeze(0) : grad_out).contiguous();
+  const Tensor dy = contiguous(input_sizes.size() == 3 ? unsqueeze(grad_out, 0) : grad_out);
   backend(gx.device()).adaptive_avg_pool2d_backward(dy, gx);
-  return input_sizes.size() == 3 ? gx.squeeze(0) : gx;
+  return input_sizes.size() == 3 ? native::squeeze(gx, 0) : gx;
 }
 
 }  // namespace ember::native

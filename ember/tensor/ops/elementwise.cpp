@@ -85,7 +85,7 @@ const char* binary_name(BinaryOp op) {
   return "binary";  // a switch over every op: the compiler warns when one is missing
 }
 
-Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+Tensor as_dtype(const Tensor& t, DType d) { return t.dtype() == d ? t : native::to(t, d); }
 
 void check_binary_args(BinaryOp op, DType common, const Scalar& alpha) {
   const char* name = binary_name(op);
@@ -111,7 +111,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType common, const
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = ops::empty_on(shape, is_comparison(op) ? kBool : compute, a.device());
   if (out.numel() == 0) return out;
-  backend(a.device()).binary(op, as_dtype(a, compute).expand(shape), as_dtype(b, compute).expand(shape), out, alpha);
+  backend(a.device()).binary(op, expand(as_dtype(a, compute), shape), expand(as_dtype(b, compute), shape), out, alpha);
   return out;
 }
 
@@ -145,7 +145,7 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, const Scalar& al
   EMBER_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
               " doesn't match the broadcast shape ", shape_str(shape));
   if (self.numel() == 0) return self;
-  const Tensor o = as_dtype(other, common).expand(shape);
+  const Tensor o = expand(as_dtype(other, common), shape);
   if (common == self.dtype()) {
     backend(self.device()).binary(op, self, o, self, alpha);
   } else {
@@ -158,10 +158,15 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, const Scalar& al
 
 Tensor unary(UnaryOp op, const Tensor& x, const char* name, bool floating, double p0 = 0, double p1 = 0) {
   ops::check_defined(x, name);
-  const Tensor in = floating && !x.is_floating_point() ? x.to(default_float_dtype()) : x;
+  const Tensor in = floating && !x.is_floating_point() ? native::to(x, default_float_dtype()) : x;
   Tensor out = empty_like(in);
   if (out.numel() > 0) backend(x.device()).unary(op, in, out, p0, p1);
   return out;
+}
+
+Tensor unary_op(UnaryOp op, UnaryDomain domain, const char* name, const Tensor& x, const Scalar& p0 = 0,
+                const Scalar& p1 = 0) {
+  return unary(op, x, name, domain == UnaryDomain::floating, p0.to_double(), p1.to_double());
 }
 
 }  // namespace
@@ -227,7 +232,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = ops::empty_on(shape, common, a.device());
   if (out.numel() > 0)
     backend(a.device())
-        .where(cond.expand(shape), as_dtype(a, common).expand(shape), as_dtype(b, common).expand(shape), out);
+        .where(expand(cond, shape), expand(as_dtype(a, common), shape), expand(as_dtype(b, common), shape), out);
   return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b) {
@@ -258,7 +263,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (min) d = result_type_of({{&x, nullptr}, {nullptr, &*min}});
   if (max) d = promote_types(d, result_type_of({{&x, nullptr}, {nullptr, &*max}}));
   const double nan = std::nan("");
-  return unary(UnaryOp::Clamp, as_dtype(x, d), "clamp", false, min ? min->to_double() : nan,
+  return unary(UnaryOp::clamp, as_dtype(x, d), "clamp", false, min ? min->to_double() : nan,
                max ? max->to_double() : nan);
 }
 
@@ -266,36 +271,27 @@ Tensor neg(const Tensor& x) {
   ops::check_defined(x, "neg");
   EMBER_CHECK(x.dtype() != kBool,
               "neg: negation, the `-` operator, on a bool tensor is not supported; use logical_not");
-  return unary(UnaryOp::Neg, x, "neg", false);
+  return unary(UnaryOp::neg, x, "neg", false);
 }
-Tensor abs(const Tensor& x) { return unary(UnaryOp::Abs, x, "abs", false); }
-Tensor sign(const Tensor& x) { return unary(UnaryOp::Sign, x, "sign", false); }
 Tensor square(const Tensor& x) {
-  return x.dtype() == kBool ? x.to(kInt64).square() : unary(UnaryOp::Square, x, "square", false);
+  return x.dtype() == kBool ? square(to(x, kInt64)) : unary(UnaryOp::square, x, "square", false);
 }
 Tensor relu(const Tensor& x) {
   ops::check_defined(x, "relu");
   EMBER_CHECK(x.dtype() != kBool, "relu: not implemented for dtype bool");
-  return unary(UnaryOp::Relu, x, "relu", false);
+  return unary(UnaryOp::relu, x, "relu", false);
 }
-Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x, "exp", true); }
-Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x, "log", true); }
-Tensor log1p(const Tensor& x) { return unary(UnaryOp::Log1p, x, "log1p", true); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryOp::Sqrt, x, "sqrt", true); }
-Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::Rsqrt, x, "rsqrt", true); }
-Tensor sin(const Tensor& x) { return unary(UnaryOp::Sin, x, "sin", true); }
-Tensor cos(const Tensor& x) { return unary(UnaryOp::Cos, x, "cos", true); }
-Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x, "tanh", true); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x, "sigmoid", true); }
-Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x, "silu", true); }
-Tensor reciprocal(const Tensor& x) { return unary(UnaryOp::Reciprocal, x, "reciprocal", true); }
-Tensor erf(const Tensor& x) { return unary(UnaryOp::Erf, x, "erf", true); }
+// The EMBER_UNARY ops of ops.def: one kernel each (their math: tensor/cpu/elementwise.cpp, cuda/elementwise.cu).
+#define EMBER_UNARY(name, domain, params, args) \
+  Tensor name params { return unary_op(UnaryOp::name, UnaryDomain::domain, #name, EMBER_UNPAREN args); }
+#include "ember/tensor/ops.def"
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");
   ops::check_defined(x, "gelu");
   EMBER_CHECK(x.is_floating_point(), "gelu: expects a floating point tensor, got ", x.dtype());
-  return unary(approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu, x, "gelu", true);
+  return unary(approximate == "tanh" ? UnaryOp::gelu_tanh : UnaryOp::gelu, x, "gelu", true);
 }
 
 }  // namespace ember::native

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "ember/cuda/cuda.h"
 #include "ember/tensor/generator.h"
 #include "ember/tensor/ops/internal.h"
 
@@ -15,7 +14,8 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
               " needs more bytes than can be addressed");
   EMBER_CHECK(!options.pinned_memory_ || options.device_.is_cpu(), "empty: pinned memory is host memory, but device ",
               options.device_.str(), " was asked for");
-  Allocator* allocator = options.pinned_memory_ ? cuda::pinned_allocator() : allocator_for(options.device_);
+  Allocator* allocator =
+      options.pinned_memory_ ? backend(kCUDA).pinned_host_allocator() : allocator_for(options.device_);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * elem, options.device_, allocator);
   impl->sizes = sizes;
@@ -28,7 +28,7 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
 Tensor empty_strided(const Shape& sizes, const Shape& strides, TensorOptions options) {
   const int64_t extent = storage_extent(sizes, strides, "empty_strided");
   Tensor base = empty({extent}, options);
-  return base.as_strided(sizes, strides, 0);
+  return native::as_strided(base, sizes, strides, 0);
 }
 
 Tensor full(const Shape& sizes, const Scalar& value, TensorOptions options) {
@@ -67,7 +67,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   Tensor host = empty({n}, kFloat64);
   double* p = host.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = s + static_cast<double>(i) * st;
-  return host.to(options.device_, options.dtype_);
+  return native::to(host, options.device_, options.dtype_);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
@@ -79,7 +79,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   const int64_t half = steps == 1 ? 1 : steps / 2;
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
-  return host.to(options.device_, options.dtype_);
+  return native::to(host, options.device_, options.dtype_);
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
@@ -87,7 +87,10 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   EMBER_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
   Tensor out = zeros({n, m}, options);
   const int64_t k = std::min(n, m);
-  if (k > 0) out.as_strided({k}, {m + 1}, out.storage_offset()).fill_(1);
+  if (k > 0) {
+    Tensor diagonal = native::as_strided(out, {k}, {m + 1}, out.storage_offset());
+    native::fill_(diagonal, 1);
+  }
   return out;
 }
 
@@ -145,7 +148,7 @@ Tensor randperm(int64_t n, TensorOptions options) {
     const uint64_t bits = (uint64_t{r[0]} << 32) | r[1];
     std::swap(p[i], p[bits % static_cast<uint64_t>(i + 1)]);
   }
-  return host.to(options.device_, options.dtype_);
+  return native::to(host, options.device_, options.dtype_);
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }

@@ -8,7 +8,7 @@ Tensor index_as_int64(const Tensor& index, const char* op, bool allow_int32) {
   ops::check_defined(index, op, "index");
   EMBER_CHECK(index.dtype() == kInt64 || (allow_int32 && index.dtype() == kInt32), op, ": expected an int64",
               allow_int32 ? " or int32" : "", " index tensor, but got ", index.dtype());
-  return index.to(kInt64);
+  return native::to(index, kInt64);
 }
 
 }  // namespace
@@ -18,16 +18,16 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   ops::check_same_device({&x, &index}, "index_select");
   const Tensor idx = index_as_int64(index, "index_select", true);
   EMBER_CHECK(idx.dim() <= 1, "index_select: index must be 0-D or 1-D, got shape ", shape_str(index.sizes()));
-  const Tensor src = (x.dim() == 0 ? x.reshape({1}) : x).contiguous();
+  const Tensor src = contiguous(x.dim() == 0 ? reshape(x, {1}) : x);
   dim = wrap_dim(dim, src.dim(), "index_select");
   Shape shape = src.sizes();
   shape[dim] = idx.numel();
   Tensor out = ops::empty_on(shape, x.dtype(), x.device());
   if (idx.numel() > 0) {
     EMBER_CHECK(src.size(dim) > 0, "index_select: cannot select from dimension ", dim, " of size 0");
-    backend(x.device()).index_select(src, dim, idx.reshape({-1}), out);
+    backend(x.device()).index_select(src, dim, native::reshape(idx, {-1}), out);
   }
-  return x.dim() == 0 ? out.reshape({}) : out;
+  return x.dim() == 0 ? native::reshape(out, {}) : out;
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
@@ -64,7 +64,7 @@ Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   ops::check_defined(x, "scatter_add");
-  Tensor out = x.clone();
+  Tensor out = native::clone(x);
   return scatter_add_(out, dim, index, src);
 }
 
@@ -75,13 +75,13 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   const Tensor idx = index_as_int64(indices, "embedding", true);
   Shape shape = idx.sizes();
   shape.push_back(weight.size(1));
-  return index_select(weight, 0, idx.reshape({-1})).view(shape);
+  return view(index_select(weight, 0, reshape(idx, {-1})), shape);
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   const Tensor idx = index_as_int64(indices, "one_hot", false);
   if (idx.numel() > 0) {
-    const int64_t lo = idx.amin().item<int64_t>(), hi = idx.amax().item<int64_t>();
+    const int64_t lo = native::amin(idx).item<int64_t>(), hi = native::amax(idx).item<int64_t>();
     EMBER_CHECK(lo >= 0, "one_hot: class values must be non-negative, got ", lo);
     if (num_classes == -1) num_classes = hi + 1;
     EMBER_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (", num_classes, "), got ",
@@ -90,7 +90,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     EMBER_CHECK(num_classes != -1, "one_hot: can not infer the number of classes from an empty tensor");
   }
   EMBER_CHECK(num_classes >= 0, "one_hot: num_classes must be non-negative or -1, got ", num_classes);
-  return eq(idx.unsqueeze(-1), arange(num_classes, TensorOptions().dtype(kInt64).device(idx.device()))).to(kInt64);
+  return to(eq(unsqueeze(idx, -1), arange(num_classes, TensorOptions().dtype(kInt64).device(idx.device()))), kInt64);
 }
 
 namespace {
@@ -99,9 +99,9 @@ Tensor triangle(const Tensor& x, int64_t k, bool lower, const char* op) {
   ops::check_defined(x, op);
   EMBER_CHECK(x.dim() >= 2, op, ": input must have at least 2 dimensions, got shape ", shape_str(x.sizes()));
   const TensorOptions opts = TensorOptions().dtype(kInt64).device(x.device());
-  const Tensor rows = arange(x.size(-2), opts).unsqueeze(1), cols = arange(x.size(-1), opts).unsqueeze(0);
-  const Tensor diff = cols - rows;
-  const Tensor keep = lower ? diff.le(k) : diff.ge(k);
+  const Tensor rows = unsqueeze(arange(x.size(-2), opts), 1), cols = unsqueeze(arange(x.size(-1), opts), 0);
+  const Tensor diff = sub(cols, rows);
+  const Tensor keep = lower ? le(diff, k) : ge(diff, k);
   return where(keep, x, full({}, 0, TensorOptions().dtype(x.dtype()).device(x.device())));
 }
 }  // namespace

@@ -37,7 +37,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (t.dim() == 1 && t.numel() == 0) continue;
-    if (t.numel() > 0) backend(out.device()).copy(t, out.narrow(dim, offset, t.size(dim)));
+    if (t.numel() > 0) backend(out.device()).copy(t, native::narrow(out, dim, offset, t.size(dim)));
     offset += t.size(dim);
   }
   return out;
@@ -53,7 +53,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
   parts.reserve(tensors.size());
-  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(dim));
+  for (const Tensor& t : tensors) parts.push_back(native::unsqueeze(t, dim));
   return cat(parts, dim);
 }
 
@@ -71,7 +71,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_
   std::vector<Tensor> out;
   int64_t offset = 0;
   for (int64_t s : sizes) {
-    out.push_back(x.narrow(dim, offset, s));
+    out.push_back(native::narrow(x, dim, offset, s));
     offset += s;
   }
   return out;

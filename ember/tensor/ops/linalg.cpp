@@ -26,7 +26,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out, double al
 
 Tensor mm_impl(const Tensor& a, const Tensor& b) {
   Tensor out = ops::empty_on({a.size(0), b.size(1)}, a.dtype(), a.device());
-  batched_gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1, 0);
+  batched_gemm(native::unsqueeze(a, 0), native::unsqueeze(b, 0), native::unsqueeze(out, 0), 1, 0);
   return out;
 }
 
@@ -58,20 +58,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
               " and ", shape_str(b.sizes()));
   const int64_t ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
   if (ka != kb) shape_mismatch("matmul", a, b, ka, kb);
-  if (da == 1 && db == 1) return mm_impl(a.unsqueeze(0), b.unsqueeze(1)).reshape({});  // dot
-  if (da == 2 && db == 1) return mm_impl(a, b.unsqueeze(1)).squeeze(1);                // mv
-  if (da == 1 && db == 2) return mm_impl(a.unsqueeze(0), b).squeeze(0);
+  if (da == 1 && db == 1) return reshape(mm_impl(unsqueeze(a, 0), unsqueeze(b, 1)), {});  // dot
+  if (da == 2 && db == 1) return squeeze(mm_impl(a, unsqueeze(b, 1)), 1);                 // mv
+  if (da == 1 && db == 2) return squeeze(mm_impl(unsqueeze(a, 0), b), 0);
   if (da == 2 && db == 2) return mm_impl(a, b);
   if (da >= 3 && db <= 2) {
     // [..., M, K] @ [K, N]: fold the batch into M, one large GEMM.
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
-    const Tensor b2 = db == 1 ? b.unsqueeze(1) : b;
+    const Tensor b2 = db == 1 ? native::unsqueeze(b, 1) : b;
     if (db == 2) out_shape.push_back(b.size(1));
-    return mm_impl(a.reshape({-1, ka}), b2).reshape(out_shape);
+    return reshape(mm_impl(reshape(a, {-1, ka}), b2), out_shape);
   }
   // General batched case: broadcast the batch dims, then one strided batched GEMM.
-  const Tensor a3 = da == 1 ? a.unsqueeze(0) : a;
-  const Tensor b3 = db == 1 ? b.unsqueeze(1) : b;
+  const Tensor a3 = da == 1 ? native::unsqueeze(a, 0) : a;
+  const Tensor b3 = db == 1 ? native::unsqueeze(b, 1) : b;
   const Shape batch_a(a3.sizes().begin(), a3.sizes().end() - 2), batch_b(b3.sizes().begin(), b3.sizes().end() - 2);
   const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
   const int64_t M = a3.size(-2), N = b3.size(-1);
@@ -83,9 +83,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {M, N});
   Tensor out = ops::empty_on(out_shape, a.dtype(), a.device());
-  batched_gemm(a3.expand(sa).reshape({B, M, ka}), b3.expand(sb).reshape({B, ka, N}), out.view({B, M, N}), 1, 0);
-  if (da == 1) out = out.squeeze(-2);
-  if (db == 1) out = out.squeeze(-1);
+  batched_gemm(reshape(expand(a3, sa), {B, M, ka}), reshape(expand(b3, sb), {B, ka, N}), view(out, {B, M, N}), 1, 0);
+  if (da == 1) out = native::squeeze(out, -2);
+  if (db == 1) out = native::squeeze(out, -1);
   return out;
 }
 
@@ -107,8 +107,8 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar&
     backend(a.device()).gemm_bias(a, b, bias, out);
     return out;
   }
-  if (be != 0) out.copy_(bias);
-  batched_gemm(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), alpha.to_double(), be);
+  if (be != 0) native::copy_(out, bias);
+  batched_gemm(native::unsqueeze(a, 0), native::unsqueeze(b, 0), native::unsqueeze(out, 0), alpha.to_double(), be);
   return out;
 }
 
@@ -117,14 +117,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   EMBER_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got ",
               shape_str(weight.sizes()));
   EMBER_CHECK(x.dim() >= 1, "linear: input must be at least 1-D");
-  if (x.size(-1) != weight.size(1)) shape_mismatch("linear", x, weight.t(), x.size(-1), weight.size(1));
+  if (x.size(-1) != weight.size(1)) shape_mismatch("linear", x, native::t(weight), x.size(-1), weight.size(1));
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(weight.size(0));
-  const Tensor x2 = x.reshape({-1, weight.size(1)});
-  if (!bias.defined()) return mm_impl(x2, weight.t()).reshape(out_shape);
+  const Tensor x2 = native::reshape(x, {-1, weight.size(1)});
+  if (!bias.defined()) return reshape(mm_impl(x2, t(weight)), out_shape);
   EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
               "], got ", shape_str(bias.sizes()));
-  return addmm(bias, x2, weight.t()).reshape(out_shape);
+  return reshape(addmm(bias, x2, t(weight)), out_shape);
 }
 
 }  // namespace ember::native

@@ -45,7 +45,7 @@ Tensor as_rows(const Tensor& x, const std::vector<bool>& reduced) {
       perm.push_back(d);
       R *= x.size(d);
     }
-  return x.permute(perm).reshape({K, R});  // a view whenever the layout allows
+  return native::reshape(native::permute(x, perm), {K, R});  // a view whenever the layout allows
 }
 
 }  // namespace ops
@@ -84,7 +84,7 @@ void check_floating(const Tensor& x, const char* op) {
 
 Tensor sum(const Tensor& x_in, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
   const auto mask = ops::reduction_mask(x_in, dims, "sum");
-  const Tensor x = dtype ? x_in.to(*dtype) : x_in;
+  const Tensor x = dtype ? native::to(x_in, *dtype) : x_in;
   return reduce_into(ReduceOp::Sum, x, mask, keepdim, sum_dtype(x.dtype()));
 }
 
@@ -94,9 +94,9 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
               "mean: could not infer output dtype; input dtype must be a floating point dtype, got ", x.dtype());
   const int64_t R = reduced_count(x, mask);
   if (x.dtype() == kFloat16 || x.dtype() == kBFloat16)  // divide before rounding to 16 bits
-    return (sum(x, dims, keepdim, kFloat32) / static_cast<double>(R)).to(x.dtype());
+    return to(div(sum(x, dims, keepdim, kFloat32), static_cast<double>(R)), x.dtype());
   Tensor s = reduce_into(ReduceOp::Sum, x, mask, keepdim, x.dtype());
-  return s.div_(static_cast<double>(R));
+  return div_(s, full({}, static_cast<double>(R), TensorOptions(s.dtype()).device(s.device())));
 }
 
 Tensor prod(const Tensor& x, const Shape& dims, bool keepdim) {
@@ -132,9 +132,9 @@ Tensor arg_extreme(const Tensor& x, std::optional<int64_t> dim, bool keepdim, Re
   ops::check_defined(x, name);
   if (!dim) {
     EMBER_CHECK(x.numel() > 0, name, ": expected a non-empty tensor (got shape ", shape_str(x.sizes()), ")");
-    Tensor flat = x.reshape({-1});
+    Tensor flat = native::reshape(x, {-1});
     Tensor out = reduce_into(op, flat, {true}, false, kInt64);
-    return keepdim ? out.reshape(Shape(static_cast<size_t>(x.dim()), 1)) : out;
+    return keepdim ? native::reshape(out, Shape(static_cast<size_t>(x.dim()), 1)) : out;
   }
   const auto mask = ops::reduction_mask(x, {*dim}, name);
   check_nonempty(x, mask, name);
@@ -159,9 +159,9 @@ Tensor var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
   const auto mask = ops::reduction_mask(x, dims, "var");
   check_floating(x, "var");
   const int64_t R = reduced_count(x, mask);
-  const Tensor centered = x - mean(x, dims, true);
+  const Tensor centered = sub(x, mean(x, dims, true));
   // R - 1 <= 0 gives inf or nan, as in PyTorch (which also warns).
-  return sum(centered * centered, dims, keepdim) / static_cast<double>(R - (unbiased ? 1 : 0));
+  return div(sum(mul(centered, centered), dims, keepdim), static_cast<double>(R - (unbiased ? 1 : 0)));
 }
 
 Tensor std(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
@@ -172,25 +172,25 @@ Tensor norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   ops::reduction_mask(x, dims, "norm");
   check_floating(x, "norm");
   if (std::isinf(p)) {
-    if (x.numel() == 0) return sum(x.abs(), dims, keepdim);  // PyTorch: 0 for an empty input
-    return p > 0 ? amax(x.abs(), dims, keepdim) : amin(x.abs(), dims, keepdim);
+    if (x.numel() == 0) return sum(native::abs(x), dims, keepdim);  // PyTorch: 0 for an empty input
+    return p > 0 ? amax(native::abs(x), dims, keepdim) : amin(native::abs(x), dims, keepdim);
   }
-  if (p == 2) return sqrt(sum(x * x, dims, keepdim));
-  if (p == 1) return sum(x.abs(), dims, keepdim);
-  if (p == 0) return sum(x.ne(0).to(x.dtype()), dims, keepdim);
-  return pow(sum(pow(x.abs(), p), dims, keepdim), 1.0 / p);
+  if (p == 2) return sqrt(sum(mul(x, x), dims, keepdim));
+  if (p == 1) return sum(native::abs(x), dims, keepdim);
+  if (p == 0) return sum(to(ne(x, 0), x.dtype()), dims, keepdim);
+  return pow(sum(pow(native::abs(x), p), dims, keepdim), 1.0 / p);
 }
 
 Tensor logsumexp(const Tensor& x_in, const Shape& dims, bool keepdim) {
   const auto mask = ops::reduction_mask(x_in, dims, "logsumexp");
-  const Tensor x = x_in.is_floating_point() ? x_in : x_in.to(default_float_dtype());
+  const Tensor x = x_in.is_floating_point() ? x_in : native::to(x_in, default_float_dtype());
   if (reduced_count(x, mask) == 0 || x.numel() == 0)
     return full(ops::reduced_shape(x.sizes(), mask, keepdim), -std::numeric_limits<double>::infinity(),
                 TensorOptions().dtype(x.dtype()).device(x.device()));
   Tensor m = amax(x, dims, true);
-  m = where(m.abs().eq(std::numeric_limits<double>::infinity()), 0.0, m);  // all -inf rows stay -inf
-  Tensor out = log(sum(exp(x - m), dims, true)) + m;
-  if (!keepdim) out = out.reshape(ops::reduced_shape(x.sizes(), mask, false));
+  m = where(eq(abs(m), std::numeric_limits<double>::infinity()), 0.0, m);  // all -inf rows stay -inf
+  Tensor out = add(log(sum(exp(sub(x, m)), dims, true)), m);
+  if (!keepdim) out = native::reshape(out, ops::reduced_shape(x.sizes(), mask, false));
   return out;
 }
 

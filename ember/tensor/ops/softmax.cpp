@@ -6,7 +6,7 @@ namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log, const char* op) {
   ops::check_defined(x, op);
   dim = wrap_dim(dim, x.dim(), op);
-  const Tensor in = (x.is_floating_point() ? x : x.to(default_float_dtype())).contiguous();
+  const Tensor in = contiguous(x.is_floating_point() ? x : to(x, default_float_dtype()));
   Tensor out = empty_like(in);
   if (out.numel() > 0) backend(x.device()).softmax(in, out, dim, log);
   return out;
