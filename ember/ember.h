@@ -1,6 +1,7 @@
 #pragma once
 // ember: a from-scratch C++17 deep-learning engine in the spirit of PyTorch.
 // The one header a program needs: #include <ember/ember.h>
+#include "ember/autograd/dispatch.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/functions.h"
 #include "ember/autograd/grad_mode.h"

@@ -44,7 +44,7 @@ const char* op_name(OpId op);  // "add", "add_scalar", ...
 // One op call as a policy sees it.
 struct Call {
   OpId op;
-  int depth = 0;  // 0 for a call from user code; > 0 for an op called inside another op
+  int depth = 0;  // 0 for a call from user code; > 0 for an op called by another op or a policy
   // The op's tensor arguments in order (those of a tensor list too), except the self of an
   // in-place op. A policy may assign new tensors to them before the op runs.
   std::vector<Tensor*> inputs;
@@ -120,8 +120,8 @@ decltype(auto) call_with_policies(OpId op, Impl& impl, Args&&... args) {
   std::tuple<Slot<Args&&>...> slots{Slot<Args&&>{std::forward<Args>(args)}...};
   Call call{op, op_depth, {}};
   std::apply([&call](auto&... slot) { (slot.collect(call.inputs), ...); }, slots);
+  OpScope scope(call);  // ops that the policies or the op itself call are seen one deeper
   run_before(call);
-  OpScope scope(call);
   return std::apply([&impl](auto&... slot) -> decltype(auto) { return impl(slot.get()...); }, slots);
 }
 }  // namespace detail
