@@ -56,7 +56,7 @@ class CharGPTImpl : public nn::Module {
                 ", got shape ", shape_str(idx.sizes()));
     const Tensor positions = arange(idx.size(1), TensorOptions(kInt64).device(idx.device()));
     Tensor x = drop(wte(idx) + wpe(positions));  // [B, T, C]
-    for (const auto& block : *h) x = block->forward(x);
+    for (const auto& block : *h) x = (*block)(x);  // through operator(), so the blocks' hooks run
     return lm_head(ln_f(x));
   }
 

@@ -96,7 +96,7 @@ TEST(Module, ZeroGradAndForwardPreHooks) {
   EXPECT_FALSE(fc->weight.grad().defined());
 
   int calls = 0;
-  const int handle = fc->register_forward_pre_hook([&](Module& m) {
+  const HookHandle handle = fc->register_forward_pre_hook([&](Module& m) {
     ++calls;
     NoGradGuard no_grad;
     m.as<LinearImpl>()->weight.zero_();  // what a pruning mask does to its weight
@@ -104,10 +104,10 @@ TEST(Module, ZeroGradAndForwardPreHooks) {
   const Tensor y = fc(ones({1, 3}));
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(testing::all_close(y, fc->bias.detach().unsqueeze(0)));
-  fc->remove_forward_pre_hook(handle);
+  handle.remove();
   fc(ones({1, 3}));
   EXPECT_EQ(calls, 1);
-  EXPECT_ERROR_CONTAINS(fc->remove_forward_pre_hook(handle), "no hook with handle");
+  EXPECT_ERROR_CONTAINS(handle.remove(), "no hook with handle");
 }
 
 TEST(Module, PrintsTheTreeAsPyTorch) {

@@ -26,14 +26,7 @@ Tensor Module::forward(const Tensor&) {
   throw Error(type_name_ + ": this module has no forward(Tensor); call its own forward overload");
 }
 
-Tensor Module::operator()(const Tensor& input) {
-  run_forward_pre_hooks();
-  return forward(input);
-}
-
-void Module::run_forward_pre_hooks() {
-  for (auto& [handle, hook] : pre_hooks_) hook(*this);
-}
+Tensor Module::operator()(const Tensor& input) { return call_module(*this, input); }
 
 Tensor& Module::register_parameter(std::string name, Tensor tensor, bool requires_grad) {
   check_name("parameter", name);
@@ -57,23 +50,40 @@ Tensor& Module::register_buffer(std::string name, Tensor tensor, bool persistent
 }
 
 std::shared_ptr<Module> Module::register_module(std::string name, std::shared_ptr<Module> module) {
-  check_name("submodule", name);
   EMBER_CHECK(module != nullptr, type_name_, ": submodule '", name, "' is null");
+  register_slot(std::move(name), std::make_shared<ModuleSlot>(ModuleSlot{module}));
+  return module;
+}
+
+const std::shared_ptr<ModuleSlot>& Module::register_slot(std::string name, std::shared_ptr<ModuleSlot> slot) {
+  check_name("submodule", name);
+  EMBER_CHECK(slot != nullptr && slot->module != nullptr, type_name_, ": submodule '", name, "' is null");
   EMBER_CHECK(!parameters_.contains(name) && !buffers_.contains(name), type_name_, ": '", name,
               "' is already registered as a parameter or buffer");
-  return children_.insert(std::move(name), std::move(module));
+  return children_.insert(std::move(name), std::move(slot));
 }
 
 void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
-  EMBER_CHECK(module != nullptr, type_name_, ": replacement for submodule '", name, "' is null");
-  children_[name] = std::move(module);
+  EMBER_CHECK(module != nullptr, type_name_, ".replace_module: the replacement for '", name, "' is null");
+  Module* parent = this;
+  std::string rest = name;
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
+    const auto* slot = parent->children_.find(rest.substr(0, dot));
+    EMBER_CHECK(slot != nullptr, type_name_, ".replace_module: '", name, "' names no submodule ('",
+                rest.substr(0, dot), "' is not a child of ", parent->type_name_, ")");
+    parent = (*slot)->module.get();
+  }
+  auto* slot = parent->children_.find(rest);
+  EMBER_CHECK(slot != nullptr, type_name_, ".replace_module: '", name, "' names no submodule (", parent->type_name_,
+              " has no child '", rest, "')");
+  (*slot)->module = std::move(module);
 }
 
 Tensor* Module::find_parameter(const std::string& name) { return parameters_.find(name); }
 Tensor* Module::find_buffer(const std::string& name) { return buffers_.find(name); }
 std::shared_ptr<Module> Module::find_module(const std::string& name) const {
-  const auto* m = children_.find(name);
-  return m ? *m : nullptr;
+  const auto* slot = children_.find(name);
+  return slot ? (*slot)->module : nullptr;
 }
 
 // ---- traversal ----
@@ -86,7 +96,7 @@ OrderedDict<Tensor> Module::named_tensors(OrderedDict<Tensor> Module::*member, c
     for (const auto& t : m.*member)
       if (t.value.defined()) out.insert(join(prefix, t.key), t.value);
     if (recurse)
-      for (const auto& c : m.children_) visit(*c.value, join(prefix, c.key));
+      for (const auto& c : m.children_) visit(*c.value->module, join(prefix, c.key));
   };
   visit(*this, "");
   return out;
@@ -104,14 +114,18 @@ OrderedDict<Tensor> Module::named_buffers(bool recurse) const {
 
 std::vector<Tensor> Module::buffers(bool recurse) const { return named_buffers(recurse).values(); }
 
-std::vector<std::shared_ptr<Module>> Module::children() const { return children_.values(); }
-OrderedDict<std::shared_ptr<Module>> Module::named_children() const { return children_; }
+std::vector<std::shared_ptr<Module>> Module::children() const { return named_children().values(); }
+OrderedDict<std::shared_ptr<Module>> Module::named_children() const {
+  OrderedDict<std::shared_ptr<Module>> out("submodule");
+  for (const auto& c : children_) out.insert(c.key, c.value->module);
+  return out;
+}
 
 OrderedDict<std::shared_ptr<Module>> Module::named_modules(const std::string& prefix) {
   OrderedDict<std::shared_ptr<Module>> out("module");
   std::function<void(Module&, const std::string&)> visit = [&](Module& m, const std::string& name) {
     out.insert(name, m.shared_from_this());
-    for (const auto& c : m.children_) visit(*c.value, join(name, c.key));
+    for (const auto& c : m.children_) visit(*c.value->module, join(name, c.key));
   };
   visit(*this, prefix);
   return out;
@@ -120,7 +134,7 @@ OrderedDict<std::shared_ptr<Module>> Module::named_modules(const std::string& pr
 std::vector<std::shared_ptr<Module>> Module::modules() { return named_modules().values(); }
 
 void Module::apply(const std::function<void(Module&)>& fn) {
-  for (auto& c : children_) c.value->apply(fn);
+  for (auto& c : children_) c.value->module->apply(fn);
   fn(*this);
 }
 
@@ -128,7 +142,7 @@ void Module::apply(const std::function<void(Module&)>& fn) {
 
 void Module::train(bool on) {
   training_ = on;
-  for (auto& c : children_) c.value->train(on);
+  for (auto& c : children_) c.value->module->train(on);
 }
 
 void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn) {
@@ -140,7 +154,7 @@ void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn) {
   }
   for (auto& b : buffers_)
     if (b.value.defined()) b.value.set_data(fn(b.value));
-  for (auto& c : children_) c.value->apply_to_tensors(fn);
+  for (auto& c : children_) c.value->module->apply_to_tensors(fn);
 }
 
 void Module::to(Device device, bool non_blocking) {
@@ -173,16 +187,62 @@ void Module::zero_grad(bool set_to_none) {
 
 // ---- hooks ----
 
-int Module::register_forward_pre_hook(std::function<void(Module&)> hook) {
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
   EMBER_CHECK(hook != nullptr, type_name_, ".register_forward_pre_hook: the hook is empty");
-  pre_hooks_.emplace_back(next_hook_, std::move(hook));
-  return next_hook_++;
+  if (!hooks_) hooks_ = std::make_shared<HookList>();
+  hooks_->pre.emplace_back(hooks_->next_id, std::move(hook));
+  return HookHandle(hooks_, hooks_->next_id++);
 }
 
-void Module::remove_forward_pre_hook(int handle) {
-  auto it = std::find_if(pre_hooks_.begin(), pre_hooks_.end(), [&](const auto& h) { return h.first == handle; });
-  EMBER_CHECK(it != pre_hooks_.end(), type_name_, ".remove_forward_pre_hook: no hook with handle ", handle);
-  pre_hooks_.erase(it);
+HookHandle Module::register_forward_pre_hook(std::function<void(Module&)> hook) {
+  EMBER_CHECK(hook != nullptr, type_name_, ".register_forward_pre_hook: the hook is empty");
+  return register_forward_pre_hook(
+      ForwardPreHook([hook = std::move(hook)](Module& m, const TensorList&) -> std::optional<TensorList> {
+        hook(m);
+        return std::nullopt;
+      }));
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  EMBER_CHECK(hook != nullptr, type_name_, ".register_forward_hook: the hook is empty");
+  if (!hooks_) hooks_ = std::make_shared<HookList>();
+  hooks_->post.emplace_back(hooks_->next_id, std::move(hook));
+  return HookHandle(hooks_, hooks_->next_id++);
+}
+
+void Module::run_forward_pre_hooks(TensorList& inputs) {
+  if (!hooks_) return;
+  const auto pre = hooks_->pre;  // a copy: a hook may remove itself
+  for (const auto& [id, hook] : pre) {
+    std::optional<TensorList> replaced = hook(*this, inputs);
+    if (!replaced) continue;
+    EMBER_CHECK(replaced->size() == inputs.size(), type_name_, ": forward pre-hook ", id, " returned ",
+                replaced->size(), " inputs for a call with ", inputs.size());
+    inputs = std::move(*replaced);
+  }
+}
+
+Tensor Module::run_forward_hooks(const TensorList& inputs, Tensor output) {
+  if (!hooks_) return output;
+  const auto post = hooks_->post;
+  for (const auto& [id, hook] : post) {
+    std::optional<Tensor> replaced = hook(*this, inputs, output);
+    if (replaced) output = std::move(*replaced);
+  }
+  return output;
+}
+
+void HookHandle::remove() const {
+  auto hooks = hooks_.lock();
+  if (!hooks) return;  // the module is gone, and its hooks with it
+  auto erase = [this](auto& list) {
+    auto it = std::find_if(list.begin(), list.end(), [&](const auto& h) { return h.first == id_; });
+    if (it == list.end()) return false;
+    list.erase(it);
+    return true;
+  };
+  EMBER_CHECK(erase(hooks->pre) || erase(hooks->post), "HookHandle.remove: no hook with handle ", id_,
+              " (it was removed already)");
 }
 
 // ---- state ----
@@ -194,7 +254,7 @@ void Module::collect_state(const std::string& prefix, StateDict& out) const {
     const bool persistent = std::find(non_persistent_.begin(), non_persistent_.end(), b.key) == non_persistent_.end();
     if (b.value.defined() && persistent) out.insert(join(prefix, b.key), b.value);
   }
-  for (const auto& c : children_) c.value->collect_state(join(prefix, c.key), out);
+  for (const auto& c : children_) c.value->module->collect_state(join(prefix, c.key), out);
 }
 
 StateDict Module::state_dict() const {
@@ -256,7 +316,7 @@ void Module::print_tree(std::ostream& os, int indent) const {
   os << type_name_ << "(\n";
   for (const auto& c : children_) {
     os << std::string(indent + 2, ' ') << "(" << c.key << "): ";
-    c.value->print_tree(os, indent + 2);
+    c.value->module->print_tree(os, indent + 2);
     os << "\n";
   }
   os << std::string(indent, ' ') << ")";

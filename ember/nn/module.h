@@ -5,9 +5,11 @@
 // ("features.0.weight") exactly as PyTorch prints them, so that state dicts move between
 // the two. Layers are used through holders, as in LibTorch:
 //     nn::Linear fc(784, 128);   // a shared pointer to a LinearImpl
-//     Tensor y = fc(x);          // runs the forward pre-hooks, then forward()
+//     Tensor y = fc(x);          // the forward pre-hooks, forward(), then the forward hooks
 //     fc->weight;                // members through ->
+#include <array>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -23,6 +25,45 @@ namespace ember {
 using StateDict = OrderedDict<Tensor>;
 
 namespace nn {
+
+class Module;
+using TensorList = ::ember::TensorList;
+
+// Note [Module slots]: where a parent keeps one child. A holder (nn::Linear, ...) and the
+// parent it is registered with share the slot, so replace_module re-points both at once, as
+// rebinding an attribute does in Python: the parent's forward, its state_dict and the holder
+// member all see the new module.
+struct ModuleSlot {
+  std::shared_ptr<Module> module;
+};
+
+// Forward hooks, PyTorch's: a pre-hook sees the module and the tensor arguments of its call and
+// may return replacements (the same number of tensors); a forward hook sees the module, the
+// (possibly replaced) inputs and the output, and may return a replacement output.
+using ForwardPreHook = std::function<std::optional<TensorList>(Module& module, const TensorList& inputs)>;
+using ForwardHook =
+    std::function<std::optional<Tensor>(Module& module, const TensorList& inputs, const Tensor& output)>;
+
+// A module's hooks, shared with the handles that can remove them.
+struct HookList {
+  std::vector<std::pair<int, ForwardPreHook>> pre;
+  std::vector<std::pair<int, ForwardHook>> post;
+  int next_id = 0;
+};
+
+// What register_forward_(pre_)hook returns: remove() takes the hook off again (an error when it
+// is already gone; nothing when the module itself is gone).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<HookList> hooks, int id) : hooks_(std::move(hooks)), id_(id) {}
+  void remove() const;
+  int id() const { return id_; }
+
+ private:
+  std::weak_ptr<HookList> hooks_;
+  int id_ = -1;
+};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -41,7 +82,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // The one-tensor forward that Sequential and the call operator use. Layers override it;
   // modules with other signatures (several inputs) add their own forward overloads.
   virtual Tensor forward(const Tensor& input);
-  Tensor operator()(const Tensor& input);  // forward pre-hooks, then forward(input)
+  Tensor operator()(const Tensor& input);  // forward(input) between the forward pre-hooks and hooks
 
   // ---- registration ----
   // Parameters are leaves: registration detaches `tensor` and sets requires_grad. An
@@ -55,13 +96,20 @@ class Module : public std::enable_shared_from_this<Module> {
     register_module(std::move(name), std::static_pointer_cast<Module>(module));
     return module;
   }
-  template <class Holder, class = decltype(std::declval<Holder>().ptr())>
+  // A holder joins the parent's slot for it (Note [Module slots]), and so do its copies.
+  template <class Holder, class = decltype(std::declval<Holder>().slot())>
   Holder register_module(std::string name, Holder holder) {
-    register_module(std::move(name), std::static_pointer_cast<Module>(holder.ptr()));
+    register_slot(std::move(name), holder.slot());
     return holder;
   }
-  // Replaces a registered child (the holder in the parent's member must be updated too).
+  // Puts `module` in the place of a registered child, keeping its position: `name` is a child
+  // of this module or a dotted path below it ("blocks.0.attn.c_attn"). The parent's forward, the
+  // holders of the old child and state_dict() see the new one (Note [Module slots]).
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
+  template <class Holder, class = decltype(std::declval<Holder>().slot())>
+  void replace_module(const std::string& name, const Holder& holder) {
+    replace_module(name, holder.module());
+  }
 
   // ---- traversal (registration order, depth first, like PyTorch) ----
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -91,11 +139,16 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device, DType dtype, bool non_blocking = false);
   void zero_grad(bool set_to_none = true);
 
-  // ---- hooks ----
-  // hook(module) runs before every call through operator(); pruning recomputes its masked
-  // weights here. Returns a handle for remove_forward_pre_hook.
-  int register_forward_pre_hook(std::function<void(Module&)> hook);
-  void remove_forward_pre_hook(int handle);
+  // ---- hooks (run by every call through operator() or a holder, in registration order) ----
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  // A pre-hook that needs only the module (pruning recomputes its masked weights here).
+  HookHandle register_forward_pre_hook(std::function<void(Module&)> hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
+  size_t forward_hook_count() const { return hooks_ ? hooks_->post.size() : 0; }
+  // Used by the call paths: the pre-hooks may replace `inputs` (same count); the hooks, the output.
+  void run_forward_pre_hooks(TensorList& inputs);
+  Tensor run_forward_hooks(const TensorList& inputs, Tensor output);
 
   // ---- state ----
   StateDict state_dict() const;  // parameters and persistent buffers, dotted names
@@ -111,9 +164,8 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void pretty_print(std::ostream& os) const;
 
  protected:
-  void run_forward_pre_hooks();
-  template <class Holder>
-  friend class ModuleHolder;
+  // Registers a child by its slot (Note [Module slots]); containers keep the slots in order.
+  const std::shared_ptr<ModuleSlot>& register_slot(std::string name, std::shared_ptr<ModuleSlot> slot);
 
  private:
   void print_tree(std::ostream& os, int indent) const;
@@ -127,19 +179,71 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<Tensor> parameters_{"parameter"};
   OrderedDict<Tensor> buffers_{"buffer"};
   std::vector<std::string> non_persistent_;
-  OrderedDict<std::shared_ptr<Module>> children_{"submodule"};
-  std::vector<std::pair<int, std::function<void(Module&)>>> pre_hooks_;
-  int next_hook_ = 0;
+  OrderedDict<std::shared_ptr<ModuleSlot>> children_{"submodule"};
+  std::shared_ptr<HookList> hooks_;  // made on the first registration
 };
+
+namespace detail {
+template <class A>
+constexpr bool is_tensor_arg = std::is_same_v<std::decay_t<A>, Tensor>;
+
+// For each argument, its index among the tensor arguments.
+template <class... Args>
+constexpr std::array<size_t, sizeof...(Args)> tensor_positions() {
+  std::array<size_t, sizeof...(Args)> pos{};
+  size_t k = 0, i = 0;
+  ((pos[i++] = is_tensor_arg<Args> ? k++ : 0), ...);
+  (void)k;
+  (void)i;
+  return pos;
+}
+
+template <class M, class Tuple, size_t... I>
+decltype(auto) forward_with(M& m, const TensorList& inputs, Tuple& args, std::index_sequence<I...>) {
+  constexpr auto pos = tensor_positions<std::tuple_element_t<I, Tuple>...>();
+  auto pick = [&inputs](auto&& arg, size_t p) -> decltype(auto) {
+    if constexpr (is_tensor_arg<decltype(arg)>) {
+      return static_cast<const Tensor&>(inputs[p]);
+    } else {
+      (void)p;
+      return std::forward<decltype(arg)>(arg);
+    }
+  };
+  return m.forward(pick(std::get<I>(std::move(args)), pos[I])...);
+}
+}  // namespace detail
+
+// m.forward(args...) between m's forward pre-hooks and forward hooks: the hooks see the tensor
+// arguments, and the call uses the pre-hooks' replacements in their places.
+template <class M, class... Args>
+decltype(auto) call_module(M& m, Args&&... args) {
+  if (!m.has_forward_hooks()) return m.forward(std::forward<Args>(args)...);
+  TensorList inputs;
+  (
+      [&inputs](const auto& arg) {
+        if constexpr (detail::is_tensor_arg<decltype(arg)>) inputs.push_back(arg);
+      }(args),
+      ...);
+  m.run_forward_pre_hooks(inputs);
+  std::tuple<Args&&...> forwarded(std::forward<Args>(args)...);
+  using Result = decltype(m.forward(std::forward<Args>(args)...));
+  if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) {
+    Tensor out = detail::forward_with(m, inputs, forwarded, std::index_sequence_for<Args...>{});
+    return static_cast<Result>(m.run_forward_hooks(inputs, std::move(out)));
+  } else {
+    EMBER_CHECK(m.forward_hook_count() == 0, m.type_name(), ": forward hooks need a forward that returns a Tensor");
+    return detail::forward_with(m, inputs, forwarded, std::index_sequence_for<Args...>{});
+  }
+}
 
 // A child module given as a holder or as a shared pointer, as a shared_ptr<Module>.
 template <class M>
 std::shared_ptr<Module> as_module(const std::shared_ptr<M>& module) {
   return std::static_pointer_cast<Module>(module);
 }
-template <class Holder, class = decltype(std::declval<Holder>().ptr())>
+template <class Holder, class = decltype(std::declval<Holder>().slot())>
 std::shared_ptr<Module> as_module(const Holder& holder) {
-  return std::static_pointer_cast<Module>(holder.ptr());
+  return holder.module();
 }
 
 // Prints the module tree as PyTorch does:
@@ -150,6 +254,9 @@ std::ostream& operator<<(std::ostream& os, const Module& module);
 
 // A shared pointer to a module implementation with LibTorch's calling conventions:
 // `Linear fc(4, 2)` makes a LinearImpl, `fc->weight` reaches its members, `fc(x)` calls it.
+// The holder refers to the module through a slot (Note [Module slots]): once registered, the
+// parent's replace_module re-points it. A replacement that is not an Impl is still called by
+// fc(x) (through its one-tensor forward); fc->member then is an error naming both types.
 template <class Impl>
 class ModuleHolder {
  public:
@@ -157,35 +264,56 @@ class ModuleHolder {
 
   // Default-constructs the module when its Impl allows it (Sequential, ReLU, ...).
   template <class I = Impl, class = std::enable_if_t<std::is_default_constructible<I>::value>>
-  ModuleHolder() : impl_(std::make_shared<Impl>()) {}
-  ModuleHolder(std::nullptr_t) {}                                       // NOLINT: an empty holder
-  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT
+  ModuleHolder() : ModuleHolder(std::make_shared<Impl>()) {}
+  ModuleHolder(std::nullptr_t) {}  // NOLINT: an empty holder
+  ModuleHolder(std::shared_ptr<Impl> impl)  // NOLINT
+      : original_(impl.get()), slot_(impl ? std::make_shared<ModuleSlot>(ModuleSlot{std::move(impl)}) : nullptr) {}
   template <class Head, class... Tail,
             class = std::enable_if_t<!std::is_same<std::decay_t<Head>, ModuleHolder>::value &&
                                      !std::is_same<std::decay_t<Head>, std::shared_ptr<Impl>>::value &&
                                      !std::is_same<std::decay_t<Head>, std::nullptr_t>::value>>
   explicit ModuleHolder(Head&& head, Tail&&... tail)
-      : impl_(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
+      : ModuleHolder(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
 
   Impl* operator->() const { return get(); }
   Impl& operator*() const { return *get(); }
   Impl* get() const {
-    EMBER_CHECK(impl_ != nullptr, "ModuleHolder: accessing an empty module holder");
-    return impl_.get();
+    Module* m = current();
+    if (m == static_cast<Module*>(original_)) return original_;  // the common case: one compare
+    auto* impl = dynamic_cast<Impl*>(m);
+    EMBER_CHECK(impl != nullptr, "ModuleHolder: this ", original_->type_name(), " was replaced by a ",
+                m->type_name(), "; reach it through module()");
+    return impl;
   }
-  const std::shared_ptr<Impl>& ptr() const { return impl_; }
-  bool is_empty() const { return impl_ == nullptr; }
-  explicit operator bool() const { return impl_ != nullptr; }
+  // The module in the slot (after replace_module, the replacement) and the slot itself.
+  std::shared_ptr<Module> module() const { return current() ? slot_->module : nullptr; }
+  const std::shared_ptr<ModuleSlot>& slot() const { return slot_; }
+  std::shared_ptr<Impl> ptr() const { return std::shared_ptr<Impl>(slot_->module, get()); }
+  bool is_empty() const { return slot_ == nullptr; }
+  explicit operator bool() const { return slot_ != nullptr; }
 
-  // Runs the forward pre-hooks, then Impl::forward with these arguments.
+  // Calls the module: its hooks around Impl::forward(args...), or the replacement's forward.
   template <class... Args>
-  auto operator()(Args&&... args) const {
-    get()->run_forward_pre_hooks();
-    return get()->forward(std::forward<Args>(args)...);
+  decltype(auto) operator()(Args&&... args) const {
+    Module* m = current();
+    if (m == static_cast<Module*>(original_)) return call_module(*original_, std::forward<Args>(args)...);
+    if (auto* impl = dynamic_cast<Impl*>(m)) return call_module(*impl, std::forward<Args>(args)...);
+    if constexpr (sizeof...(Args) == 1 && (detail::is_tensor_arg<Args> && ...)) {
+      using Result = decltype(call_module(*original_, std::forward<Args>(args)...));
+      if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) return static_cast<Result>((*m)(args...));
+    }
+    throw Error(::ember::detail::concat("ModuleHolder: this ", original_->type_name(), " was replaced by a ",
+                               m->type_name(), ", which cannot take this call's arguments"));
   }
 
  private:
-  std::shared_ptr<Impl> impl_;
+  Module* current() const {
+    EMBER_CHECK(slot_ != nullptr && slot_->module != nullptr, "ModuleHolder: accessing an empty module holder");
+    return slot_->module.get();
+  }
+
+  Impl* original_ = nullptr;  // what the holder was made with: the fast path compares against it
+  std::shared_ptr<ModuleSlot> slot_;
 };
 
 template <class Impl>

@@ -1,66 +1,89 @@
 #pragma once
 // Containers: Sequential (calls its children in order), ModuleList and ModuleDict (hold
 // children for the owner's forward to use).
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "ember/nn/module.h"
 
 namespace ember::nn {
 
-class SequentialImpl : public Module {
+// The children of a container in order, each as the module its slot holds now.
+class SlotIterator {
  public:
-  SequentialImpl() : Module("Sequential") {}
-  template <class First, class... Rest>
-  explicit SequentialImpl(First&& first, Rest&&... rest) : Module("Sequential") {
-    push_back(std::forward<First>(first));
-    (push_back(std::forward<Rest>(rest)), ...);
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = std::shared_ptr<Module>;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const std::shared_ptr<Module>*;
+  using reference = const std::shared_ptr<Module>&;
+  explicit SlotIterator(std::vector<std::shared_ptr<ModuleSlot>>::const_iterator it) : it_(it) {}
+  reference operator*() const { return (*it_)->module; }
+  pointer operator->() const { return &(*it_)->module; }
+  SlotIterator& operator++() {
+    ++it_;
+    return *this;
   }
-  template <class M>
-  void push_back(const M& module) {
-    push_back(std::to_string(modules_.size()), as_module(module));
-  }
-  void push_back(const std::string& name, std::shared_ptr<Module> module);
-  Tensor forward(const Tensor& x) override;  // each child's operator() in order
+  bool operator==(const SlotIterator& o) const { return it_ == o.it_; }
+  bool operator!=(const SlotIterator& o) const { return it_ != o.it_; }
 
-  size_t size() const { return modules_.size(); }
-  bool empty() const { return modules_.empty(); }
+ private:
+  std::vector<std::shared_ptr<ModuleSlot>>::const_iterator it_;
+};
+
+// What Sequential and ModuleList share: children in order, by slot.
+class ModuleSequence : public Module {
+ public:
+  using Module::Module;
+  size_t size() const { return slots_.size(); }
+  bool empty() const { return slots_.empty(); }
+  SlotIterator begin() const { return SlotIterator(slots_.begin()); }
+  SlotIterator end() const { return SlotIterator(slots_.end()); }
   const std::shared_ptr<Module>& operator[](size_t index) const;
   template <class T>
   T* at(size_t index) const {
     auto* m = (*this)[index]->as<T>();
-    EMBER_CHECK(m != nullptr, "Sequential: child ", index, " is a ", (*this)[index]->type_name(),
+    EMBER_CHECK(m != nullptr, type_name(), ": child ", index, " is a ", (*this)[index]->type_name(),
                 ", not the type asked for");
     return m;
   }
-  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
-  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
+  // A holder's slot joins the sequence (Note [Module slots]): replace_module("1", ...) re-points it.
+  template <class M>
+  void push_back(const M& module) {
+    push_back(std::to_string(size()), module);
+  }
+  template <class Holder, class = decltype(std::declval<Holder>().slot())>
+  void push_back(const std::string& name, const Holder& holder) {
+    slots_.push_back(register_slot(name, holder.slot()));
+  }
+  void push_back(const std::string& name, std::shared_ptr<Module> module) {
+    slots_.push_back(register_slot(name, std::make_shared<ModuleSlot>(ModuleSlot{std::move(module)})));
+  }
 
  private:
-  std::vector<std::shared_ptr<Module>> modules_;
+  std::vector<std::shared_ptr<ModuleSlot>> slots_;
 };
-EMBER_MODULE(Sequential);
 
-class ModuleListImpl : public Module {
+class SequentialImpl : public ModuleSequence {
  public:
-  ModuleListImpl() : Module("ModuleList") {}
+  SequentialImpl() : ModuleSequence("Sequential") {}
   template <class First, class... Rest>
-  explicit ModuleListImpl(First&& first, Rest&&... rest) : Module("ModuleList") {
+  explicit SequentialImpl(First&& first, Rest&&... rest) : ModuleSequence("Sequential") {
     push_back(std::forward<First>(first));
     (push_back(std::forward<Rest>(rest)), ...);
   }
-  template <class M>
-  void push_back(const M& module) {
-    push_back_module(as_module(module));
-  }
-  size_t size() const { return modules_.size(); }
-  bool empty() const { return modules_.empty(); }
-  const std::shared_ptr<Module>& operator[](size_t index) const;
-  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
-  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
+  Tensor forward(const Tensor& x) override;  // each child's operator() in order
+};
+EMBER_MODULE(Sequential);
 
- private:
-  void push_back_module(std::shared_ptr<Module> module);
-  std::vector<std::shared_ptr<Module>> modules_;
+class ModuleListImpl : public ModuleSequence {
+ public:
+  ModuleListImpl() : ModuleSequence("ModuleList") {}
+  template <class First, class... Rest>
+  explicit ModuleListImpl(First&& first, Rest&&... rest) : ModuleSequence("ModuleList") {
+    push_back(std::forward<First>(first));
+    (push_back(std::forward<Rest>(rest)), ...);
+  }
 };
 EMBER_MODULE(ModuleList);
 
@@ -69,7 +92,7 @@ class ModuleDictImpl : public Module {
   ModuleDictImpl() : Module("ModuleDict") {}
   template <class M>
   void insert(const std::string& key, const M& module) {
-    register_module(key, as_module(module));
+    register_module(key, module);
   }
   bool contains(const std::string& key) const { return find_module(key) != nullptr; }
   std::shared_ptr<Module> operator[](const std::string& key) const;
