@@ -2,66 +2,22 @@
 // The kernel interface. Note [One kernel interface]: every device-dependent piece of
 // work in ember is one of these calls. Ops (tensor/ops/) validate arguments, work out
 // shapes and dtypes, allocate outputs and then call a Backend; back ends (tensor/cpu/,
-// cuda/) only compute. Kernels know nothing about autograd. A kernel a back end does not
-// provide throws an ember::Error naming the kernel and the device.
+// cuda/) only compute, each implementing these virtual functions directly in its family files
+// (tensor/cpu/cpu_backend.h, cuda/cuda_backend.h list them). Kernels know nothing about
+// autograd. A kernel a back end does not provide throws an ember::Error naming the kernel and
+// the back end.
 #include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "ember/tensor/allocator.h"
+#include "ember/tensor/elementwise_math.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember {
 
-enum class BinaryOp : int8_t {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Maximum,
-  Minimum,          // arithmetic: out has the inputs' dtype
-  TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
-  SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
-  ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  LogicalAnd,
-  LogicalOr  // out is bool
-};
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
-
-// The unary elementwise kernels, named as their ops; clamp: p0 = min, p1 = max (NaN = none).
-enum class UnaryOp : int8_t {
-  neg,
-  abs,
-  exp,
-  log,
-  log1p,
-  sqrt,
-  rsqrt,
-  sin,
-  cos,
-  tanh,
-  sigmoid,
-  relu,
-  gelu,
-  gelu_tanh,
-  silu,
-  sign,
-  square,
-  reciprocal,
-  erf,
-  clamp
-};
-// Which dtypes a unary op computes in: all as they are, or floating (integers and bools as float32).
-enum class UnaryDomain : int8_t { all, floating };
-
+// BinaryOp and UnaryOp, and their math: tensor/elementwise_math.h (Note [Elementwise math]).
 enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };
 
 struct Conv2dParams {

@@ -5,7 +5,7 @@
 #endif
 #include <limits>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/cpu/loops.h"
 
 namespace ember::cpu {
@@ -109,7 +109,7 @@ void tiled_copy(const StridedLoop<2>& loop) {
 }  // namespace
 
 // dst[i] = To(src[i])   (same shape; src may have zero strides)
-void copy(const Tensor& src, const Tensor& dst) {
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   if (dst.numel() == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
     const size_t nbytes = dst.nbytes();
@@ -140,7 +140,7 @@ void copy(const Tensor& src, const Tensor& dst) {
 }
 
 // dst[i] = value
-void fill(const Tensor& dst, const Scalar& value) {
+void CpuBackend::fill(const Tensor& dst, const Scalar& value) {
   StridedLoop<1> loop({&dst});
   EMBER_DISPATCH_ALL(dst.dtype(), "fill", [&] {
     const scalar_t v = value.to<scalar_t>();

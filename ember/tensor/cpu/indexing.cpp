@@ -3,7 +3,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/cpu/loops.h"
 #include "ember/tensor/dim_split.h"
@@ -23,7 +23,7 @@ void check_indices(const Tensor& index, int64_t bound, const char* op, int64_t d
 }  // namespace
 
 // out [.., L, ..] = src [.., D, ..] rows picked by index [L]; src and out contiguous
-void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+void CpuBackend::index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
   const DimSplit split = split_at(src, dim);
   const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
@@ -42,7 +42,7 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
 }
 
 // out[i..] = src[i.. with dim replaced by index[i..]]
-void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+void CpuBackend::gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
   check_indices(index, src.size(dim), "gather", dim);
   const Tensor src_r = index_aligned_view(src, index, dim);
   const int64_t step = src.stride(dim) * static_cast<int64_t>(src.element_size());
@@ -59,7 +59,7 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 }
 
 // self[i.. with dim replaced by index[i..]] += src[i..]   (serial: targets may collide)
-void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+void CpuBackend::scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   check_indices(index, self.size(dim), "scatter_add", dim);
   const Tensor self_r = index_aligned_view(self, index, dim);
   const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());

@@ -3,7 +3,7 @@
 // matrix with neither unit stride is copied first.
 #include <Eigen/Core>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -90,7 +90,7 @@ Tensor mappable(const Tensor& t) {
 }  // namespace
 
 // c[b] = beta * c[b] + alpha * a[b] @ b[b];  a [B, M, K], b [B, K, N], c [B, M, N]
-void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
+void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
   const Tensor a = mappable(a_in), b = mappable(b_in);
   switch (c.dtype()) {
     case kFloat32:

@@ -6,7 +6,7 @@
 #include <array>
 #include <cmath>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/parallel.h"
 
 namespace ember::cpu {
@@ -135,7 +135,7 @@ void rmsprop_chunk(const RmspropParam& t, const RmspropStep& s, int64_t b, int64
 
 }  // namespace
 
-void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+void CpuBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
   for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
     const SgdParam& t = params[i];
     EMBER_DISPATCH_FLOATING(t.param.dtype(), "sgd_step", [&] {
@@ -149,7 +149,7 @@ void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
   });
 }
 
-void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+void CpuBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
   std::vector<AdamCoeffs> coeffs;
   for (const auto& t : params) {
     const double step = static_cast<double>(t.step);
@@ -165,7 +165,7 @@ void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
   });
 }
 
-void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+void CpuBackend::rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
   for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
     EMBER_DISPATCH_FLOATING(params[i].param.dtype(), "rmsprop_step", [&] {
       const bool momentum = s.momentum > 0;

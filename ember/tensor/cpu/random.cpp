@@ -3,7 +3,7 @@
 // lanes each, so block offset + i / 2. tensor/ops/factory.cpp reserves exactly these blocks.
 #include <cmath>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/generator.h"
 #include "ember/tensor/parallel.h"
 
@@ -30,7 +30,7 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 
 }  // namespace
 
-void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) {
+void CpuBackend::random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) {
   EMBER_DISPATCH_FLOATING(out.dtype(), "uniform_", [&] {
     if constexpr (std::is_same_v<scalar_t, double>) {
       fill_by_block<double>(out, seed, offset, 2, [=](const std::array<uint32_t, 4>& r, int64_t lane) {
@@ -46,7 +46,7 @@ void random_uniform(const Tensor& out, double from, double to, uint64_t seed, ui
 }
 
 // Box-Muller: two uniforms (u1 in (0, 1]) make two normals.
-void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) {
+void CpuBackend::random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) {
   EMBER_DISPATCH_FLOATING(out.dtype(), "normal_", [&] {
     if constexpr (std::is_same_v<scalar_t, double>) {
       fill_by_block<double>(out, seed, offset, 2, [=](const std::array<uint32_t, 4>& r, int64_t lane) {
@@ -67,7 +67,7 @@ void random_normal(const Tensor& out, double mean, double std, uint64_t seed, ui
 }
 
 // Uniform integers in [low, high) from 64 random bits (bias below 2^-32 for any range).
-void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
+void CpuBackend::random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   EMBER_DISPATCH_ALL(out.dtype(), "randint", [&] {
     fill_by_block<scalar_t>(out, seed, offset, 2, [=](const std::array<uint32_t, 4>& r, int64_t lane) {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/parallel.h"
 
 #ifdef EMBER_WITH_OPENMP
@@ -203,7 +203,7 @@ void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor
 }  // namespace
 
 // in [K, R] -> out [K] (and indices [K] for Max/Min with indices)
-void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
+void CpuBackend::reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
   EMBER_DISPATCH_ALL(in.dtype(), "reduce", [&] { reduce_typed<scalar_t>(op, in, out, indices); });
 }
 

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ember/tensor/cpu/kernels.h"
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/cpu/vec_exp.h"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/parallel.h"
@@ -96,7 +96,7 @@ void softmax_typed(const Tensor& in, const Tensor& out, int64_t dim) {
 }  // namespace
 
 // out = (log_)softmax(in) along dim; in, out contiguous
-void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
+void CpuBackend::softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
   if (in.numel() == 0) return;
   EMBER_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
     if (log)

@@ -1,0 +1,454 @@
+#pragma once
+// The elementwise ops' math, once for both back ends. Note [Elementwise math]: each op is a
+// functor on one element in the op's math type M (float for float16/bfloat16, the type itself
+// otherwise), callable on the host and, compiled by nvcc, on the device. The CPU back end
+// (tensor/cpu/elementwise.cpp) runs one loop per op, so that the compiler vectorizes it; the
+// CUDA back end (cuda/elementwise.cu) runs one kernel per dtype that switches on the op. Both
+// go from the op's enum value to its functor through visit_unary / visit_binary /
+// visit_comparison, so adding an op is: its enum value, its functor, its case (and its line in
+// ops.def).
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#ifdef __CUDACC__
+#define EMBER_HOST_DEVICE __host__ __device__
+#else
+#define EMBER_HOST_DEVICE
+#endif
+
+namespace ember {
+
+// The unary elementwise kernels, named as their ops; parameters p0, p1 (clamp: min and max,
+// NaN for none).
+enum class UnaryOp : int8_t {
+  neg,
+  abs,
+  exp,
+  log,
+  log1p,
+  sqrt,
+  rsqrt,
+  sin,
+  cos,
+  tanh,
+  sigmoid,
+  relu,
+  gelu,
+  gelu_tanh,
+  silu,
+  sign,
+  square,
+  reciprocal,
+  erf,
+  clamp
+};
+// Which dtypes a unary op computes in: all as they are, or floating (integers and bools as float32).
+enum class UnaryDomain : int8_t { all, floating };
+
+enum class BinaryOp : int8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,          // arithmetic: out has the inputs' dtype
+  TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
+  SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
+  ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr  // out is bool
+};
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+namespace math {
+
+template <class M>
+constexpr bool is_float_v = std::is_floating_point_v<M>;
+// Integer arithmetic wraps on overflow, as in PyTorch (signed overflow is undefined in C++):
+// it is done in the unsigned type of the same width.
+template <class M>
+constexpr bool wraps_v = std::is_integral_v<M> && !std::is_same_v<M, bool>;
+template <class M>
+using unsigned_of = std::make_unsigned_t<std::conditional_t<wraps_v<M>, M, int>>;
+
+// ---- unary ----
+template <class M>
+struct Neg {
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(M(0) - x); }
+};
+template <class M>
+struct Abs {
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    if constexpr (std::is_unsigned_v<M>) return x;
+    else return x < M(0) ? M(M(0) - x) : x;
+  }
+};
+template <class M>
+struct Sign {
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    if constexpr (std::is_unsigned_v<M>) return M(x != M(0));
+    else return x != x ? x : M((M(0) < x) - (x < M(0)));  // NaN stays NaN
+  }
+};
+template <class M>
+struct Square {
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(x * x); }
+};
+template <class M>
+struct Relu {
+  EMBER_HOST_DEVICE M operator()(M x) const { return x > M(0) || x != x ? x : M(0); }
+};
+template <class M>
+struct Clamp {  // NaN propagates; a missing bound is not applied
+  M lo, hi;
+  bool has_lo, has_hi;
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    if (x != x) return x;
+    if (has_lo && x < lo) x = lo;
+    if (has_hi && x > hi) x = hi;
+    return x;
+  }
+};
+template <class M>
+struct Exp {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::exp(x); }
+};
+template <class M>
+struct Log {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::log(x); }
+};
+template <class M>
+struct Log1p {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::log1p(x); }
+};
+template <class M>
+struct Sqrt {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::sqrt(x); }
+};
+template <class M>
+struct Rsqrt {
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(1) / std::sqrt(x); }
+};
+template <class M>
+struct Sin {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::sin(x); }
+};
+template <class M>
+struct Cos {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::cos(x); }
+};
+template <class M>
+struct Tanh {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::tanh(x); }
+};
+template <class M>
+struct Sigmoid {
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(1) / (M(1) + std::exp(-x)); }
+};
+template <class M>
+struct Gelu {  // x Φ(x), Φ the normal CDF
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440))); }
+};
+template <class M>
+struct GeluTanh {  // PyTorch's approximate="tanh"
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    const M k = M(0.79788456080286535588), c = M(0.044715);
+    return M(0.5) * x * (M(1) + std::tanh(k * (x + c * x * x * x)));
+  }
+};
+template <class M>
+struct Silu {
+  EMBER_HOST_DEVICE M operator()(M x) const { return x / (M(1) + std::exp(-x)); }
+};
+template <class M>
+struct Reciprocal {
+  EMBER_HOST_DEVICE M operator()(M x) const { return M(1) / x; }
+};
+template <class M>
+struct Erf {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::erf(x); }
+};
+template <class M>
+struct Identity {  // what a visit falls back to for an op the dtype does not have (checked before)
+  EMBER_HOST_DEVICE M operator()(M x) const { return x; }
+};
+
+// Whether `op` is defined on math type M (the native ops promote or refuse the rest).
+template <class M>
+EMBER_HOST_DEVICE constexpr bool unary_supported(UnaryOp op) {
+  if constexpr (std::is_same_v<M, bool>) {
+    return op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square || op == UnaryOp::relu;
+  } else if constexpr (!is_float_v<M>) {
+    return op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
+           op == UnaryOp::relu || op == UnaryOp::clamp;
+  } else {
+    return true;
+  }
+}
+
+// f(the functor of `op` on M): the one place from an op's enum value to its math.
+template <class M, class F>
+EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F&& f) {
+  if constexpr (!std::is_same_v<M, bool>) {
+    switch (op) {
+      case UnaryOp::neg:
+        return f(Neg<M>{});
+      case UnaryOp::clamp: {
+        const bool has_lo = p0 == p0, has_hi = p1 == p1;
+        return f(Clamp<M>{has_lo ? M(p0) : M(0), has_hi ? M(p1) : M(0), has_lo, has_hi});
+      }
+      default:
+        break;
+    }
+  }
+  switch (op) {
+    case UnaryOp::abs:
+      return f(Abs<M>{});
+    case UnaryOp::sign:
+      return f(Sign<M>{});
+    case UnaryOp::square:
+      return f(Square<M>{});
+    case UnaryOp::relu:
+      return f(Relu<M>{});
+    default:
+      break;
+  }
+  if constexpr (is_float_v<M>) {
+    switch (op) {
+      case UnaryOp::exp:
+        return f(Exp<M>{});
+      case UnaryOp::log:
+        return f(Log<M>{});
+      case UnaryOp::log1p:
+        return f(Log1p<M>{});
+      case UnaryOp::sqrt:
+        return f(Sqrt<M>{});
+      case UnaryOp::rsqrt:
+        return f(Rsqrt<M>{});
+      case UnaryOp::sin:
+        return f(Sin<M>{});
+      case UnaryOp::cos:
+        return f(Cos<M>{});
+      case UnaryOp::tanh:
+        return f(Tanh<M>{});
+      case UnaryOp::sigmoid:
+        return f(Sigmoid<M>{});
+      case UnaryOp::gelu:
+        return f(Gelu<M>{});
+      case UnaryOp::gelu_tanh:
+        return f(GeluTanh<M>{});
+      case UnaryOp::silu:
+        return f(Silu<M>{});
+      case UnaryOp::reciprocal:
+        return f(Reciprocal<M>{});
+      case UnaryOp::erf:
+        return f(Erf<M>{});
+      default:
+        break;
+    }
+  }
+  return f(Identity<M>{});
+}
+
+// ---- binary: arithmetic (out has the inputs' type) ----
+template <class M>
+EMBER_HOST_DEVICE M ipow(M base, int64_t e) {  // integer power, wrapping
+  if (e < 0) return base == M(1) ? M(1) : base == M(-1) ? (e % 2 ? M(-1) : M(1)) : M(0);
+  using U = unsigned_of<M>;
+  U ub = static_cast<U>(base), ur = 1;
+  while (e) {
+    if (e & 1) ur = static_cast<U>(ur * ub);
+    ub = static_cast<U>(ub * ub);
+    e >>= 1;
+  }
+  return static_cast<M>(ur);
+}
+
+template <class M>
+struct Add {  // x + alpha y
+  M alpha;
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    if constexpr (wraps_v<M>) {
+      using U = unsigned_of<M>;
+      return M(U(U(x) + U(U(alpha) * U(y))));
+    } else {
+      return M(x + alpha * y);
+    }
+  }
+};
+template <class M>
+struct Sub {  // x - alpha y
+  M alpha;
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    if constexpr (wraps_v<M>) {
+      using U = unsigned_of<M>;
+      return M(U(U(x) - U(U(alpha) * U(y))));
+    } else {
+      return M(x - alpha * y);
+    }
+  }
+};
+template <class M>
+struct Mul {
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    if constexpr (std::is_same_v<M, bool>) return x && y;
+    else if constexpr (wraps_v<M>) return M(unsigned_of<M>(unsigned_of<M>(x) * unsigned_of<M>(y)));
+    else return x * y;
+  }
+};
+template <class M>
+struct Div {  // floating only: integer true division is promoted to float by the op
+  EMBER_HOST_DEVICE M operator()(M x, M y) const { return x / y; }
+};
+template <class M>
+struct Pow {
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    if constexpr (is_float_v<M>) return std::pow(x, y);
+    else return ipow<M>(x, static_cast<int64_t>(y));
+  }
+};
+template <class M>
+struct Maximum {  // NaN propagates
+  EMBER_HOST_DEVICE M operator()(M x, M y) const { return (x > y || x != x) ? x : y; }
+};
+template <class M>
+struct Minimum {
+  EMBER_HOST_DEVICE M operator()(M x, M y) const { return (x < y || x != x) ? x : y; }
+};
+template <class M>
+struct TanhBackward {  // d (1 - y^2)
+  EMBER_HOST_DEVICE M operator()(M d, M y) const { return d * (M(1) - y * y); }
+};
+template <class M>
+struct SigmoidBackward {  // d y (1 - y)
+  EMBER_HOST_DEVICE M operator()(M d, M y) const { return d * y * (M(1) - y); }
+};
+template <class M>
+struct ReluBackward {  // y > 0 ? d : 0
+  EMBER_HOST_DEVICE M operator()(M d, M y) const { return y > M(0) ? d : M(0); }
+};
+template <class M>
+struct Second {  // the fallback of visit_binary, never reached (checked before)
+  EMBER_HOST_DEVICE M operator()(M, M y) const { return y; }
+};
+
+template <class M>
+EMBER_HOST_DEVICE constexpr bool binary_supported(BinaryOp op) {
+  if (is_comparison(op)) return true;
+  if constexpr (std::is_same_v<M, bool>) {
+    return op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
+           op == BinaryOp::ReluBackward;
+  } else if constexpr (!is_float_v<M>) {
+    return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward;
+  } else {
+    return true;
+  }
+}
+
+template <class M, class F>
+EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
+  switch (op) {
+    case BinaryOp::Add:
+      return f(Add<M>{alpha});
+    case BinaryOp::Mul:
+      return f(Mul<M>{});
+    case BinaryOp::Maximum:
+      return f(Maximum<M>{});
+    case BinaryOp::Minimum:
+      return f(Minimum<M>{});
+    case BinaryOp::ReluBackward:
+      return f(ReluBackward<M>{});
+    default:
+      break;
+  }
+  if constexpr (!std::is_same_v<M, bool>) {
+    switch (op) {
+      case BinaryOp::Sub:
+        return f(Sub<M>{alpha});
+      case BinaryOp::Pow:
+        return f(Pow<M>{});
+      default:
+        break;
+    }
+  }
+  if constexpr (is_float_v<M>) {
+    switch (op) {
+      case BinaryOp::Div:
+        return f(Div<M>{});
+      case BinaryOp::TanhBackward:
+        return f(TanhBackward<M>{});
+      case BinaryOp::SigmoidBackward:
+        return f(SigmoidBackward<M>{});
+      default:
+        break;
+    }
+  }
+  return f(Second<M>{});
+}
+
+// ---- binary: comparisons and logical ops (out is bool) ----
+template <class M>
+struct Eq {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x == y; }
+};
+template <class M>
+struct Ne {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x != y; }
+};
+template <class M>
+struct Lt {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x < y; }
+};
+template <class M>
+struct Le {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x <= y; }
+};
+template <class M>
+struct Gt {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x > y; }
+};
+template <class M>
+struct Ge {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x >= y; }
+};
+template <class M>
+struct LogicalAnd {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x != M(0) && y != M(0); }
+};
+template <class M>
+struct LogicalOr {
+  EMBER_HOST_DEVICE bool operator()(M x, M y) const { return x != M(0) || y != M(0); }
+};
+
+template <class M, class F>
+EMBER_HOST_DEVICE decltype(auto) visit_comparison(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::Eq:
+      return f(Eq<M>{});
+    case BinaryOp::Ne:
+      return f(Ne<M>{});
+    case BinaryOp::Lt:
+      return f(Lt<M>{});
+    case BinaryOp::Le:
+      return f(Le<M>{});
+    case BinaryOp::Gt:
+      return f(Gt<M>{});
+    case BinaryOp::Ge:
+      return f(Ge<M>{});
+    case BinaryOp::LogicalAnd:
+      return f(LogicalAnd<M>{});
+    default:
+      return f(LogicalOr<M>{});
+  }
+}
+
+}  // namespace math
+}  // namespace ember
