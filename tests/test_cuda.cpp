@@ -6,7 +6,7 @@
 #include "ember/cuda/caching_allocator.h"
 #include "helpers.h"
 #if EMBER_WITH_CUDA
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/cuda_backend.h"
 #endif
 
 namespace ember {

@@ -4,7 +4,8 @@
 #include <array>
 #include <memory>
 
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/loops.cuh"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/index_view.h"
@@ -121,7 +122,8 @@ __global__ void scatter_add_kernel(OffsetCalc<3> calc, char* self, const char* i
 }  // namespace
 
 // out [.., L, ..] = src [.., D, ..] rows picked by index [L]; src and out contiguous
-void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+void CudaBackend::index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+  DeviceGuard guard(out.device().index);
   const DimSplit split = split_at(src, dim);
   const int64_t outer = split.outer, D = split.size, inner = split.inner;
   check_indices(index, D, "index_select", dim);
@@ -152,7 +154,8 @@ void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Ten
 }
 
 // out[i..] = src[i.. with dim replaced by index[i..]]
-void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+void CudaBackend::gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) {
+  DeviceGuard guard(out.device().index);
   check_indices(index, src.size(dim), "gather", dim);
   const Tensor src_r = index_aligned_view(src, index, dim);
   const int64_t n = out.numel();
@@ -170,7 +173,8 @@ void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& o
 }
 
 // self[i.. with dim replaced by index[i..]] += src[i..], with atomics (targets may collide)
-void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+void CudaBackend::scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  DeviceGuard guard(self.device().index);
   check_indices(index, self.size(dim), "scatter_add", dim);
   const Tensor self_r = index_aligned_view(self, index, dim);
   const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());

@@ -200,4 +200,86 @@ bool all_contiguous(const OffsetCalc<N>& c, const std::array<const Tensor*, N>& 
   return true;
 }
 
+
+// ---- the strided element loop: any layout, any number of operands ----
+template <int N>
+struct Ptrs {
+  char* p[N];
+};
+template <int N>
+Ptrs<N> ptrs_of(const std::array<const Tensor*, N>& ops) {
+  Ptrs<N> r;
+  for (int k = 0; k < N; ++k) r.p[k] = static_cast<char*>(ops[k]->data_ptr());
+  return r;
+}
+
+// f(pointers to element i of each operand), for every i, any layout.
+template <int N, class F>
+__global__ void strided_kernel(OffsetCalc<N> calc, Ptrs<N> base, int64_t n, F f) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t off[N];
+    calc.get(i, off);
+    char* p[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) p[k] = base.p[k] + off[k];
+    f(p);
+  }
+}
+
+template <int N, class F>
+void launch_strided(const std::array<const Tensor*, N>& ops, const char* kernel, const F& f) {
+  const int64_t n = ops[0]->numel();
+  if (n == 0) return;
+  const OffsetCalc<N> calc = make_offset_calc<N>(ops, kernel);
+  strided_kernel<N><<<grid_for(n), kBlock, 0, stream_of(*ops[0])>>>(calc, ptrs_of<N>(ops), n, f);
+  EMBER_KERNEL_CHECK();
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// A raw element of `bytes` bytes: copies and fills move bits without knowing the dtype.
+template <int Bytes>
+struct RawElem;
+template <>
+struct RawElem<1> {
+  using type = uint8_t;
+};
+template <>
+struct RawElem<2> {
+  using type = uint16_t;
+};
+template <>
+struct RawElem<4> {
+  using type = uint32_t;
+};
+template <>
+struct RawElem<8> {
+  using type = uint64_t;
+};
+
+// R is an unsigned integer of BYTES bytes inside the body (extended lambdas cannot sit in a
+// generic lambda, so this is a switch, not a template).
+#define EMBER_CUDA_DISPATCH_BYTES(BYTES, ...)                                         \
+  [&] {                                                                               \
+    switch (BYTES) {                                                                  \
+      case 1: {                                                                       \
+        using R = RawElem<1>::type;                                                   \
+        return __VA_ARGS__();                                                         \
+      }                                                                               \
+      case 2: {                                                                       \
+        using R = RawElem<2>::type;                                                   \
+        return __VA_ARGS__();                                                         \
+      }                                                                               \
+      case 4: {                                                                       \
+        using R = RawElem<4>::type;                                                   \
+        return __VA_ARGS__();                                                         \
+      }                                                                               \
+      case 8: {                                                                       \
+        using R = RawElem<8>::type;                                                   \
+        return __VA_ARGS__();                                                         \
+      }                                                                               \
+    }                                                                                 \
+    throw InternalError(detail::concat("CUDA: no raw element of ", BYTES, " bytes")); \
+  }()
+
 }  // namespace ember::cuda

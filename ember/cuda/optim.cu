@@ -3,7 +3,8 @@
 // the CPU's (tensor/cpu/optim.cpp), line for line, in the parameter's opmath type.
 #include <cmath>
 
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -85,7 +86,9 @@ __device__ __forceinline__ void st(void* p, int64_t i, A v) {
 }  // namespace
 
 // slots: param, grad, momentum buffer; coeff[0]: 1 on the first step (the buffer starts as d)
-void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+  if (params.empty()) return;
+  DeviceGuard guard(params.front().param.device().index);
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<3>(
@@ -119,7 +122,9 @@ void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
 }
 
 // slots: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; coeff: lr / bc1, √bc2
-void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+  if (params.empty()) return;
+  DeviceGuard guard(params.front().param.device().index);
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<5>(
@@ -165,7 +170,9 @@ void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
 }
 
 // slots: param, grad, square_avg, grad_avg, momentum buffer
-void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+  if (params.empty()) return;
+  DeviceGuard guard(params.front().param.device().index);
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<5>(

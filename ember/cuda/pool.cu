@@ -5,7 +5,8 @@
 // scatter with atomic adds, since windows may overlap. Tensors are contiguous NCHW.
 #include <limits>
 
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/loops.cuh"
 
 namespace ember::cuda {
@@ -128,7 +129,8 @@ void average(const Tensor& in, const Tensor& out, const Pool2dParams& p, const c
 
 }  // namespace
 
-void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
+void CudaBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
+  DeviceGuard guard(out.device().index);
   const PoolShape s = shape_of(in, out);
   const int64_t n = s.planes * s.Ho * s.Wo;
   if (n == 0) return;
@@ -141,7 +143,8 @@ void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, cons
   EMBER_KERNEL_CHECK();
 }
 
-void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
+void CudaBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
+  DeviceGuard guard(grad_in.device().index);
   fill(grad_in, 0);
   const int64_t outs = grad_out.numel(), per_plane = grad_out.size(2) * grad_out.size(3);
   if (outs == 0) return;
@@ -154,17 +157,21 @@ void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Te
   EMBER_KERNEL_CHECK();
 }
 
-void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+void CudaBackend::avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+  DeviceGuard guard(out.device().index);
   average<false, false>(in, out, p, "avg_pool2d");
 }
-void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) {
+void CudaBackend::avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) {
+  DeviceGuard guard(grad_in.device().index);
   fill(grad_in, 0);
   average<true, false>(grad_in, grad_out, p, "avg_pool2d_backward");
 }
-void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) {
+void CudaBackend::adaptive_avg_pool2d(const Tensor& in, const Tensor& out) {
+  DeviceGuard guard(out.device().index);
   average<false, true>(in, out, Pool2dParams{}, "adaptive_avg_pool2d");
 }
-void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) {
+void CudaBackend::adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) {
+  DeviceGuard guard(grad_in.device().index);
   fill(grad_in, 0);
   average<true, true>(grad_in, grad_out, Pool2dParams{}, "adaptive_avg_pool2d_backward");
 }

@@ -1,4 +1,4 @@
-// Reductions over the rows of a [K, R] view, and softmax, on CUDA.
+// Reductions over the rows of a [K, R] view on CUDA (tensor/cpu/reduce.cpp on the CPU).
 // Note [CUDA reduction schedules]:
 //  - short rows (R < 64), or many rows laid across memory: one thread per row, serially;
 //  - otherwise one block per row: each thread strides over the row, the block combines with
@@ -11,7 +11,9 @@
 #include <atomic>
 #include <limits>
 
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/block_reduce.cuh"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/loops.cuh"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/ops.h"
@@ -22,14 +24,6 @@ namespace {
 template <class T>
 using acc_t =
     std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<std::is_same_v<T, double>, double, float>>;
-
-template <class V>
-__device__ __forceinline__ V shfl_down(V v, int offset) {
-  return __shfl_down_sync(0xffffffffu, v, offset);
-}
-__device__ __forceinline__ bool shfl_down(bool v, int offset) {
-  return __shfl_down_sync(0xffffffffu, static_cast<int>(v), offset) != 0;
-}
 
 template <class T>
 struct SumOp {
@@ -77,7 +71,7 @@ struct ValueIndex {
 };
 template <class M>
 __device__ __forceinline__ ValueIndex<M> shfl_down(ValueIndex<M> a, int offset) {
-  return {shfl_down(a.v, offset), shfl_down(a.i, offset)};
+  return {cuda::shfl_down(a.v, offset), cuda::shfl_down(a.i, offset)};
 }
 template <class T, bool kMax>
 struct ExtremeOp {
@@ -106,23 +100,6 @@ struct ExtremeOp {
   __device__ static Out value(Acc a) { return convert<T>(a.v); }
   __device__ static int64_t index(Acc a) { return a.i; }
 };
-
-// The block's combined value lands in thread 0.
-template <class Op>
-__device__ typename Op::Acc block_reduce(typename Op::Acc a) {
-  using Acc = typename Op::Acc;
-  __shared__ alignas(16) unsigned char storage[32 * sizeof(Acc)];
-  Acc* warp_results = reinterpret_cast<Acc*>(storage);
-  for (int offset = 16; offset > 0; offset /= 2) a = Op::combine(a, shfl_down(a, offset));
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) warp_results[warp] = a;
-  __syncthreads();
-  const int warps = (blockDim.x + 31) / 32;
-  a = threadIdx.x < warps ? warp_results[threadIdx.x] : Op::init();
-  if (warp == 0)
-    for (int offset = 16; offset > 0; offset /= 2) a = Op::combine(a, shfl_down(a, offset));
-  return a;
-}
 
 template <class Op>
 __device__ void write_result(typename Op::Acc a, int64_t k, typename Op::Out* out, int64_t* indices) {
@@ -279,97 +256,11 @@ void reduce_typed(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor
   }
 }
 
-// ---- softmax ----------------------------------------------------------------
-
-// Rows along the last dim (inner == 1): one block per row.
-template <class T, bool kLog>
-__global__ void softmax_last_dim(const T* x, T* y, int64_t rows, int64_t D) {
-  using M = opmath_t<T>;
-  struct MaxOp {
-    using Acc = M;
-    __device__ static M init() { return -std::numeric_limits<M>::infinity(); }
-    __device__ static M combine(M a, M b) { return a > b || a != a ? a : b; }
-  };
-  struct AddOp {
-    using Acc = M;
-    __device__ static M init() { return M(0); }
-    __device__ static M combine(M a, M b) { return a + b; }
-  };
-  __shared__ M shared_max, shared_sum;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* xr = x + row * D;
-    T* yr = y + row * D;
-    M mx = MaxOp::init();
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) mx = MaxOp::combine(mx, convert<M>(xr[d]));
-    mx = block_reduce<MaxOp>(mx);
-    if (threadIdx.x == 0) shared_max = mx;
-    __syncthreads();
-    mx = shared_max;
-    M sum = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) sum += exp(convert<M>(xr[d]) - mx);
-    sum = block_reduce<AddOp>(sum);
-    if (threadIdx.x == 0) shared_sum = sum;
-    __syncthreads();
-    sum = shared_sum;
-    const M shift = mx + log(sum), inv = M(1) / sum;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      const M v = convert<M>(xr[d]);
-      yr[d] = convert<T>(kLog ? v - shift : exp(v - mx) * inv);
-    }
-    __syncthreads();
-  }
-}
-
-// Any other dim: one thread per (outer, inner) column, D elements `inner` apart.
-template <class T, bool kLog>
-__global__ void softmax_strided(const T* x, T* y, int64_t outer, int64_t D, int64_t inner) {
-  using M = opmath_t<T>;
-  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < outer * inner;
-       c += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t base = (c / inner) * D * inner + c % inner;
-    M mx = -std::numeric_limits<M>::infinity();
-    for (int64_t d = 0; d < D; ++d) {
-      const M v = convert<M>(x[base + d * inner]);
-      mx = mx > v || mx != mx ? mx : v;
-    }
-    M sum = 0;
-    for (int64_t d = 0; d < D; ++d) sum += exp(convert<M>(x[base + d * inner]) - mx);
-    const M shift = mx + log(sum), inv = M(1) / sum;
-    for (int64_t d = 0; d < D; ++d) {
-      const M v = convert<M>(x[base + d * inner]);
-      y[base + d * inner] = convert<T>(kLog ? v - shift : exp(v - mx) * inv);
-    }
-  }
-}
-
 }  // namespace
 
-void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
+void CudaBackend::reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) {
+  DeviceGuard guard(in.device().index);
   EMBER_CUDA_DISPATCH_ALL(in.dtype(), "reduce", [&] { reduce_typed<scalar_t>(op, in, out, indices); });
-}
-
-void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) {
-  if (in.numel() == 0) return;
-  const DimSplit split = split_at(in, dim);
-  const int64_t outer = split.outer, D = split.size, inner = split.inner;
-  EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
-    using T = scalar_t;
-    const T* x = static_cast<const T*>(in.data_ptr());
-    T* y = static_cast<T*>(out.data_ptr());
-    const cudaStream_t stream = stream_of(out);
-    if (inner == 1) {
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, 65535 * 8));
-      if (log)
-        softmax_last_dim<T, true><<<blocks, kBlock, 0, stream>>>(x, y, outer, D);
-      else
-        softmax_last_dim<T, false><<<blocks, kBlock, 0, stream>>>(x, y, outer, D);
-    } else if (log) {
-      softmax_strided<T, true><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, D, inner);
-    } else {
-      softmax_strided<T, false><<<grid_for(outer * inner), kBlock, 0, stream>>>(x, y, outer, D, inner);
-    }
-    EMBER_KERNEL_CHECK();
-  });
 }
 
 }  // namespace ember::cuda

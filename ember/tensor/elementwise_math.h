@@ -66,7 +66,7 @@ enum class BinaryOp : int8_t {
   LogicalAnd,
   LogicalOr  // out is bool
 };
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+EMBER_HOST_DEVICE constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
 namespace math {
 

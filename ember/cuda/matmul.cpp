@@ -15,7 +15,7 @@
 #include "ember/cuda/check.h"
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/internal.h"
-#include "ember/cuda/kernels.h"
+#include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/lazy_library.h"
 #include "ember/tensor/ops.h"
 
@@ -174,7 +174,8 @@ constexpr uint64_t kLtWorkspaceBytes = uint64_t{32} << 20;  // PyTorch's default
 
 }  // namespace
 
-void gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
+void CudaBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, double alpha, double beta) {
+  DeviceGuard guard(c.device().index);
   const int64_t B = c.size(0), M = c.size(1), N = c.size(2), K = a_in.size(2);
   if (B == 0 || M == 0 || N == 0) return;
   cudaDataType_t type;
@@ -291,7 +292,9 @@ bool check_bias_gemm_descriptors(const Tensor& a, const Tensor& b, const Tensor&
   return describe_bias_gemm(a, b, bias, out, call, a_used, b_used);
 }
 
-bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out) {
+// out [M, N] = a [M, K] @ b [K, N] + bias [N] through cuBLASLt's bias epilogue; false (nothing
+// done) where it has no kernel for the case (float64, strided out, empty sizes).
+bool gemm_bias_epilogue(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const Tensor& out) {
   LtCall call;
   Tensor a, b;
   if (!describe_bias_gemm(a_in, b_in, bias, out, call, a, b)) return false;
@@ -312,6 +315,11 @@ bool gemm_bias(const Tensor& a_in, const Tensor& b_in, const Tensor& bias, const
                                best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
                                stream_handle(device)));
   return true;
+}
+
+void CudaBackend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  DeviceGuard guard(out.device().index);
+  if (!gemm_bias_epilogue(a, b, bias, out)) Backend::gemm_bias(a, b, bias, out);
 }
 
 }  // namespace ember::cuda
