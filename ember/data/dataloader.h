@@ -19,6 +19,7 @@
 
 #include "ember/data/dataset.h"
 #include "ember/data/sampler.h"
+#include "ember/tensor/arg.h"
 
 namespace ember::data {
 
@@ -34,25 +35,18 @@ using Collate = std::function<Batch(std::vector<Example>&& examples, const std::
 Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>& indices);
 
 struct DataLoaderOptions {
-#define EMBER_LOADER_OPTION(T, name, value) \
-  T name##_ = value;                        \
-  DataLoaderOptions& name(T v) {            \
-    name##_ = std::move(v);                 \
-    return *this;                           \
-  }
-  EMBER_LOADER_OPTION(int64_t, batch_size, 1)
-  EMBER_LOADER_OPTION(bool, shuffle, false)  // RandomSampler(seed) when no sampler is given
-  EMBER_LOADER_OPTION(bool, drop_last, false)
-  EMBER_LOADER_OPTION(int, num_workers, 0)
-  EMBER_LOADER_OPTION(int, prefetch_factor, 2)  // batches in flight per worker
-  EMBER_LOADER_OPTION(bool, persistent_workers, false)
-  EMBER_LOADER_OPTION(double, timeout, 0.0)  // seconds to wait for one batch; 0 = forever
-  EMBER_LOADER_OPTION(bool, pin_memory, false)
-  EMBER_LOADER_OPTION(uint64_t, seed, 0)  // shuffling, Note [Sample seeds], worker seeds
-  EMBER_LOADER_OPTION(Collate, collate, nullptr)
+  EMBER_ARG(int64_t, batch_size) = 1;
+  EMBER_ARG(bool, shuffle) = false;  // RandomSampler(seed) when no sampler is given
+  EMBER_ARG(bool, drop_last) = false;
+  EMBER_ARG(int, num_workers) = 0;
+  EMBER_ARG(int, prefetch_factor) = 2;  // batches in flight per worker
+  EMBER_ARG(bool, persistent_workers) = false;
+  EMBER_ARG(double, timeout) = 0.0;  // seconds to wait for one batch; 0 = forever
+  EMBER_ARG(bool, pin_memory) = false;
+  EMBER_ARG(uint64_t, seed) = 0;  // shuffling, Note [Sample seeds], worker seeds
+  EMBER_ARG(Collate, collate) = nullptr;
   // worker_init(worker_id, seed) runs first in each worker thread; seed = f(seed, id, epoch).
-  EMBER_LOADER_OPTION(std::function<void(int, uint64_t)>, worker_init, nullptr)
-#undef EMBER_LOADER_OPTION
+  EMBER_ARG(std::function<void(int, uint64_t)>, worker_init) = nullptr;
 };
 
 class DataLoader {

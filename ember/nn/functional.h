@@ -6,31 +6,16 @@
 #include <string>
 
 #include "ember/autograd/functions.h"
+#include "ember/tensor/arg.h"
 
 namespace ember::nn::functional {
 
 // reduction: "mean" (default), "sum" or "none".
 struct CrossEntropyOptions {
-  Tensor weight_;  // [C] per-class weights, or undefined
-  int64_t ignore_index_ = -100;
-  double label_smoothing_ = 0.0;
-  std::string reduction_ = "mean";
-  CrossEntropyOptions& weight(Tensor w) {
-    weight_ = std::move(w);
-    return *this;
-  }
-  CrossEntropyOptions& ignore_index(int64_t i) {
-    ignore_index_ = i;
-    return *this;
-  }
-  CrossEntropyOptions& label_smoothing(double s) {
-    label_smoothing_ = s;
-    return *this;
-  }
-  CrossEntropyOptions& reduction(std::string r) {
-    reduction_ = std::move(r);
-    return *this;
-  }
+  EMBER_ARG(Tensor, weight);  // [C] per-class weights, or undefined
+  EMBER_ARG(int64_t, ignore_index) = -100;
+  EMBER_ARG(double, label_smoothing) = 0.0;
+  EMBER_ARG(std::string, reduction) = "mean";
 };
 using NLLLossOptions = CrossEntropyOptions;  // label_smoothing must stay 0
 
@@ -52,20 +37,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
               bool log_target = false);
 
 struct BCEWithLogitsOptions {
-  Tensor weight_, pos_weight_;
-  std::string reduction_ = "mean";
-  BCEWithLogitsOptions& weight(Tensor w) {
-    weight_ = std::move(w);
-    return *this;
-  }
-  BCEWithLogitsOptions& pos_weight(Tensor w) {
-    pos_weight_ = std::move(w);
-    return *this;
-  }
-  BCEWithLogitsOptions& reduction(std::string r) {
-    reduction_ = std::move(r);
-    return *this;
-  }
+  EMBER_ARG(Tensor, weight);
+  EMBER_ARG(Tensor, pos_weight);
+  EMBER_ARG(std::string, reduction) = "mean";
 };
 // Numerically stable: (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,

@@ -8,17 +8,15 @@
 namespace ember::optim {
 
 class AdamOptions : public OptimizerCloneableOptions<AdamOptions> {
-  using Self = AdamOptions;
-
  public:
   using Betas = std::tuple<double, double>;
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  EMBER_OPTION(double, lr, 1e-3);
-  EMBER_OPTION(Betas, betas, std::make_tuple(0.9, 0.999));
-  EMBER_OPTION(double, eps, 1e-8);
-  EMBER_OPTION(double, weight_decay, 0.0);
-  EMBER_OPTION(bool, amsgrad, false);
-  EMBER_OPTION(bool, maximize, false);
+  EMBER_ARG(double, lr) = 1e-3;
+  EMBER_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0.0;
+  EMBER_ARG(bool, amsgrad) = false;
+  EMBER_ARG(bool, maximize) = false;
 
  public:
   std::map<std::string, double> to_map() const override;

@@ -11,17 +11,15 @@
 namespace ember::optim {
 
 class LBFGSOptions : public OptimizerCloneableOptions<LBFGSOptions> {
-  using Self = LBFGSOptions;
-
  public:
   explicit LBFGSOptions(double lr = 1.0) : lr_(lr) {}
-  EMBER_OPTION(double, lr, 1.0);
-  EMBER_OPTION(int64_t, max_iter, 20);
-  EMBER_OPTION(std::optional<int64_t>, max_eval, std::nullopt);  // default max_iter * 5 / 4
-  EMBER_OPTION(double, tolerance_grad, 1e-7);
-  EMBER_OPTION(double, tolerance_change, 1e-9);
-  EMBER_OPTION(int64_t, history_size, 100);
-  EMBER_OPTION(std::optional<std::string>, line_search_fn, std::nullopt);  // nullopt or "strong_wolfe"
+  EMBER_ARG(double, lr) = 1.0;
+  EMBER_ARG(int64_t, max_iter) = 20;
+  EMBER_ARG(std::optional<int64_t>, max_eval) = std::nullopt;  // default max_iter * 5 / 4
+  EMBER_ARG(double, tolerance_grad) = 1e-7;
+  EMBER_ARG(double, tolerance_change) = 1e-9;
+  EMBER_ARG(int64_t, history_size) = 100;
+  EMBER_ARG(std::optional<std::string>, line_search_fn) = std::nullopt;  // nullopt or "strong_wolfe"
 
  public:
   std::map<std::string, double> to_map() const override;

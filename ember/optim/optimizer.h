@@ -11,18 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ember/tensor/arg.h"
 #include "ember/tensor/ordered_dict.h"
 #include "ember/tensor/tensor.h"
-
-// Declares option `name` of type T with a default: `T name_`, setter `Self& name(T)`, getter `T name()`.
-#define EMBER_OPTION(T, name, value)        \
- public:                                    \
-  Self& name(const T& v) {                  \
-    name##_ = v;                            \
-    return static_cast<Self&>(*this);       \
-  }                                         \
-  const T& name() const { return name##_; } \
-  T name##_ = value
 
 namespace ember {
 

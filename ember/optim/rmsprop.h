@@ -5,17 +5,15 @@
 namespace ember::optim {
 
 class RMSpropOptions : public OptimizerCloneableOptions<RMSpropOptions> {
-  using Self = RMSpropOptions;
-
  public:
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
-  EMBER_OPTION(double, lr, 1e-2);
-  EMBER_OPTION(double, alpha, 0.99);
-  EMBER_OPTION(double, eps, 1e-8);
-  EMBER_OPTION(double, weight_decay, 0.0);
-  EMBER_OPTION(double, momentum, 0.0);
-  EMBER_OPTION(bool, centered, false);
-  EMBER_OPTION(bool, maximize, false);
+  EMBER_ARG(double, lr) = 1e-2;
+  EMBER_ARG(double, alpha) = 0.99;
+  EMBER_ARG(double, eps) = 1e-8;
+  EMBER_ARG(double, weight_decay) = 0.0;
+  EMBER_ARG(double, momentum) = 0.0;
+  EMBER_ARG(bool, centered) = false;
+  EMBER_ARG(bool, maximize) = false;
 
  public:
   std::map<std::string, double> to_map() const override;

@@ -5,16 +5,14 @@
 namespace ember::optim {
 
 class SGDOptions : public OptimizerCloneableOptions<SGDOptions> {
-  using Self = SGDOptions;
-
  public:
   explicit SGDOptions(double lr) : lr_(lr) {}
-  EMBER_OPTION(double, lr, 0.0);
-  EMBER_OPTION(double, momentum, 0.0);
-  EMBER_OPTION(double, dampening, 0.0);
-  EMBER_OPTION(double, weight_decay, 0.0);
-  EMBER_OPTION(bool, nesterov, false);
-  EMBER_OPTION(bool, maximize, false);
+  EMBER_ARG(double, lr) = 0.0;
+  EMBER_ARG(double, momentum) = 0.0;
+  EMBER_ARG(double, dampening) = 0.0;
+  EMBER_ARG(double, weight_decay) = 0.0;
+  EMBER_ARG(bool, nesterov) = false;
+  EMBER_ARG(bool, maximize) = false;
 
  public:
   std::map<std::string, double> to_map() const override;

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/tensor/arg.h"
 
 namespace ember::nn {
 
@@ -16,32 +17,15 @@ struct Conv2dOptions {
       : Conv2dOptions(in_channels, out_channels, Int2{kernel_size, kernel_size}) {}
   int64_t in_channels_, out_channels_;
   Int2 kernel_size_;
-  Int2 stride_{1, 1}, padding_{0, 0}, dilation_{1, 1};
-  int64_t groups_ = 1;
-  bool bias_ = true;
-  Conv2dOptions& stride(Int2 s) {
-    stride_ = s;
-    return *this;
-  }
-  Conv2dOptions& stride(int64_t s) { return stride({s, s}); }
-  Conv2dOptions& padding(Int2 p) {
-    padding_ = p;
-    return *this;
-  }
-  Conv2dOptions& padding(int64_t p) { return padding({p, p}); }
-  Conv2dOptions& dilation(Int2 d) {
-    dilation_ = d;
-    return *this;
-  }
-  Conv2dOptions& dilation(int64_t d) { return dilation({d, d}); }
-  Conv2dOptions& groups(int64_t g) {
-    groups_ = g;
-    return *this;
-  }
-  Conv2dOptions& bias(bool b) {
-    bias_ = b;
-    return *this;
-  }
+  EMBER_ARG(Int2, stride) = {1, 1};
+  EMBER_ARG(Int2, padding) = {0, 0};
+  EMBER_ARG(Int2, dilation) = {1, 1};
+  EMBER_ARG(int64_t, groups) = 1;
+  EMBER_ARG(bool, bias) = true;
+  // One number for both dims, as in LibTorch's ExpandingArray.
+  Conv2dOptions& stride(int64_t s) { return stride(Int2{s, s}); }
+  Conv2dOptions& padding(int64_t p) { return padding(Int2{p, p}); }
+  Conv2dOptions& dilation(int64_t d) { return dilation(Int2{d, d}); }
 };
 
 // weight [out, in / groups, kh, kw], bias [out]; initialised as PyTorch (kaiming-uniform a = √5,
@@ -63,32 +47,14 @@ struct Pool2dOptions {
   Pool2dOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}                  // NOLINT: implicit by design
   Pool2dOptions(int64_t kernel_size) : kernel_size_{kernel_size, kernel_size} {}  // NOLINT
   Int2 kernel_size_;
-  std::optional<Int2> stride_;  // default: kernel_size
-  Int2 padding_{0, 0}, dilation_{1, 1};
-  bool ceil_mode_ = false;
-  bool count_include_pad_ = true;  // AvgPool2d only
-  Pool2dOptions& stride(Int2 s) {
-    stride_ = s;
-    return *this;
-  }
-  Pool2dOptions& stride(int64_t s) { return stride({s, s}); }
-  Pool2dOptions& padding(Int2 p) {
-    padding_ = p;
-    return *this;
-  }
-  Pool2dOptions& padding(int64_t p) { return padding({p, p}); }
-  Pool2dOptions& dilation(Int2 d) {
-    dilation_ = d;
-    return *this;
-  }
-  Pool2dOptions& ceil_mode(bool c) {
-    ceil_mode_ = c;
-    return *this;
-  }
-  Pool2dOptions& count_include_pad(bool c) {
-    count_include_pad_ = c;
-    return *this;
-  }
+  EMBER_ARG(std::optional<Int2>, stride);  // default: kernel_size
+  EMBER_ARG(Int2, padding) = {0, 0};
+  EMBER_ARG(Int2, dilation) = {1, 1};
+  EMBER_ARG(bool, ceil_mode) = false;
+  EMBER_ARG(bool, count_include_pad) = true;  // AvgPool2d only
+  Pool2dOptions& stride(Int2 s) { return stride(std::optional<Int2>(s)); }
+  Pool2dOptions& stride(int64_t s) { return stride(Int2{s, s}); }
+  Pool2dOptions& padding(int64_t p) { return padding(Int2{p, p}); }
 };
 
 class MaxPool2dImpl : public Module {

@@ -3,17 +3,14 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/tensor/arg.h"
 
 namespace ember::nn {
 
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
   int64_t in_features_, out_features_;
-  bool bias_ = true;
-  LinearOptions& bias(bool b) {
-    bias_ = b;
-    return *this;
-  }
+  EMBER_ARG(bool, bias) = true;
 };
 
 // y = x Wᵀ + b; weight [out, in], bias [out]. Initialised as PyTorch does: kaiming-uniform
@@ -35,11 +32,7 @@ struct EmbeddingOptions {
   EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
   int64_t num_embeddings_, embedding_dim_;
-  std::optional<int64_t> padding_idx_;
-  EmbeddingOptions& padding_idx(int64_t i) {
-    padding_idx_ = i;
-    return *this;
-  }
+  EMBER_ARG(std::optional<int64_t>, padding_idx);
 };
 
 // A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1). Rows at padding_idx start

@@ -3,32 +3,17 @@
 #include <optional>
 
 #include "ember/nn/module.h"
+#include "ember/tensor/arg.h"
 
 namespace ember::nn {
 
 struct BatchNormOptions {
   BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT: implicit by design
   int64_t num_features_;
-  double eps_ = 1e-5;
-  std::optional<double> momentum_ = 0.1;  // nullopt: cumulative moving average
-  bool affine_ = true;
-  bool track_running_stats_ = true;
-  BatchNormOptions& eps(double e) {
-    eps_ = e;
-    return *this;
-  }
-  BatchNormOptions& momentum(std::optional<double> m) {
-    momentum_ = m;
-    return *this;
-  }
-  BatchNormOptions& affine(bool a) {
-    affine_ = a;
-    return *this;
-  }
-  BatchNormOptions& track_running_stats(bool t) {
-    track_running_stats_ = t;
-    return *this;
-  }
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(std::optional<double>, momentum) = 0.1;  // nullopt: cumulative moving average
+  EMBER_ARG(bool, affine) = true;
+  EMBER_ARG(bool, track_running_stats) = true;
 };
 
 // Parameters weight (ones) and bias (zeros) [C]; buffers running_mean (zeros), running_var
@@ -64,16 +49,8 @@ EMBER_MODULE(BatchNorm2d);
 struct LayerNormOptions {
   LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
   Shape normalized_shape_;
-  double eps_ = 1e-5;
-  bool elementwise_affine_ = true;
-  LayerNormOptions& eps(double e) {
-    eps_ = e;
-    return *this;
-  }
-  LayerNormOptions& elementwise_affine(bool a) {
-    elementwise_affine_ = a;
-    return *this;
-  }
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(bool, elementwise_affine) = true;
 };
 
 class LayerNormImpl : public Module {
