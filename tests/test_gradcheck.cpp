@@ -1,5 +1,7 @@
 // Every differentiable op against float64 central finite differences, with broadcasting
 // and non-contiguous inputs (views taken inside the function under test).
+#include <limits>
+
 #include "helpers.h"
 
 namespace ember {
@@ -204,6 +206,34 @@ TEST_P(GradcheckTest, AnalyticMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradcheckTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Every EMBER_UNARY op of ember/tensor/ops.def, on both sides of zero: [0.5, 1.5) and, where
+// the op is finite there, [-1.5, -0.5). An op added to the list is checked here with no line
+// of its own (Note [One declaration per op]).
+std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops() {
+  return {
+#define EMBER_UNARY(name, domain, params, args) {#name, [](const Tensor& x) { return ember::name(x); }},
+#include "ember/tensor/ops.def"
+  };
+}
+
+class UnaryGradcheckTest : public ::testing::TestWithParam<std::pair<std::string, Tensor (*)(const Tensor&)>> {};
+
+TEST_P(UnaryGradcheckTest, BothSidesOfZero) {
+  const auto& [name, f] = GetParam();
+  manual_seed(7);
+  const Tensor positive = rand({2, 3}, kFloat64) + 0.5;
+  for (const Tensor& x : {positive, -positive}) {
+    const Tensor y = f(x);
+    if (x.lt(0).all().item<bool>() && !(y.abs() < std::numeric_limits<double>::infinity()).all().item<bool>())
+      continue;  // outside the op's domain (log, sqrt, ...)
+    const auto r = gradcheck([f = f](const std::vector<Tensor>& v) { return f(v[0]); }, {x});
+    EXPECT_TRUE(r.ok) << name << " at " << x << ": " << r.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, UnaryGradcheckTest, ::testing::ValuesIn(unary_ops()),
+                         [](const auto& info) { return info.param.first; });
 
 TEST(Gradcheck, CatchesAWrongGradient) {
   // A function whose "gradient" is wrong on purpose: detach hides half of it from the tape.

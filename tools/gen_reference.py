@@ -4,6 +4,8 @@ PyTorch's gradients for ember's op and autograd tests.
 
 Run with Debian's PyTorch (apt-get install python3-torch):
     /usr/bin/python3 tools/gen_reference.py
+(The outputs of BLAS-backed ops, matrix-vector products among them, change in their last bits
+with the BLAS that libblas.so.3 points to; the tests' tolerances allow for it.)
 The C++ tests (tests/test_reference.cpp, tests/test_reference_grads.cpp) apply the same op
 to the same inputs and compare. Each case "name" stores tensors "name.in0", "name.in1", ...
 and "name.out0", ...; a gradient case also stores the upstream gradient "name.gout" and the
@@ -101,7 +103,8 @@ def main():
         ("sin", torch.sin, r), ("cos", torch.cos, r), ("tanh", torch.tanh, r),
         ("sigmoid", torch.sigmoid, r), ("relu", torch.relu, r), ("gelu", F.gelu, r),
         ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), r), ("silu", F.silu, r),
-        ("sign", torch.sign, r), ("square", torch.square, r), ("reciprocal", torch.reciprocal, pos)]:
+        ("sign", torch.sign, r), ("square", torch.square, r), ("reciprocal", torch.reciprocal, pos),
+        ("erf", torch.erf, r)]:
         case("unary_" + name, [gen(4, 5)], fn)
         case("unary64_" + name, [gen(3, 2, dtype=torch.float64)], fn)
     # ---- type promotion ----
