@@ -104,7 +104,8 @@ def main():
         ("sigmoid", torch.sigmoid, r), ("relu", torch.relu, r), ("gelu", F.gelu, r),
         ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), r), ("silu", F.silu, r),
         ("sign", torch.sign, r), ("square", torch.square, r), ("reciprocal", torch.reciprocal, pos),
-        ("erf", torch.erf, r)]:
+        ("erf", torch.erf, r),
+        ("softplus", F.softplus, lambda *s, dtype=torch.float32: r(*s, dtype=dtype) * 15)]:  # both sides of 20
         case("unary_" + name, [gen(4, 5)], fn)
         case("unary64_" + name, [gen(3, 2, dtype=torch.float64)], fn)
     # ---- type promotion ----

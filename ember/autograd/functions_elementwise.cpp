@@ -294,6 +294,19 @@ Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
       });
 }
 
+// d softplus / dx = sigmoid(beta x), and 1 where the op is the identity (beta x > threshold).
+Tensor autograd::softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
+  Tensor out = forward([&] { return native::softplus(x, beta, threshold); });
+  if (needs_grad(x))
+    record_fn("SoftplusBackward", {&x}, {&out},
+              [lx = Like(x), sx = SavedTensor(x), beta, threshold](std::vector<Tensor>& d) {
+                const Tensor bx = sx.unpack("softplus") * beta;
+                const Tensor g = ember::where(bx > threshold, d[0], d[0] * ember::sigmoid(bx));
+                return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
+              });
+  return out;
+}
+
 // In place: the tape does not rewrite history, so these refuse tensors that require grad
 // while grad mode is on (for a leaf that is also PyTorch's rule).
 namespace {

@@ -41,7 +41,8 @@ enum class UnaryOp : int8_t {
   square,
   reciprocal,
   erf,
-  clamp
+  clamp,
+  softplus  // p0 = beta, p1 = threshold
 };
 // Which dtypes a unary op computes in: all as they are, or floating (integers and bools as float32).
 enum class UnaryDomain : int8_t { all, floating };
@@ -177,6 +178,13 @@ struct Erf {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::erf(x); }
 };
 template <class M>
+struct Softplus {
+  M beta, threshold;
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
+  }
+};
+template <class M>
 struct Identity {  // what a visit falls back to for an op the dtype does not have (checked before)
   EMBER_HOST_DEVICE M operator()(M x) const { return x; }
 };
@@ -251,6 +259,8 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
         return f(Reciprocal<M>{});
       case UnaryOp::erf:
         return f(Erf<M>{});
+      case UnaryOp::softplus:
+        return f(Softplus<M>{M(p0), M(p1)});
       default:
         break;
     }
