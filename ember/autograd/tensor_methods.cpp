@@ -51,38 +51,21 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) { return copy_(ember::masked_fill(*this, mask, v)); }
 Tensor& Tensor::relu_() { return copy_(ember::relu(*this)); }
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+#define EMBER_DEFINE_OPERATOR(op, name)                                                \
+  Tensor operator op(const Tensor& a, const Tensor& b) { return name(a, b); } \
+  Tensor operator op(const Tensor& a, const Scalar& b) { return name(a, b); }
+EMBER_ARITHMETIC_OPERATORS(EMBER_DEFINE_OPERATOR)
+EMBER_COMPARISON_OPERATORS(EMBER_DEFINE_OPERATOR)
+#undef EMBER_DEFINE_OPERATOR
+#define EMBER_DEFINE_COMPOUND_OPERATOR(op, name)                                 \
+  Tensor& operator op##=(Tensor& a, const Tensor& b) { return a.name##_(b); } \
+  Tensor& operator op##=(Tensor& a, const Scalar& b) { return a.name##_(b); }
+EMBER_ARITHMETIC_OPERATORS(EMBER_DEFINE_COMPOUND_OPERATOR)
+#undef EMBER_DEFINE_COMPOUND_OPERATOR
 Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
 Tensor operator-(const Scalar& a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(const Scalar& a, const Tensor& b) { return div(scalar_like(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator==(const Tensor& a, const Scalar& b) { return eq(a, b); }
-Tensor operator!=(const Tensor& a, const Scalar& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, const Scalar& b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, const Scalar& b) { return le(a, b); }
-Tensor operator>(const Tensor& a, const Scalar& b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, const Scalar& b) { return ge(a, b); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
-Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
 
 }  // namespace ember

@@ -17,42 +17,21 @@ namespace ember::cuda {
 // ember::Half / BFloat16 have the layout of __half / __nv_bfloat16; kernels use the latter.
 template <DType D>
 struct device_type;
-template <>
-struct device_type<kBool> {
-  using type = bool;
-};
-template <>
-struct device_type<kUInt8> {
-  using type = uint8_t;
-};
-template <>
-struct device_type<kInt8> {
-  using type = int8_t;
-};
-template <>
-struct device_type<kInt32> {
-  using type = int32_t;
-};
-template <>
-struct device_type<kInt64> {
-  using type = int64_t;
-};
-template <>
-struct device_type<kFloat16> {
-  using type = __half;
-};
-template <>
-struct device_type<kBFloat16> {
-  using type = __nv_bfloat16;
-};
-template <>
-struct device_type<kFloat32> {
-  using type = float;
-};
-template <>
-struct device_type<kFloat64> {
-  using type = double;
-};
+#define EMBER_DEVICE_TYPE(D, T) \
+  template <>                   \
+  struct device_type<D> {       \
+    using type = T;             \
+  };
+EMBER_DEVICE_TYPE(kBool, bool)
+EMBER_DEVICE_TYPE(kUInt8, uint8_t)
+EMBER_DEVICE_TYPE(kInt8, int8_t)
+EMBER_DEVICE_TYPE(kInt32, int32_t)
+EMBER_DEVICE_TYPE(kInt64, int64_t)
+EMBER_DEVICE_TYPE(kFloat16, __half)
+EMBER_DEVICE_TYPE(kBFloat16, __nv_bfloat16)
+EMBER_DEVICE_TYPE(kFloat32, float)
+EMBER_DEVICE_TYPE(kFloat64, double)
+#undef EMBER_DEVICE_TYPE
 
 // Arithmetic happens in float for the 16-bit types, as on the CPU.
 template <class T>
@@ -239,45 +218,23 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 // A raw element of `bytes` bytes: copies and fills move bits without knowing the dtype.
 template <int Bytes>
-struct RawElem;
-template <>
-struct RawElem<1> {
-  using type = uint8_t;
-};
-template <>
-struct RawElem<2> {
-  using type = uint16_t;
-};
-template <>
-struct RawElem<4> {
-  using type = uint32_t;
-};
-template <>
-struct RawElem<8> {
-  using type = uint64_t;
-};
+using raw_elem_t = std::conditional_t<Bytes == 1, uint8_t,
+                                      std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
 
 // R is an unsigned integer of BYTES bytes inside the body (extended lambdas cannot sit in a
 // generic lambda, so this is a switch, not a template).
+#define EMBER_CUDA_BYTES_CASE(N, ...) \
+  case N: {                           \
+    using R = raw_elem_t<N>;          \
+    return __VA_ARGS__();             \
+  }
 #define EMBER_CUDA_DISPATCH_BYTES(BYTES, ...)                                         \
   [&] {                                                                               \
     switch (BYTES) {                                                                  \
-      case 1: {                                                                       \
-        using R = RawElem<1>::type;                                                   \
-        return __VA_ARGS__();                                                         \
-      }                                                                               \
-      case 2: {                                                                       \
-        using R = RawElem<2>::type;                                                   \
-        return __VA_ARGS__();                                                         \
-      }                                                                               \
-      case 4: {                                                                       \
-        using R = RawElem<4>::type;                                                   \
-        return __VA_ARGS__();                                                         \
-      }                                                                               \
-      case 8: {                                                                       \
-        using R = RawElem<8>::type;                                                   \
-        return __VA_ARGS__();                                                         \
-      }                                                                               \
+      EMBER_CUDA_BYTES_CASE(1, __VA_ARGS__)                                           \
+      EMBER_CUDA_BYTES_CASE(2, __VA_ARGS__)                                           \
+      EMBER_CUDA_BYTES_CASE(4, __VA_ARGS__)                                           \
+      EMBER_CUDA_BYTES_CASE(8, __VA_ARGS__)                                           \
     }                                                                                 \
     throw InternalError(detail::concat("CUDA: no raw element of ", BYTES, " bytes")); \
   }()

@@ -37,6 +37,8 @@ __global__ void batch_kernel(TensorBatch<NPtr> batch, F f) {
 // param index) sets the pointers and coefficients of one slot.
 template <int NPtr, class P, class Fill, class Launch>
 void for_each_batch(const std::vector<P>& params, const Fill& fill, const Launch& launch) {
+  if (params.empty()) return;
+  DeviceGuard guard(params.front().param.device().index);  // the kernels run on the parameters' device
   for (const P& p : params)
     EMBER_CHECK(p.param.dtype() == kFloat32 || p.param.dtype() == kFloat64 || p.param.dtype() == kFloat16 ||
                     p.param.dtype() == kBFloat16,
@@ -88,8 +90,6 @@ __device__ __forceinline__ void st(void* p, int64_t i, A v) {
 // slots: param, grad, momentum buffer; coeff[0]: 1 on the first step (the buffer starts as d)
 void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
   if (params.empty()) return;
-  DeviceGuard guard(params.front().param.device().index);
-  if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<3>(
       params,
@@ -123,8 +123,6 @@ void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s
 
 // slots: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; coeff: lr / bc1, √bc2
 void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
-  if (params.empty()) return;
-  DeviceGuard guard(params.front().param.device().index);
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<5>(
@@ -171,8 +169,6 @@ void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep
 
 // slots: param, grad, square_avg, grad_avg, momentum buffer
 void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
-  if (params.empty()) return;
-  DeviceGuard guard(params.front().param.device().index);
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
   for_each_batch<5>(

@@ -26,6 +26,7 @@ template <class T, int PerBlock, class F>
 void launch_philox(const Tensor& out, uint64_t seed, uint64_t offset, const F& f) {
   const int64_t n = out.numel();
   if (n == 0) return;
+  DeviceGuard guard(out.device().index);
   philox_fill<T, PerBlock><<<grid_for((n + PerBlock - 1) / PerBlock), kBlock, 0, stream_of(out)>>>(
       static_cast<T*>(out.data_ptr()), n, seed, offset, f);
   EMBER_KERNEL_CHECK();
@@ -35,7 +36,6 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 }  // namespace
 
 void CudaBackend::random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) {
-  DeviceGuard guard(out.device().index);
   EMBER_CUDA_DISPATCH_FLOATING(out.dtype(), "uniform_", [&] {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, double>) {
@@ -52,7 +52,6 @@ void CudaBackend::random_uniform(const Tensor& out, double from, double to, uint
 }
 
 void CudaBackend::random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) {
-  DeviceGuard guard(out.device().index);
   EMBER_CUDA_DISPATCH_FLOATING(out.dtype(), "normal_", [&] {
     using T = scalar_t;
     if constexpr (std::is_same_v<T, double>) {
@@ -74,7 +73,6 @@ void CudaBackend::random_normal(const Tensor& out, double mean, double std, uint
 }
 
 void CudaBackend::random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
-  DeviceGuard guard(out.device().index);
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   EMBER_CUDA_DISPATCH_ALL(out.dtype(), "randint", [&] {
     using T = scalar_t;

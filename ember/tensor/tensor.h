@@ -175,40 +175,27 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Operators, as in LibTorch: comparisons return bool tensors.
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, const Scalar& b);
-Tensor operator-(const Tensor& a, const Scalar& b);
-Tensor operator*(const Tensor& a, const Scalar& b);
-Tensor operator/(const Tensor& a, const Scalar& b);
+// Operators, as in LibTorch: each is its named op (autograd/tensor_methods.cpp); comparisons
+// return bool tensors.
+#define EMBER_ARITHMETIC_OPERATORS(X) X(+, add) X(-, sub) X(*, mul) X(/, div)
+#define EMBER_COMPARISON_OPERATORS(X) X(==, eq) X(!=, ne) X(<, lt) X(<=, le) X(>, gt) X(>=, ge)
+#define EMBER_DECLARE_OPERATOR(op, name)             \
+  Tensor operator op(const Tensor& a, const Tensor& b); \
+  Tensor operator op(const Tensor& a, const Scalar& b);
+EMBER_ARITHMETIC_OPERATORS(EMBER_DECLARE_OPERATOR)
+EMBER_COMPARISON_OPERATORS(EMBER_DECLARE_OPERATOR)
+#undef EMBER_DECLARE_OPERATOR
+// a += b is a.add_(b), and so on.
+#define EMBER_DECLARE_COMPOUND_OPERATOR(op, name)       \
+  Tensor& operator op##=(Tensor& a, const Tensor& b); \
+  Tensor& operator op##=(Tensor& a, const Scalar& b);
+EMBER_ARITHMETIC_OPERATORS(EMBER_DECLARE_COMPOUND_OPERATOR)
+#undef EMBER_DECLARE_COMPOUND_OPERATOR
 Tensor operator+(const Scalar& a, const Tensor& b);
 Tensor operator-(const Scalar& a, const Tensor& b);
 Tensor operator*(const Scalar& a, const Tensor& b);
 Tensor operator/(const Scalar& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator==(const Tensor& a, const Scalar& b);
-Tensor operator!=(const Tensor& a, const Scalar& b);
-Tensor operator<(const Tensor& a, const Scalar& b);
-Tensor operator<=(const Tensor& a, const Scalar& b);
-Tensor operator>(const Tensor& a, const Scalar& b);
-Tensor operator>=(const Tensor& a, const Scalar& b);
-Tensor& operator+=(Tensor& a, const Tensor& b);
-Tensor& operator-=(Tensor& a, const Tensor& b);
-Tensor& operator*=(Tensor& a, const Tensor& b);
-Tensor& operator/=(Tensor& a, const Tensor& b);
-Tensor& operator+=(Tensor& a, const Scalar& b);
-Tensor& operator-=(Tensor& a, const Scalar& b);
-Tensor& operator*=(Tensor& a, const Scalar& b);
-Tensor& operator/=(Tensor& a, const Scalar& b);
 
 // PyTorch-style printing: tensor([[1.0000, 2.0000], ...], dtype=float64).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
