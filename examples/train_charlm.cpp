@@ -55,7 +55,7 @@ class CharGPTImpl : public nn::Module {
     EMBER_CHECK(idx.dim() == 2 && idx.size(1) <= block_size, "CharGPT: expects token ids [B, T] with T <= ", block_size,
                 ", got shape ", shape_str(idx.sizes()));
     const Tensor positions = arange(idx.size(1), TensorOptions(kInt64).device(idx.device()));
-    Tensor x = drop(wte(idx) + wpe(positions));  // [B, T, C]
+    Tensor x = drop(wte(idx) + wpe(positions));    // [B, T, C]
     for (const auto& block : *h) x = (*block)(x);  // through operator(), so the blocks' hooks run
     return lm_head(ln_f(x));
   }

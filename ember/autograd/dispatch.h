@@ -53,7 +53,7 @@ struct Call {
 class Policy {
  public:
   virtual ~Policy() = default;
-  virtual void before(Call& call) = 0;  // before the op runs: may replace call.inputs
+  virtual void before(Call& call) = 0;                  // before the op runs: may replace call.inputs
   virtual void after(const Call& call) { (void)call; }  // after it returned or threw
 };
 

@@ -107,7 +107,9 @@ Tensor autograd::add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
               [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; });
   return out;
 }
-Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return ember::add(a, -b.to_double() * alpha.to_double()); }
+Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return ember::add(a, -b.to_double() * alpha.to_double());
+}
 Tensor autograd::mul(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a))

@@ -22,14 +22,15 @@ Tensor autograd::log_softmax(const Tensor& x, int64_t dim) {
     const int64_t d = wrap_dim(dim, x.dim(), "log_softmax");
     // dx = dy - softmax * sum(dy)
     record_fn("LogSoftmaxBackward", {&x}, {&out}, [lx = Like(x), so = SavedTensor(out), d](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{(g[0] - ember::exp(so.unpack("log_softmax")) * ember::sum(g[0], {d}, true)).to(lx.dtype)};
+      return std::vector<Tensor>{
+          (g[0] - ember::exp(so.unpack("log_softmax")) * ember::sum(g[0], {d}, true)).to(lx.dtype)};
     });
   }
   return out;
 }
 
 Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-              std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+                        std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
   Tensor out = forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });
   if (needs_grad({&input, &weight, &bias}))
     record_fn("Conv2dBackward", {&input, &weight, &bias}, {&out},
@@ -45,9 +46,9 @@ Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 
 // The gradient of each window's maximum goes to the position max_pool2d recorded.
 std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
-                                                   std::optional<std::array<int64_t, 2>> stride,
-                                                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
-                                                   bool ceil_mode) {
+                                                             std::optional<std::array<int64_t, 2>> stride,
+                                                             std::array<int64_t, 2> padding,
+                                                             std::array<int64_t, 2> dilation, bool ceil_mode) {
   auto [out, idx] =
       forward([&] { return native::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode); });
   if (needs_grad(x))
@@ -57,13 +58,15 @@ std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, st
   return {out, idx};
 }
 
-Tensor autograd::max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                  std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
+Tensor autograd::max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
+                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding,
+                            std::array<int64_t, 2> dilation, bool ceil_mode) {
   return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
 }
 
-Tensor autograd::avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                  std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
+Tensor autograd::avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
+                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding,
+                            bool ceil_mode, bool count_include_pad) {
   Tensor out = forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
   if (needs_grad(x))
     record_fn("AvgPool2dBackward", {&x}, {&out},

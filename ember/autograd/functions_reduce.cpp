@@ -53,8 +53,9 @@ Tensor autograd::prod(const Tensor& x, const Shape& dims, bool keepdim) {
                 const Tensor prod_nonzero = unreduce(native::prod(nonzero, dims, true), lx.sizes, mask, true);
                 const Tensor zeros_in_row = unreduce(native::sum(is_zero, dims, true), lx.sizes, mask, true);
                 // no zero in the row: prod / x; one zero: the others' product at the zero, 0 elsewhere.
-                const Tensor others = ember::where(zeros_in_row == 0, prod_nonzero / nonzero,
-                                            ember::where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
+                const Tensor others =
+                    ember::where(zeros_in_row == 0, prod_nonzero / nonzero,
+                                 ember::where(logical_and(is_zero, zeros_in_row == 1), prod_nonzero, 0.0));
                 return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * others};
               });
   return out;
@@ -123,7 +124,8 @@ Tensor autograd::std(const Tensor& x, const Shape& dims, bool unbiased, bool kee
 Tensor autograd::norm(const Tensor& x, double p, const Shape& dims, bool keepdim) {
   if (!needs_grad(x)) return forward([&] { return native::norm(x, p, dims, keepdim); });
   EMBER_CHECK(x.is_floating_point(), "norm: input dtype must be a floating point dtype, got ", x.dtype());
-  if (std::isinf(p)) return p > 0 ? ember::amax(ember::abs(x), dims, keepdim) : ember::amin(ember::abs(x), dims, keepdim);
+  if (std::isinf(p))
+    return p > 0 ? ember::amax(ember::abs(x), dims, keepdim) : ember::amin(ember::abs(x), dims, keepdim);
   if (p == 2) return ember::sqrt(ember::sum(x * x, dims, keepdim));
   if (p == 1) return ember::sum(ember::abs(x), dims, keepdim);
   return ember::pow(ember::sum(ember::pow(ember::abs(x), p), dims, keepdim), 1.0 / p);

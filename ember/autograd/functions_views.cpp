@@ -83,7 +83,8 @@ Tensor autograd::movedim(const Tensor& self, int64_t source, int64_t destination
   return out;
 }
 
-Tensor autograd::slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+Tensor autograd::slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+                       int64_t step) {
   return picking("SliceBackward", self, forward([&] { return native::slice(self, dim, start, end, step); }),
                  [=](const Tensor& g) { return native::slice(g, dim, start, end, step); });
 }
@@ -104,7 +105,8 @@ Tensor autograd::expand(const Tensor& self, const Shape& shape) {
   return out;
 }
 
-Tensor autograd::as_strided(const Tensor& self, const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) {
+Tensor autograd::as_strided(const Tensor& self, const Shape& sizes, const Shape& strides,
+                            std::optional<int64_t> offset) {
   EMBER_CHECK(!needs_grad(self),
               "as_strided: ember does not differentiate through as_strided (its elements may "
               "overlap); build the view from view/slice/expand/permute, or call it under NoGradGuard");

@@ -8,10 +8,10 @@
 namespace ember {
 
 // ---- the public ops ----
-#define EMBER_DISPATCH_TO(target, name, overload, returns, params, args)                                  \
-  returns name params {                                                                                  \
-    return dispatch::call(                                                                               \
-        dispatch::OpId::name##overload,                                                                  \
+#define EMBER_DISPATCH_TO(target, name, overload, returns, params, args)                                           \
+  returns name params {                                                                                            \
+    return dispatch::call(                                                                                         \
+        dispatch::OpId::name##overload,                                                                            \
         [](auto&&... a) -> returns { return target::name(std::forward<decltype(a)>(a)...); }, EMBER_UNPAREN args); \
   }
 #define EMBER_DIFFERENTIABLE(name, overload, returns, params, args) \
@@ -19,7 +19,8 @@ namespace ember {
 #define EMBER_METHOD EMBER_DIFFERENTIABLE
 #define EMBER_FUNCTION EMBER_DIFFERENTIABLE
 #define EMBER_INPLACE EMBER_DIFFERENTIABLE
-#define EMBER_NOGRAD(name, overload, returns, params, args) EMBER_DISPATCH_TO(native, name, overload, returns, params, args)
+#define EMBER_NOGRAD(name, overload, returns, params, args) \
+  EMBER_DISPATCH_TO(native, name, overload, returns, params, args)
 #define EMBER_NOGRAD_METHOD EMBER_NOGRAD
 #define EMBER_NOGRAD_FUNCTION EMBER_NOGRAD
 #define EMBER_UNARY(name, domain, params, args) EMBER_DISPATCH_TO(autograd, name, , Tensor, params, args)
@@ -29,9 +30,9 @@ namespace ember {
 
 // ---- the methods ----
 #define EMBER_CONST_METHOD(name, overload, returns, params, args) \
-  returns Tensor::name EMBER_DROP_SELF params const {              \
-    const Tensor& self = *this;                                    \
-    return ember::name args;                                       \
+  returns Tensor::name EMBER_DROP_SELF params const {             \
+    const Tensor& self = *this;                                   \
+    return ember::name args;                                      \
   }
 #define EMBER_METHOD EMBER_CONST_METHOD
 #define EMBER_NOGRAD_METHOD EMBER_CONST_METHOD

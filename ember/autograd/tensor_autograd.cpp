@@ -106,5 +106,4 @@ void Tensor::set_data(const Tensor& new_data) const {
   self.device = src.device;
 }
 
-
 }  // namespace ember

@@ -51,13 +51,13 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) { return copy_(ember::masked_fill(*this, mask, v)); }
 Tensor& Tensor::relu_() { return copy_(ember::relu(*this)); }
 
-#define EMBER_DEFINE_OPERATOR(op, name)                                                \
+#define EMBER_DEFINE_OPERATOR(op, name)                                       \
   Tensor operator op(const Tensor& a, const Tensor& b) { return name(a, b); } \
   Tensor operator op(const Tensor& a, const Scalar& b) { return name(a, b); }
 EMBER_ARITHMETIC_OPERATORS(EMBER_DEFINE_OPERATOR)
 EMBER_COMPARISON_OPERATORS(EMBER_DEFINE_OPERATOR)
 #undef EMBER_DEFINE_OPERATOR
-#define EMBER_DEFINE_COMPOUND_OPERATOR(op, name)                                 \
+#define EMBER_DEFINE_COMPOUND_OPERATOR(op, name)                              \
   Tensor& operator op##=(Tensor& a, const Tensor& b) { return a.name##_(b); } \
   Tensor& operator op##=(Tensor& a, const Scalar& b) { return a.name##_(b); }
 EMBER_ARITHMETIC_OPERATORS(EMBER_DEFINE_COMPOUND_OPERATOR)

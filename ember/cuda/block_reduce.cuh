@@ -13,7 +13,6 @@ __device__ __forceinline__ bool shfl_down(bool v, int offset) {
   return __shfl_down_sync(0xffffffffu, static_cast<int>(v), offset) != 0;
 }
 
-
 // The block's combined value lands in thread 0.
 template <class Op>
 __device__ typename Op::Acc block_reduce(typename Op::Acc a) {
@@ -30,6 +29,5 @@ __device__ typename Op::Acc block_reduce(typename Op::Acc a) {
     for (int offset = 16; offset > 0; offset /= 2) a = Op::combine(a, shfl_down(a, offset));
   return a;
 }
-
 
 }  // namespace ember::cuda

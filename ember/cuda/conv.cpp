@@ -19,8 +19,8 @@
 #include "ember/cuda/caching_allocator.h"
 #include "ember/cuda/check.h"
 #include "ember/cuda/cuda.h"
-#include "ember/cuda/internal.h"
 #include "ember/cuda/cuda_backend.h"
+#include "ember/cuda/internal.h"
 #include "ember/cuda/lazy_library.h"
 #include "ember/tensor/ops.h"
 
@@ -265,7 +265,7 @@ void check_conv2d_descriptors(const Tensor& input, const Tensor& weight, const S
 }
 
 void CudaBackend::conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias, const Tensor& out,
-            const Conv2dParams& p) {
+                         const Conv2dParams& p) {
   DeviceGuard guard(out.device().index);
   if (out.numel() == 0) return;
   const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in);
@@ -317,10 +317,11 @@ void CudaBackend::conv2d(const Tensor& input_in, const Tensor& weight_in, const 
 }
 
 void CudaBackend::conv2d_backward(const Tensor& input_in, const Tensor& weight_in, const Tensor& grad_out_in,
-                     const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
-                     const Conv2dParams& p) {
+                                  const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                  const Conv2dParams& p) {
   DeviceGuard guard(input_in.device().index);
-  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in), dy = native::contiguous(grad_out_in);
+  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in),
+               dy = native::contiguous(grad_out_in);
   ConvDescriptors d(input, weight, dy.sizes(), p);
   Cudnn& c = cudnn();
   cudnnHandle_t h = handle_for(input.device().index);

@@ -179,7 +179,6 @@ bool all_contiguous(const OffsetCalc<N>& c, const std::array<const Tensor*, N>& 
   return true;
 }
 
-
 // ---- the strided element loop: any layout, any number of operands ----
 template <int N>
 struct Ptrs {
@@ -218,8 +217,9 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 // A raw element of `bytes` bytes: copies and fills move bits without knowing the dtype.
 template <int Bytes>
-using raw_elem_t = std::conditional_t<Bytes == 1, uint8_t,
-                                      std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
+using raw_elem_t =
+    std::conditional_t<Bytes == 1, uint8_t,
+                       std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
 
 // R is an unsigned integer of BYTES bytes inside the body (extended lambdas cannot sit in a
 // generic lambda, so this is a switch, not a template).

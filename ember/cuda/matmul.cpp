@@ -14,8 +14,8 @@
 
 #include "ember/cuda/check.h"
 #include "ember/cuda/cuda.h"
-#include "ember/cuda/internal.h"
 #include "ember/cuda/cuda_backend.h"
+#include "ember/cuda/internal.h"
 #include "ember/cuda/lazy_library.h"
 #include "ember/tensor/ops.h"
 

@@ -374,5 +374,4 @@ void record_stream(const Tensor& tensor, const Stream& stream) {
 
 }  // namespace cuda
 
-
 }  // namespace ember

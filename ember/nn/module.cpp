@@ -69,8 +69,8 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
   std::string rest = name;
   for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
     const auto* slot = parent->children_.find(rest.substr(0, dot));
-    EMBER_CHECK(slot != nullptr, type_name_, ".replace_module: '", name, "' names no submodule ('",
-                rest.substr(0, dot), "' is not a child of ", parent->type_name_, ")");
+    EMBER_CHECK(slot != nullptr, type_name_, ".replace_module: '", name, "' names no submodule ('", rest.substr(0, dot),
+                "' is not a child of ", parent->type_name_, ")");
     parent = (*slot)->module.get();
   }
   auto* slot = parent->children_.find(rest);

@@ -9,8 +9,8 @@
 //     fc->weight;                // members through ->
 #include <array>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <type_traits>
@@ -265,7 +265,7 @@ class ModuleHolder {
   // Default-constructs the module when its Impl allows it (Sequential, ReLU, ...).
   template <class I = Impl, class = std::enable_if_t<std::is_default_constructible<I>::value>>
   ModuleHolder() : ModuleHolder(std::make_shared<Impl>()) {}
-  ModuleHolder(std::nullptr_t) {}  // NOLINT: an empty holder
+  ModuleHolder(std::nullptr_t) {}           // NOLINT: an empty holder
   ModuleHolder(std::shared_ptr<Impl> impl)  // NOLINT
       : original_(impl.get()), slot_(impl ? std::make_shared<ModuleSlot>(ModuleSlot{std::move(impl)}) : nullptr) {}
   template <class Head, class... Tail,
@@ -281,8 +281,8 @@ class ModuleHolder {
     Module* m = current();
     if (m == static_cast<Module*>(original_)) return original_;  // the common case: one compare
     auto* impl = dynamic_cast<Impl*>(m);
-    EMBER_CHECK(impl != nullptr, "ModuleHolder: this ", original_->type_name(), " was replaced by a ",
-                m->type_name(), "; reach it through module()");
+    EMBER_CHECK(impl != nullptr, "ModuleHolder: this ", original_->type_name(), " was replaced by a ", m->type_name(),
+                "; reach it through module()");
     return impl;
   }
   // The module in the slot (after replace_module, the replacement) and the slot itself.
@@ -303,7 +303,7 @@ class ModuleHolder {
       if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) return static_cast<Result>((*m)(args...));
     }
     throw Error(::ember::detail::concat("ModuleHolder: this ", original_->type_name(), " was replaced by a ",
-                               m->type_name(), ", which cannot take this call's arguments"));
+                                        m->type_name(), ", which cannot take this call's arguments"));
   }
 
  private:

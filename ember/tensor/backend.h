@@ -156,33 +156,33 @@ class Backend {
 
 // The kernels a complete back end overrides, declared in its class with this one line
 // (tensor/cpu/cpu_backend.h, cuda/cuda_backend.h) and defined in its family files.
-#define EMBER_BACKEND_KERNELS                                                                                       \
-  void copy(const Tensor& src, const Tensor& dst) override;                                                        \
-  void fill(const Tensor& dst, const Scalar& value) override;                                                      \
-  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const Scalar& alpha) override;      \
-  void unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1) override;                       \
-  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;                     \
-  void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) override;         \
-  void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;         \
-  void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) override;          \
-  void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                   \
-  void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                               \
-  void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override;                \
-  void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,                     \
-              const Conv2dParams& p) override;                                                                     \
-  void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input, \
-                       const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) override;        \
-  void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) override;      \
-  void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) override;                            \
-  void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) override;                                          \
-  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) override;          \
-  void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) override;          \
-  void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override;                       \
-  void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;              \
-  void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                    \
-  void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;              \
-  void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                   \
-  void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                \
+#define EMBER_BACKEND_KERNELS                                                                                          \
+  void copy(const Tensor& src, const Tensor& dst) override;                                                            \
+  void fill(const Tensor& dst, const Scalar& value) override;                                                          \
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const Scalar& alpha) override;         \
+  void unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0, double p1) override;                           \
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;                        \
+  void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) override;             \
+  void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;             \
+  void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) override;              \
+  void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                       \
+  void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                                   \
+  void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override;                    \
+  void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) \
+      override;                                                                                                        \
+  void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,    \
+                       const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) override;            \
+  void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) override;         \
+  void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) override;                                \
+  void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) override;                                              \
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) override;             \
+  void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) override;             \
+  void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override;                           \
+  void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                  \
+  void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                        \
+  void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;                  \
+  void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                       \
+  void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                    \
   void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override;
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device

@@ -88,15 +88,19 @@ struct Neg {
 template <class M>
 struct Abs {
   EMBER_HOST_DEVICE M operator()(M x) const {
-    if constexpr (std::is_unsigned_v<M>) return x;
-    else return x < M(0) ? M(M(0) - x) : x;
+    if constexpr (std::is_unsigned_v<M>)
+      return x;
+    else
+      return x < M(0) ? M(M(0) - x) : x;
   }
 };
 template <class M>
 struct Sign {
   EMBER_HOST_DEVICE M operator()(M x) const {
-    if constexpr (std::is_unsigned_v<M>) return M(x != M(0));
-    else return x != x ? x : M((M(0) < x) - (x < M(0)));  // NaN stays NaN
+    if constexpr (std::is_unsigned_v<M>)
+      return M(x != M(0));
+    else
+      return x != x ? x : M((M(0) < x) - (x < M(0)));  // NaN stays NaN
   }
 };
 template <class M>
@@ -180,9 +184,7 @@ struct Erf {
 template <class M>
 struct Softplus {
   M beta, threshold;
-  EMBER_HOST_DEVICE M operator()(M x) const {
-    return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta;
-  }
+  EMBER_HOST_DEVICE M operator()(M x) const { return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta; }
 };
 template <class M>
 struct Identity {  // what a visit falls back to for an op the dtype does not have (checked before)
@@ -309,9 +311,12 @@ struct Sub {  // x - alpha y
 template <class M>
 struct Mul {
   EMBER_HOST_DEVICE M operator()(M x, M y) const {
-    if constexpr (std::is_same_v<M, bool>) return x && y;
-    else if constexpr (wraps_v<M>) return M(unsigned_of<M>(unsigned_of<M>(x) * unsigned_of<M>(y)));
-    else return x * y;
+    if constexpr (std::is_same_v<M, bool>)
+      return x && y;
+    else if constexpr (wraps_v<M>)
+      return M(unsigned_of<M>(unsigned_of<M>(x) * unsigned_of<M>(y)));
+    else
+      return x * y;
   }
 };
 template <class M>
@@ -321,8 +326,10 @@ struct Div {  // floating only: integer true division is promoted to float by th
 template <class M>
 struct Pow {
   EMBER_HOST_DEVICE M operator()(M x, M y) const {
-    if constexpr (is_float_v<M>) return std::pow(x, y);
-    else return ipow<M>(x, static_cast<int64_t>(y));
+    if constexpr (is_float_v<M>)
+      return std::pow(x, y);
+    else
+      return ipow<M>(x, static_cast<int64_t>(y));
   }
 };
 template <class M>

@@ -179,14 +179,14 @@ class Tensor {
 // return bool tensors.
 #define EMBER_ARITHMETIC_OPERATORS(X) X(+, add) X(-, sub) X(*, mul) X(/, div)
 #define EMBER_COMPARISON_OPERATORS(X) X(==, eq) X(!=, ne) X(<, lt) X(<=, le) X(>, gt) X(>=, ge)
-#define EMBER_DECLARE_OPERATOR(op, name)             \
+#define EMBER_DECLARE_OPERATOR(op, name)                \
   Tensor operator op(const Tensor& a, const Tensor& b); \
   Tensor operator op(const Tensor& a, const Scalar& b);
 EMBER_ARITHMETIC_OPERATORS(EMBER_DECLARE_OPERATOR)
 EMBER_COMPARISON_OPERATORS(EMBER_DECLARE_OPERATOR)
 #undef EMBER_DECLARE_OPERATOR
 // a += b is a.add_(b), and so on.
-#define EMBER_DECLARE_COMPOUND_OPERATOR(op, name)       \
+#define EMBER_DECLARE_COMPOUND_OPERATOR(op, name)     \
   Tensor& operator op##=(Tensor& a, const Tensor& b); \
   Tensor& operator op##=(Tensor& a, const Scalar& b);
 EMBER_ARITHMETIC_OPERATORS(EMBER_DECLARE_COMPOUND_OPERATOR)

@@ -180,7 +180,8 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
 }  // namespace
 
 // input [N, C, H, W], weight [O, C/g, kH, kW], bias [O] -> out [N, O, Ho, Wo]
-void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) {
+void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                        const Conv2dParams& p) {
   switch (input.dtype()) {
     case kFloat32:
       return conv2d_typed<float>(input, weight, bias, out, p);
@@ -189,7 +190,8 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
     case kFloat16:
     case kBFloat16: {  // compute in float32
       Tensor of = empty(out.sizes(), kFloat32);
-      conv2d_typed<float>(native::to(input, kFloat32), native::to(weight, kFloat32), bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
+      conv2d_typed<float>(native::to(input, kFloat32), native::to(weight, kFloat32),
+                          bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
       copy(of, out);
       return;
     }
@@ -199,8 +201,9 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 }
 
 // The gradients of conv2d; grad_input is zeroed here, undefined outputs are skipped.
-void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
-                     const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
+void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
+                                 const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
+                                 const Conv2dParams& p) {
   if (grad_input.defined()) fill(grad_input, 0);
   auto ptr = [](const Tensor& t, auto* tag) {
     return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr;

@@ -59,12 +59,10 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
   if (!math::binary_supported<M>(op))
     throw InternalError(detail::concat("binary: op ", static_cast<int>(op), " not defined for ", dtype_of<T>::value));
   if (is_comparison(op))
-    return math::visit_comparison<M>(op, [&](auto fn) {
-      binary_loop<bool, T>(a, b, out, [fn](T x, T y) { return fn(M(x), M(y)); });
-    });
-  math::visit_binary<M>(op, alpha.to<M>(), [&](auto fn) {
-    binary_loop<T, T>(a, b, out, [fn](T x, T y) { return T(fn(M(x), M(y))); });
-  });
+    return math::visit_comparison<M>(
+        op, [&](auto fn) { binary_loop<bool, T>(a, b, out, [fn](T x, T y) { return fn(M(x), M(y)); }); });
+  math::visit_binary<M>(op, alpha.to<M>(),
+                        [&](auto fn) { binary_loop<T, T>(a, b, out, [fn](T x, T y) { return T(fn(M(x), M(y))); }); });
 }
 
 template <class T>

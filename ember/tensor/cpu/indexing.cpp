@@ -4,10 +4,10 @@
 #include <limits>
 
 #include "ember/tensor/cpu/cpu_backend.h"
-#include "ember/tensor/ops.h"
 #include "ember/tensor/cpu/loops.h"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/index_view.h"
+#include "ember/tensor/ops.h"
 
 namespace ember::cpu {
 namespace {

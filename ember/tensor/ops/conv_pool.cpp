@@ -56,7 +56,9 @@ Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
   return {x4.size(0), x4.size(1), Ho, Wo};
 }
 
-Tensor restore_rank(const Tensor& out, const Tensor& original) { return original.dim() == 3 ? native::squeeze(out, 0) : out; }
+Tensor restore_rank(const Tensor& out, const Tensor& original) {
+  return original.dim() == 3 ? native::squeeze(out, 0) : out;
+}
 
 }  // namespace
 
