@@ -14,10 +14,9 @@ class CudaBackend final : public Backend {
   Allocator* allocator(int index) override;
   Allocator* pinned_host_allocator() override;
 
-  EMBER_BACKEND_KERNELS  // each in its family file: copy.cu, elementwise.cu, ... (above)
-      // copy.cu: host <-> device and device <-> device
-      void
-      copy_across(const Tensor& src, const Tensor& dst, bool non_blocking) override;
+  EMBER_BACKEND_KERNELS;  // each defined in its family file, named above
+  // copy.cu: host <-> device and device <-> device
+  void copy_across(const Tensor& src, const Tensor& dst, bool non_blocking) override;
   // matmul.cpp: Linear's bias added by cuBLASLt's epilogue as the product is written
   void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
 };

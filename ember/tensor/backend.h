@@ -155,7 +155,8 @@ class Backend {
 };
 
 // The kernels a complete back end overrides, declared in its class with this one line
-// (tensor/cpu/cpu_backend.h, cuda/cuda_backend.h) and defined in its family files.
+// (`EMBER_BACKEND_KERNELS;` in tensor/cpu/cpu_backend.h, cuda/cuda_backend.h) and defined in its
+// family files.
 #define EMBER_BACKEND_KERNELS                                                                                          \
   void copy(const Tensor& src, const Tensor& dst) override;                                                            \
   void fill(const Tensor& dst, const Scalar& value) override;                                                          \
@@ -183,7 +184,7 @@ class Backend {
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;                  \
   void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                       \
   void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                    \
-  void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override;
+  void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device
 // type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on

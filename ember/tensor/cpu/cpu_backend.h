@@ -13,7 +13,7 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "CPU"; }
   Allocator* allocator(int index) override;
 
-  EMBER_BACKEND_KERNELS  // each in its family file: copy.cpp, elementwise.cpp, ... (above)
+  EMBER_BACKEND_KERNELS;  // each defined in its family file, named above
 };
 
 }  // namespace ember::cpu
