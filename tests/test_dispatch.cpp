@@ -1,8 +1,10 @@
 // The dispatch point (Note [The dispatch point]): every public op call passes through it, a
 // policy sees (op, inputs) and may replace the inputs, and the tape records what ran.
+#include <cstring>
 #include <set>
 #include <thread>
 
+#include "ember/tensor/backend.h"
 #include "helpers.h"
 
 namespace ember {
@@ -144,6 +146,56 @@ TEST(Dispatch, EveryOpHasADistinctName) {
   for (int i = 0; i < static_cast<int>(OpId::kCount); ++i) names.insert(dispatch::op_name(static_cast<OpId>(i)));
   EXPECT_EQ(names.size(), static_cast<size_t>(OpId::kCount));
   EXPECT_STREQ(dispatch::op_name(OpId::add_scalar), "add_scalar");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// A back end entered in the registry for the CUDA device type (Note [Back-end registry]):
+// host memory, a few kernels forwarded to the CPU's and counted, the rest unsupported.
+class CountingBackend final : public Backend {
+ public:
+  const char* name() const override { return "counting"; }
+  Allocator* allocator(int) override { return cpu_allocator(); }
+  void fill(const Tensor& dst, const Scalar& value) override {
+    ++calls;
+    cpu_backend().fill(dst, value);
+  }
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out, const Scalar& alpha) override {
+    ++calls;
+    cpu_backend().binary(op, a, b, out, alpha);
+  }
+  void copy_across(const Tensor& src, const Tensor& dst, bool) override {  // both sides are host memory
+    ++calls;
+    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+  }
+  int calls = 0;
+};
+
+// Enters a back end for a device type for its scope, then restores the one before.
+class BackendScope {
+ public:
+  BackendScope(DeviceType type, Backend& b) : type_(type), previous_(backend(type)) { register_backend(type, b); }
+  ~BackendScope() { register_backend(type_, previous_); }
+
+ private:
+  DeviceType type_;
+  Backend& previous_;
+};
+
+TEST(BackendRegistry, TheDeviceTypeChoosesTheBackEnd) {
+  CountingBackend counting;
+  BackendScope scope(kCUDA, counting);
+  const Tensor a = full({3}, 2.0, kCUDA), b = full({3}, 0.5, kCUDA);
+  const Tensor c = a * b;
+  EXPECT_EQ(c.device(), Device(kCUDA));
+  EXPECT_EQ(c.cpu().to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(counting.calls, 4);  // two fills, one multiply, one copy to the host
+  EXPECT_ERROR_CONTAINS(a.exp(), "unary: not available on the counting back end");
+  EXPECT_EQ(full({2}, 1.0).sum().item<float>(), 2.0f) << "the CPU's back end is untouched";
 }
 
 }  // namespace
