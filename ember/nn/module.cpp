@@ -51,7 +51,7 @@ Tensor& Module::register_buffer(std::string name, Tensor tensor, bool persistent
 
 std::shared_ptr<Module> Module::register_module(std::string name, std::shared_ptr<Module> module) {
   EMBER_CHECK(module != nullptr, type_name_, ": submodule '", name, "' is null");
-  register_slot(std::move(name), std::make_shared<ModuleSlot>(ModuleSlot{module}));
+  register_slot(std::move(name), ModuleSlot::of(module));
   return module;
 }
 
@@ -77,6 +77,14 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
   EMBER_CHECK(slot != nullptr, type_name_, ".replace_module: '", name, "' names no submodule (", parent->type_name_,
               " has no child '", rest, "')");
   (*slot)->module = std::move(module);
+  ++(*slot)->generation;
+}
+
+std::shared_ptr<ModuleSlot> ModuleSlot::of(std::shared_ptr<Module> module) {
+  auto slot = std::make_shared<ModuleSlot>();
+  slot->first_type = module ? module->type_name() : "";
+  slot->module = std::move(module);
+  return slot;
 }
 
 Tensor* Module::find_parameter(const std::string& name) { return parameters_.find(name); }

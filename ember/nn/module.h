@@ -35,6 +35,9 @@ using TensorList = ::ember::TensorList;
 // member all see the new module.
 struct ModuleSlot {
   std::shared_ptr<Module> module;
+  uint64_t generation = 0;  // bumped by replace_module: a holder's fast path checks it
+  std::string first_type;   // the type of the module the slot was made for (for messages)
+  static std::shared_ptr<ModuleSlot> of(std::shared_ptr<Module> module);
 };
 
 // Forward hooks, PyTorch's: a pre-hook sees the module and the tensor arguments of its call and
@@ -267,7 +270,7 @@ class ModuleHolder {
   ModuleHolder() : ModuleHolder(std::make_shared<Impl>()) {}
   ModuleHolder(std::nullptr_t) {}           // NOLINT: an empty holder
   ModuleHolder(std::shared_ptr<Impl> impl)  // NOLINT
-      : original_(impl.get()), slot_(impl ? std::make_shared<ModuleSlot>(ModuleSlot{std::move(impl)}) : nullptr) {}
+      : original_(impl.get()), slot_(impl ? ModuleSlot::of(std::move(impl)) : nullptr) {}
   template <class Head, class... Tail,
             class = std::enable_if_t<!std::is_same<std::decay_t<Head>, ModuleHolder>::value &&
                                      !std::is_same<std::decay_t<Head>, std::shared_ptr<Impl>>::value &&
@@ -296,13 +299,13 @@ class ModuleHolder {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
     Module* m = current();
-    if (m == static_cast<Module*>(original_)) return call_module(*original_, std::forward<Args>(args)...);
+    if (slot_->generation == 0) return call_module(*original_, std::forward<Args>(args)...);
     if (auto* impl = dynamic_cast<Impl*>(m)) return call_module(*impl, std::forward<Args>(args)...);
     if constexpr (sizeof...(Args) == 1 && (detail::is_tensor_arg<Args> && ...)) {
       using Result = decltype(call_module(*original_, std::forward<Args>(args)...));
       if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) return static_cast<Result>((*m)(args...));
     }
-    throw Error(::ember::detail::concat("ModuleHolder: this ", original_->type_name(), " was replaced by a ",
+    throw Error(::ember::detail::concat("ModuleHolder: this ", slot_->first_type, " was replaced by a ",
                                         m->type_name(), ", which cannot take this call's arguments"));
   }
 
@@ -312,7 +315,9 @@ class ModuleHolder {
     return slot_->module.get();
   }
 
-  Impl* original_ = nullptr;  // what the holder was made with: the fast path compares against it
+  // What the holder was made with; valid while its slot was never re-pointed (generation 0),
+  // which is the fast path. After a replacement it may be gone: only the slot is used then.
+  Impl* original_ = nullptr;
   std::shared_ptr<ModuleSlot> slot_;
 };
 

@@ -57,7 +57,7 @@ class ModuleSequence : public Module {
     slots_.push_back(register_slot(name, holder.slot()));
   }
   void push_back(const std::string& name, std::shared_ptr<Module> module) {
-    slots_.push_back(register_slot(name, std::make_shared<ModuleSlot>(ModuleSlot{std::move(module)})));
+    slots_.push_back(register_slot(name, ModuleSlot::of(std::move(module))));
   }
 
  private:
