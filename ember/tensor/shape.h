@@ -1,12 +1,15 @@
 #pragma once
 // Shape arithmetic shared by every op: dim wrapping, checked element counts,
 // contiguous strides and broadcasting.
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace ember {
 
 using Shape = std::vector<int64_t>;
+// Two sizes, one per spatial dim (the kernel, stride, padding and dilation of 2-D ops).
+using Int2 = std::array<int64_t, 2>;
 
 // Wraps a possibly negative `dim` into [0, ndim); throws naming `op` when out of range.
 // A 0-d tensor accepts dims -1 and 0, as PyTorch does.

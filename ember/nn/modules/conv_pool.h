@@ -8,8 +8,6 @@
 
 namespace ember::nn {
 
-using Int2 = std::array<int64_t, 2>;
-
 struct Conv2dOptions {
   Conv2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
