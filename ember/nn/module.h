@@ -282,9 +282,9 @@ class ModuleHolder {
   Impl& operator*() const { return *get(); }
   Impl* get() const {
     Module* m = current();
-    if (m == static_cast<Module*>(original_)) return original_;  // the common case: one compare
+    if (slot_->generation == 0) return original_;  // never replaced (the common case): one compare
     auto* impl = dynamic_cast<Impl*>(m);
-    EMBER_CHECK(impl != nullptr, "ModuleHolder: this ", original_->type_name(), " was replaced by a ", m->type_name(),
+    EMBER_CHECK(impl != nullptr, "ModuleHolder: this ", slot_->first_type, " was replaced by a ", m->type_name(),
                 "; reach it through module()");
     return impl;
   }
