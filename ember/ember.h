@@ -38,6 +38,7 @@
 // in ember/tensor/cpu/<family>.cpp and its CUDA kernel in ember/cuda/<family>.cu (for the
 // elementwise ops, both share the math of ember/tensor/elementwise_math.h). Every public op
 // passes through one dispatch point, ember/autograd/dispatch.h.
+#include "ember/autograd/autocast.h"
 #include "ember/autograd/dispatch.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/functions.h"

@@ -9,6 +9,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "ember/autograd/autocast.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/meta.h"
 #include "ember/tensor/ops.h"
@@ -43,6 +44,7 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
 
 void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph) {
   NoGradGuard no_grad;
+  autocast::SuspendGuard no_autocast;  // each backward op keeps its forward's dtype (Note [Autocast])
   // Count, for every node reachable from the roots, how many edges lead into it.
   std::vector<Node*> stack;
   std::unordered_map<Node*, bool> seen;
