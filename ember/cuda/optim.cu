@@ -214,4 +214,63 @@ void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rm
       });
 }
 
+// ---- the GradScaler's kernels ----
+
+namespace {
+// One update of the loss scale, by a single thread: the state lives on the device.
+__global__ void update_scale_kernel(float* scale, int32_t* tracker, const float* found_inf, double growth,
+                                    double backoff, int64_t interval) {
+  if (*found_inf != 0.0f) {
+    *scale = static_cast<float>(*scale * backoff);
+    *tracker = 0;
+    return;
+  }
+  const int32_t successful = *tracker + 1;
+  if (successful == interval) {
+    const float grown = static_cast<float>(*scale * growth);
+    if (isfinite(grown)) *scale = grown;
+    *tracker = 0;
+  } else {
+    *tracker = successful;
+  }
+}
+
+// for_each_batch's view of one gradient
+struct GradOperand {
+  Tensor param;  // the gradient (for_each_batch reads .param)
+};
+}  // namespace
+
+// slots: grad. Every block may find a non-finite element; all of them write the same 1.
+void CudaBackend::amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  if (grads.empty()) return;
+  std::vector<GradOperand> operands;
+  for (const Tensor& g : grads) operands.push_back({g});
+  const cudaStream_t stream = stream_of(grads.front());
+  float* found = static_cast<float*>(found_inf.data_ptr());
+  const float* inv = static_cast<const float*>(inv_scale.data_ptr());
+  for_each_batch<1>(
+      operands, [&](TensorBatch<1>& b, int slot, size_t i) { b.ptr[0][slot] = ptr(operands[i].param); },
+      [&](const TensorBatch<1>& batch, DType dtype, int64_t blocks) {
+        EMBER_CUDA_DISPATCH_FLOATING(dtype, "amp_unscale", [&] {
+          using T = scalar_t;
+          using A = opmath_t<T>;
+          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<1>& b, int t, int64_t i) {
+            const A v = ld<T, A>(b.ptr[0][t], i);
+            if (!isfinite(v)) *found = 1.0f;
+            st<T, A>(b.ptr[0][t], i, v * static_cast<A>(*inv));
+          });
+        });
+      });
+}
+
+void CudaBackend::amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                   double growth, double backoff, int64_t interval) {
+  DeviceGuard guard(scale.device().index);
+  update_scale_kernel<<<1, 1, 0, stream_of(scale)>>>(
+      static_cast<float*>(scale.data_ptr()), static_cast<int32_t*>(growth_tracker.data_ptr()),
+      static_cast<const float*>(found_inf.data_ptr()), growth, backoff, interval);
+  EMBER_KERNEL_CHECK();
+}
+
 }  // namespace ember::cuda

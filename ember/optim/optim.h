@@ -1,6 +1,7 @@
 #pragma once
-// Everything of ember::optim: optimizers and learning-rate schedulers.
+// Everything of ember::optim: optimizers, learning-rate schedulers and the loss scaler (ember::amp).
 #include "ember/optim/adam.h"
+#include "ember/optim/grad_scaler.h"
 #include "ember/optim/lbfgs.h"
 #include "ember/optim/lr_scheduler.h"
 #include "ember/optim/optimizer.h"

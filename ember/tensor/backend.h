@@ -144,6 +144,17 @@ class Backend {
   // v = α v + (1 - α) g², p -= lr g / (sqrt(v - ḡ²) + eps), optionally through a momentum buffer
   virtual void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
 
+  // ---- mixed precision: the GradScaler's kernels (optim/grad_scaler.h) ----
+  // For every tensor of `grads` (floating, contiguous): found_inf becomes 1 if any element is inf
+  // or NaN, and every element is multiplied by inv_scale. found_inf and inv_scale: one float32
+  // each. No host read: PyTorch's _amp_foreach_non_finite_check_and_unscale_.
+  virtual void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale);
+  // found_inf != 0: scale *= backoff and growth_tracker = 0; otherwise growth_tracker += 1 and,
+  // when it reaches `interval`, scale *= growth (if that stays finite) and growth_tracker = 0.
+  // scale: one float32, growth_tracker: one int32. PyTorch's _amp_update_scale_.
+  virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                double growth, double backoff, int64_t interval);
+
   // ---- random (counter-based Philox; see tensor/generator.h) ----
   // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).
   virtual void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
@@ -184,7 +195,10 @@ class Backend {
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;                  \
   void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                       \
   void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                    \
-  void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override
+  void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override;                           \
+  void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override;       \
+  void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth,     \
+                        double backoff, int64_t interval) override
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device
 // type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on

@@ -4,6 +4,7 @@
 // change the shape of the loop (momentum, amsgrad, centering) are template arguments, so each
 // inner loop is branch-free and the compiler vectorizes it.
 #include <array>
+#include <atomic>
 #include <cmath>
 
 #include "ember/tensor/cpu/cpu_backend.h"
@@ -179,6 +180,49 @@ void CpuBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rms
         rmsprop_chunk<scalar_t, false, false>(params[i], s, b, e);
     });
   });
+}
+
+// ---- the GradScaler's kernels ----
+
+// found_inf |= any non-finite element; grads *= inv_scale (each in its opmath type)
+void CpuBackend::amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) {
+  const float inv = *static_cast<const float*>(inv_scale.data_ptr());
+  std::vector<int64_t> numels;
+  for (const Tensor& g : grads) numels.push_back(g.numel());
+  std::atomic<bool> non_finite{false};
+  for_each_chunk(numels, [&](size_t i, int64_t b, int64_t e) {
+    EMBER_DISPATCH_FLOATING(grads[i].dtype(), "amp_unscale", [&] {
+      using A = opmath_t<scalar_t>;
+      scalar_t* g = ptr<scalar_t>(grads[i]);
+      bool finite = true;
+      for (int64_t k = b; k < e; ++k) {
+        const A v = static_cast<A>(g[k]);
+        finite &= std::isfinite(v);
+        g[k] = static_cast<scalar_t>(v * static_cast<A>(inv));
+      }
+      if (!finite) non_finite.store(true, std::memory_order_relaxed);
+    });
+  });
+  if (non_finite.load()) *static_cast<float*>(found_inf.data_ptr()) = 1.0f;
+}
+
+void CpuBackend::amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                                  double growth, double backoff, int64_t interval) {
+  float& s = *static_cast<float*>(scale.data_ptr());
+  int32_t& tracker = *static_cast<int32_t*>(growth_tracker.data_ptr());
+  if (*static_cast<const float*>(found_inf.data_ptr()) != 0.0f) {
+    s = static_cast<float>(s * backoff);
+    tracker = 0;
+    return;
+  }
+  const int32_t successful = tracker + 1;
+  if (successful == interval) {
+    const float grown = static_cast<float>(s * growth);
+    if (std::isfinite(grown)) s = grown;
+    tracker = 0;
+  } else {
+    tracker = successful;
+  }
 }
 
 }  // namespace ember::cpu

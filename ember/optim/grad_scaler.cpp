@@ -1,0 +1,145 @@
+// GradScaler (Note [GradScaler]): PyTorch's algorithm, with the unscale and the scale update as
+// device kernels (native::amp_unscale_, native::amp_update_scale_).
+#include "ember/optim/grad_scaler.h"
+
+#include <algorithm>
+
+#include "ember/autograd/functions.h"
+#include "ember/autograd/grad_mode.h"
+
+namespace ember::amp {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options)) {
+  EMBER_CHECK(options_.init_scale() > 0, "GradScaler: init_scale must be positive, got ", options_.init_scale());
+  EMBER_CHECK(options_.growth_factor() > 1.0, "GradScaler: the growth factor must be > 1.0, got ",
+              options_.growth_factor());
+  EMBER_CHECK(options_.backoff_factor() < 1.0 && options_.backoff_factor() > 0,
+              "GradScaler: the backoff factor must be in (0, 1), got ", options_.backoff_factor());
+  EMBER_CHECK(options_.growth_interval() > 0, "GradScaler: growth_interval must be positive, got ",
+              options_.growth_interval());
+}
+
+void GradScaler::lazy_init(Device device) {
+  if (scale_.defined()) return;
+  scale_ = full({}, options_.init_scale(), TensorOptions(kFloat32).device(device));
+  growth_tracker_ = full({}, init_growth_tracker_, TensorOptions(kInt32).device(device));
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) {
+  if (!is_enabled()) return outputs;
+  EMBER_CHECK(outputs.defined(), "GradScaler.scale: the tensor to scale is undefined");
+  lazy_init(outputs.device());
+  return outputs * (scale_.device() == outputs.device() ? scale_ : scale_.to(outputs.device()));
+}
+
+std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : outputs) out.push_back(scale(t));
+  return out;
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!is_enabled()) return;
+  PerOptimizer& state = per_optimizer_[&optimizer];
+  EMBER_CHECK(state.stage != Stage::unscaled,
+              "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update()");
+  EMBER_CHECK(state.stage != Stage::stepped, "GradScaler.unscale_: unscale_() is being called after step()");
+  EMBER_CHECK(scale_.defined(),
+              "GradScaler.unscale_: no loss was scaled in this iteration (call scaler.scale(loss) before backward)");
+  NoGradGuard no_grad;
+  const Tensor inv_scale = scale_.to(kFloat64).reciprocal().to(kFloat32);  // float32(1 / float64(scale))
+  std::vector<std::pair<Device, TensorList>> per_device;
+  for (const Tensor& p : optimizer.parameters()) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    EMBER_CHECK(g.dtype() != kFloat16,
+                "GradScaler.unscale_: attempting to unscale float16 gradients; keep float32 parameters (autocast "
+                "casts them for the ops that run in float16)");
+    auto it = std::find_if(per_device.begin(), per_device.end(), [&](const auto& d) { return d.first == g.device(); });
+    if (it == per_device.end()) it = per_device.insert(per_device.end(), {g.device(), {}});
+    it->second.push_back(g);
+  }
+  for (auto& [device, grads] : per_device) {
+    const Tensor found_inf = zeros({}, TensorOptions(kFloat32).device(device));
+    native::amp_unscale_(grads, found_inf, inv_scale.device() == device ? inv_scale : inv_scale.to(device));
+    state.found_inf.push_back(found_inf);
+  }
+  state.stage = Stage::unscaled;
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!is_enabled()) {
+    optimizer.step();
+    return true;
+  }
+  PerOptimizer& state = per_optimizer_[&optimizer];
+  EMBER_CHECK(state.stage != Stage::stepped, "GradScaler.step: step() has already been called since the last update()");
+  if (state.stage == Stage::ready) unscale_(optimizer);
+  EMBER_CHECK(
+      !state.found_inf.empty(),
+      "GradScaler.step: no inf checks were recorded for this optimizer (none of its parameters has a gradient)");
+  float found = 0;
+  for (const Tensor& f : state.found_inf) found += f.item<float>();
+  state.stage = Stage::stepped;
+  if (found != 0) return false;
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update(std::optional<double> new_scale) {
+  if (!is_enabled()) return;
+  EMBER_CHECK(scale_.defined(),
+              "GradScaler.update: no loss was scaled in this iteration (call scaler.scale(loss) before backward)");
+  NoGradGuard no_grad;
+  if (new_scale) {
+    scale_.fill_(*new_scale);
+  } else {
+    Tensor found;
+    for (const auto& [opt, state] : per_optimizer_)
+      for (const Tensor& f : state.found_inf) {
+        const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
+        found = found.defined() ? found + here : here;
+      }
+    EMBER_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded prior to update()");
+    native::amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor(), options_.backoff_factor(),
+                              options_.growth_interval());
+  }
+  per_optimizer_.clear();
+}
+
+double GradScaler::get_scale() const {
+  if (!is_enabled()) return 1.0;
+  return scale_.defined() ? scale_.item<double>() : options_.init_scale();
+}
+
+int64_t GradScaler::growth_tracker() const {
+  return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : init_growth_tracker_;
+}
+
+std::map<std::string, double> GradScaler::state_dict() const {
+  if (!is_enabled()) return {};
+  return {{"scale", get_scale()},
+          {"growth_factor", options_.growth_factor()},
+          {"backoff_factor", options_.backoff_factor()},
+          {"growth_interval", static_cast<double>(options_.growth_interval())},
+          {"_growth_tracker", static_cast<double>(growth_tracker())}};
+}
+
+void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
+  EMBER_CHECK(is_enabled(), "GradScaler.load_state_dict: this scaler is disabled");
+  EMBER_CHECK(!state.empty(), "GradScaler.load_state_dict: the state is empty (it was saved from a disabled scaler)");
+  auto value = [&](const char* key) {
+    auto it = state.find(key);
+    EMBER_CHECK(it != state.end(), "GradScaler.load_state_dict: the state has no '", key, "'");
+    return it->second;
+  };
+  GradScalerOptions loaded = options_;
+  loaded.init_scale(value("scale"))
+      .growth_factor(value("growth_factor"))
+      .backoff_factor(value("backoff_factor"))
+      .growth_interval(static_cast<int64_t>(value("growth_interval")));
+  *this = GradScaler(loaded);  // validates the values
+  init_growth_tracker_ = static_cast<int64_t>(value("_growth_tracker"));
+}
+
+}  // namespace ember::amp

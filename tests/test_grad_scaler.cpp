@@ -1,0 +1,229 @@
+// GradScaler (Note [GradScaler]) against PyTorch's algorithm (REFERENCE-pytorch.md §1, the
+// scenarios of PyTorch's own tests): the scale's growth and backoff, skipped steps that leave
+// everything untouched, the stage errors, accumulation, clipping, several optimizers, the state
+// dict, and float16 gradients that underflow without the scaler and survive with it.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using amp::GradScaler;
+using amp::GradScalerOptions;
+
+// A one-parameter problem whose gradient is `g` (loss = sum(w * g)), scaled by the scaler.
+void backward_with_gradient(GradScaler& scaler, Tensor w, const Tensor& g) {
+  w.mutable_grad() = Tensor();
+  scaler.scale((w * g).sum()).backward();
+}
+
+TEST(GradScaler, ScaleGrowsAndBacksOffAsPyTorch) {
+  // PyTorch's test_grad_scaling_update_scale: scale 4, growth 2, backoff 0.25, interval 2.
+  GradScaler scaler(GradScalerOptions().init_scale(4).growth_factor(2).backoff_factor(0.25).growth_interval(2));
+  const Tensor w = ones({3}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.0));
+  const std::vector<std::pair<double, int64_t>> expected = {{4, 1}, {8, 0}, {2, 0}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const float bad = i == 2 ? std::numeric_limits<float>::infinity() : 1.0f;
+    backward_with_gradient(scaler, w, tensor<float>({1, bad, 1}));
+    EXPECT_EQ(scaler.step(opt), i != 2);
+    scaler.update();
+    EXPECT_EQ(scaler.get_scale(), expected[i].first) << "iteration " << i;
+    EXPECT_EQ(scaler.growth_tracker(), expected[i].second) << "iteration " << i;
+  }
+}
+
+TEST(GradScaler, UnscaleDividesTheGradientsInPlace) {
+  GradScaler scaler(GradScalerOptions().init_scale(4));
+  const Tensor w = ones({3}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  backward_with_gradient(scaler, w, tensor<float>({4, 8, 16}));
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{16, 32, 64}));
+  scaler.unscale_(opt);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{4, 8, 16}));  // inv 0.25, as PyTorch's test
+  EXPECT_ERROR_CONTAINS(scaler.unscale_(opt), "unscale_() has already been called on this optimizer");
+  EXPECT_TRUE(scaler.step(opt));  // no second unscale
+  EXPECT_TRUE(testing::all_close(w.detach(), tensor<float>({0.6f, 0.2f, -0.6f})));
+  EXPECT_ERROR_CONTAINS(scaler.unscale_(opt), "unscale_() is being called after step()");
+  EXPECT_ERROR_CONTAINS(scaler.step(opt), "step() has already been called since the last update()");
+  scaler.update();
+}
+
+TEST(GradScaler, ASkippedStepLeavesParametersAndStateBitIdentical) {
+  manual_seed(0);
+  nn::Linear fc(4, 3);
+  optim::AdamW opt(fc->parameters(), optim::AdamWOptions(1e-2));
+  GradScaler scaler;
+  const Tensor x = randn({8, 4});
+  auto iteration = [&](bool poison) {
+    opt.zero_grad();
+    scaler.scale(fc(x).pow(2.0).mean()).backward();
+    if (poison) {
+      NoGradGuard no_grad;
+      fc->weight.mutable_grad().view({-1}).narrow(0, 5, 1).fill_(std::nan(""));
+    }
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+    return stepped;
+  };
+  ASSERT_TRUE(iteration(false));
+  const StateDict params = fc->state_dict();
+  std::vector<Tensor> before;
+  for (const auto& item : params) before.push_back(item.value.clone());
+  const optim::OptimizerState state = opt.state_dict();
+  std::vector<Tensor> state_before;
+  for (const auto& item : state.tensors) state_before.push_back(item.value.clone());
+  const double scale = scaler.get_scale();
+
+  EXPECT_FALSE(iteration(true));
+  size_t i = 0;
+  for (const auto& item : fc->state_dict()) EXPECT_TRUE(testing::all_close(item.value, before[i++], 0, 0)) << item.key;
+  i = 0;
+  const optim::OptimizerState after = opt.state_dict();
+  for (const auto& item : after.tensors)
+    EXPECT_TRUE(testing::all_close(item.value, state_before[i++], 0, 0)) << item.key;
+  EXPECT_EQ(after.metadata, state.metadata) << "the step counts did not move either";
+  EXPECT_EQ(scaler.get_scale(), scale * 0.5);
+}
+
+// PyTorch's _run_scaling_case: init 128, growth 2, interval 1, four iterations with an inf
+// injected in the second; the parameters equal a float32 run that skips the same step.
+TEST(GradScaler, MatchesAnUnscaledRunThatSkipsTheSameStep) {
+  const Tensor x = randn({16, 6}), y = randn({16, 2});
+  std::vector<Tensor> final_params[2];
+  for (int scaled = 0; scaled < 2; ++scaled) {
+    manual_seed(3);
+    nn::Sequential net(nn::Linear(6, 8), nn::Tanh(), nn::Linear(8, 2));
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    GradScaler scaler(GradScalerOptions().init_scale(128).growth_factor(2).growth_interval(1).enabled(scaled == 1));
+    for (int it = 0; it < 4; ++it) {
+      opt.zero_grad();
+      scaler.scale(nn::functional::mse_loss(net(x), y)).backward();
+      if (it == 1) {
+        if (!scaled) continue;  // the unscaled run simply skips this step
+        NoGradGuard no_grad;
+        net->parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+      }
+      scaler.step(opt);
+      scaler.update();
+    }
+    if (scaled) {
+      EXPECT_EQ(scaler.get_scale(), 512.0);  // 256, 128 (backoff), 256, 512
+    }
+    for (const Tensor& p : net->parameters()) final_params[scaled].push_back(p.detach().clone());
+  }
+  for (size_t i = 0; i < final_params[0].size(); ++i)
+    EXPECT_TRUE(testing::all_close(final_params[1][i], final_params[0][i], 0, 0)) << "parameter " << i;
+}
+
+TEST(GradScaler, AccumulationClippingAndSeveralOptimizers) {
+  manual_seed(5);
+  const Tensor x = randn({8, 3}), y = randn({8, 1});
+  // Two micro-batches, scale(loss / 2) each, one unscale, clipping the true gradients.
+  std::vector<Tensor> result[2];
+  for (int scaled = 0; scaled < 2; ++scaled) {
+    manual_seed(6);
+    nn::Linear fc(3, 1);
+    optim::SGD opt(fc->parameters(), optim::SGDOptions(0.5));
+    GradScaler scaler(GradScalerOptions().init_scale(1024).enabled(scaled == 1));
+    opt.zero_grad();
+    for (int micro = 0; micro < 2; ++micro)
+      scaler.scale(nn::functional::mse_loss(fc(x.narrow(0, 4 * micro, 4)), y.narrow(0, 4 * micro, 4)) / 2.0).backward();
+    scaler.unscale_(opt);
+    nn::utils::clip_grad_norm_(fc->parameters(), 0.2);
+    scaler.step(opt);
+    scaler.update();
+    for (const Tensor& p : fc->parameters()) result[scaled].push_back(p.detach().clone());
+  }
+  for (size_t i = 0; i < result[0].size(); ++i) EXPECT_TRUE(testing::all_close(result[1][i], result[0][i], 1e-6, 1e-7));
+
+  // Two optimizers: each steps on its own inf check; update() backs off if either found one.
+  const Tensor a = ones({2}).requires_grad_(), b = ones({2}).requires_grad_();
+  optim::SGD opt_a({a}, optim::SGDOptions(0.1)), opt_b({b}, optim::SGDOptions(0.1));
+  GradScaler scaler(GradScalerOptions().init_scale(8));
+  scaler.scale((a * tensor<float>({1, 1})).sum() + (b * tensor<float>({1, std::nanf("")})).sum()).backward();
+  EXPECT_TRUE(scaler.step(opt_a));
+  EXPECT_FALSE(scaler.step(opt_b));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 4.0);
+  EXPECT_EQ(b.detach().to_vector<float>(), (std::vector<float>{1, 1}));
+}
+
+TEST(GradScaler, StateDictDisabledAndBadUse) {
+  GradScaler scaler(GradScalerOptions().init_scale(32).growth_interval(3));
+  const Tensor w = ones({1}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  backward_with_gradient(scaler, w, ones({1}));
+  scaler.step(opt);
+  scaler.update();
+  const auto state = scaler.state_dict();
+  EXPECT_EQ(state.at("scale"), 32.0);
+  EXPECT_EQ(state.at("_growth_tracker"), 1.0);
+  EXPECT_EQ(state.at("growth_interval"), 3.0);
+  GradScaler restored;
+  restored.load_state_dict(state);
+  EXPECT_EQ(restored.get_scale(), 32.0);
+  EXPECT_EQ(restored.growth_tracker(), 1);
+  EXPECT_EQ(restored.state_dict(), state);
+  EXPECT_ERROR_CONTAINS(restored.load_state_dict({{"scale", 2.0}}), "the state has no 'growth_factor'");
+
+  GradScaler off(GradScalerOptions().enabled(false));
+  const Tensor loss = (w * 3.0).sum();
+  EXPECT_TRUE(off.scale(loss).is_same(loss));
+  EXPECT_EQ(off.get_scale(), 1.0);
+  EXPECT_TRUE(off.state_dict().empty());
+  EXPECT_ERROR_CONTAINS(off.load_state_dict(state), "this scaler is disabled");
+
+  EXPECT_ERROR_CONTAINS(GradScaler(GradScalerOptions().growth_factor(1.0)), "the growth factor must be > 1.0");
+  EXPECT_ERROR_CONTAINS(GradScaler(GradScalerOptions().backoff_factor(1.5)), "the backoff factor must be in (0, 1)");
+  GradScaler fresh;
+  EXPECT_ERROR_CONTAINS(fresh.unscale_(opt), "no loss was scaled");
+  EXPECT_ERROR_CONTAINS(fresh.update(), "no loss was scaled");
+}
+
+TEST(GradScaler, TheScaleDoesNotGrowPastFloatRange) {
+  // PyTorch's test_grad_scale_will_not_overflow: a growth that would overflow is not taken.
+  GradScaler scaler(GradScalerOptions().init_scale(1e38).growth_factor(16).growth_interval(1));
+  const Tensor w = ones({1}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.0));
+  backward_with_gradient(scaler, w, tensor<float>({1e-30f}));
+  scaler.step(opt);
+  scaler.update();
+  EXPECT_TRUE(std::isfinite(scaler.get_scale()));
+  EXPECT_EQ(scaler.get_scale(), static_cast<double>(1e38f));
+}
+
+// Loss scaling made visible: under float16 autocast, gradients of 1e-9 underflow to zero in
+// float16 (its smallest subnormal is 6e-8); scaled by 2^16 they survive, and unscaled in
+// float32 they are the true ones.
+TEST(GradScaler, Float16GradientsUnderflowWithoutItAndSurviveWithIt) {
+  manual_seed(2);
+  const Tensor x = rand({16, 32}) + 0.5;
+  int64_t nonzero[2];
+  Tensor grads[2];
+  for (int scaled = 0; scaled < 2; ++scaled) {
+    manual_seed(4);
+    nn::Linear fc(32, 8);
+    optim::SGD opt(fc->parameters(), optim::SGDOptions(0.0));
+    GradScaler scaler(GradScalerOptions().enabled(scaled == 1));
+    Tensor loss;
+    {
+      autocast::AutocastGuard amp(kCPU, kFloat16);
+      loss = fc(x).to(kFloat32).sum() * 1e-9;
+    }
+    scaler.scale(loss).backward();
+    scaler.unscale_(opt);
+    grads[scaled] = fc->weight.grad();
+    nonzero[scaled] = (fc->weight.grad() != 0.0).sum().item<int64_t>();
+  }
+  EXPECT_EQ(nonzero[0], 0) << "every float16 gradient underflowed";
+  EXPECT_EQ(nonzero[1], 8 * 32) << "all recovered";
+  // The true gradient of sum(x w^T) * 1e-9 w.r.t. w is 1e-9 * column sums of x (to float16's precision).
+  const Tensor expected = (x.sum({0}) * 1e-9).unsqueeze(0).expand({8, 32});
+  EXPECT_TRUE(testing::all_close(grads[1], expected.contiguous(), 2e-3, 0));
+}
+
+}  // namespace
+}  // namespace ember
