@@ -10,6 +10,7 @@
 
 #include <ember/ember.h>
 
+#include "amp.h"
 #include "progress.h"
 
 using namespace ember;
@@ -17,7 +18,7 @@ using namespace ember;
 namespace {
 
 struct Config {
-  std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu";
+  std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu", amp = "none";
   int epochs = 20, workers = 0, threads = 2;
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
@@ -69,20 +70,22 @@ class CharGPTImpl : public nn::Module {
 };
 EMBER_MODULE(CharGPT);
 
-Tensor lm_loss(CharGPT& model, const data::Batch& b, Device device) {
+Tensor lm_loss(CharGPT& model, const data::Batch& b, Device device, const std::string& amp) {
+  const examples::AmpScope autocast(amp, device);  // the blocks' matmuls in bf16/fp16, softmax and the loss in fp32
   const Tensor logits = model(b.data.to(device));  // [B, T, V]
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.target.to(device).reshape({-1}));
 }
 
 // Mean next-character loss over a dataset, in eval mode without the tape.
-double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size, Device device) {
+double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, int64_t batch_size, Device device,
+                const std::string& amp) {
   model->eval();
   NoGradGuard no_grad;
   examples::DeviceSums sums(device, 1);  // read once, at the end
   double count = 0;
   for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(batch_size))) {
     const double n = static_cast<double>(b.target.numel());
-    sums.add(0, lm_loss(model, b, device) * n);
+    sums.add(0, lm_loss(model, b, device, amp) * n);
     count += n;
   }
   model->train();
@@ -139,6 +142,9 @@ int main(int argc, char** argv) {
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
   app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
+  app.add_option("--amp", c.amp,
+                 "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}));
   app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling");
   app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(CLI::NonNegativeNumber);
   app.add_option("--prompt", c.prompt, "text the sample continues");
@@ -180,12 +186,14 @@ int main(int argc, char** argv) {
                                        .num_workers(c.workers));
     const int64_t steps_per_epoch = static_cast<int64_t>(loader.size());
     int first_epoch = 0;
+    amp::GradScaler scaler(examples::scaler_options(c.amp));
     if (!c.resume.empty()) {
       const auto meta = load_metadata(c.resume);
       EMBER_CHECK(meta.count("vocabulary") && meta.at("vocabulary") == vocab.chars(), c.resume,
                   " was trained on a text with another vocabulary");
       load(model, c.resume);
       load(opt, c.resume + ".optim");
+      examples::load_scaler(scaler, meta);
       first_epoch = std::stoi(meta.at("epoch")) + 1;
       std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
     }
@@ -195,7 +203,9 @@ int main(int argc, char** argv) {
     if (first_epoch > 0) scheduler.step(first_epoch * steps_per_epoch);
 
     std::ofstream metrics = examples::open_metrics(
-        c.metrics, "epoch,train_loss,val_loss,unigram_entropy,seconds,data_wait_seconds", first_epoch > 0);
+        c.metrics,
+        "epoch,train_loss,val_loss,unigram_entropy,seconds,data_wait_seconds,amp,loss_scale,skipped_steps,peak_bytes",
+        first_epoch > 0);
     std::printf("%s: %zu characters, vocabulary %lld, %lld training windows of %lld; unigram entropy %.4f nats\n",
                 c.text_path.empty() ? "built-in sonnets" : c.text_path.c_str(), text.size(),
                 static_cast<long long>(vocab.size()), static_cast<long long>(train->size()),
@@ -213,13 +223,16 @@ int main(int argc, char** argv) {
       examples::Progress progress(epoch + 1, train->size(), 20);
       examples::DeviceSums sums(device, 1);
       double shown_loss = 0;
-      int64_t steps = 0, seen = 0;
+      int64_t steps = 0, seen = 0, skipped = 0;
+      memory::reset_peak(device);
       for (const data::Batch& b : loader) {
-        const Tensor loss = lm_loss(model, b, device);
+        const Tensor loss = lm_loss(model, b, device, c.amp);
         opt.zero_grad();
-        loss.backward();
+        scaler.scale(loss).backward();
+        scaler.unscale_(opt);  // clip the true gradients
         nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-        opt.step();
+        if (!scaler.step(opt)) ++skipped;  // an fp16 overflow skips the step and lowers the scale
+        scaler.update();
         scheduler.step();
         sums.add(0, loss);
         seen += b.data.size(0);
@@ -231,18 +244,27 @@ int main(int argc, char** argv) {
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
-      const double val_loss = val ? evaluate(model, val, c.batch_size, device) : std::nan("");
+      const double val_loss = val ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
       std::printf(
           "epoch %d: train loss %.4f (%.3f bits/char) | val loss %.4f | unigram %.4f | %.1f s, %.0f chars/s, data wait "
           "%.2f s\n",
           epoch + 1, train_loss, train_loss / std::log(2.0), val_loss, unigram, secs,
           static_cast<double>(seen * c.seq_len) / secs, loader.data_wait_seconds());
+      const int64_t peak = memory::stats(device).peak_bytes;
+      std::printf("  peak memory %.1f MiB", static_cast<double>(peak) / (1 << 20));
+      if (c.amp != "none")
+        std::printf(" | %s: loss scale %g, %lld skipped step(s)", c.amp.c_str(), scaler.get_scale(),
+                    static_cast<long long>(skipped));
+      std::printf("\n");
       if (metrics.is_open())
         metrics << epoch + 1 << ',' << train_loss << ',' << val_loss << ',' << unigram << ',' << secs << ','
-                << loader.data_wait_seconds() << '\n'
+                << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ',' << skipped << ','
+                << peak << '\n'
                 << std::flush;
       if (!c.save.empty()) {
-        save(model->state_dict(), c.save, {{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}});
+        std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}};
+        examples::save_scaler(scaler, meta);
+        save(model->state_dict(), c.save, meta);
         save(opt, c.save + ".optim");
       }
     }

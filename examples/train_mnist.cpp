@@ -10,6 +10,7 @@
 
 #include <ember/ember.h>
 
+#include "amp.h"
 #include "progress.h"
 
 using namespace ember;
@@ -18,6 +19,7 @@ namespace {
 
 struct Config {
   std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", device = "cpu", save, resume, metrics;
+  std::string amp = "none";
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
@@ -45,10 +47,11 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, const std::vec
 }
 
 // Mean loss and accuracy over a dataset, in eval mode without the tape.
-std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& ds,
-                                   Device device) {
+std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& ds, Device device,
+                                   const std::string& amp) {
   model->eval();
   NoGradGuard no_grad;
+  const examples::AmpScope autocast(amp, device);
   data::DataLoader loader(ds, data::DataLoaderOptions().batch_size(500));
   examples::DeviceSums sums(device, 2);  // summed loss, correct predictions: read once, at the end
   for (const data::Batch& b : loader) {
@@ -81,6 +84,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
   app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
+  app.add_option("--amp", c.amp,
+                 "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}));
   app.add_flag("--pin-memory", c.pin_memory, "batches in page-locked memory, copied to the GPU asynchronously");
   app.add_flag("--augment", c.augment, "random affine jitter of the training images");
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
@@ -111,6 +117,9 @@ int main(int argc, char** argv) {
 
     const Device device(c.device);
     EMBER_CHECK(device.is_cpu() || cuda::is_available(), "--device ", c.device, ": no CUDA device is available");
+    EMBER_CHECK(c.amp == "none" || c.optimizer != "lbfgs",
+                "--amp: L-BFGS's closure does not combine with loss scaling; use sgd, adam or adamw");
+    amp::GradScaler scaler(examples::scaler_options(c.amp));
     nn::Sequential model = make_model(c.model);
     model->to(device);
     auto opt = make_optimizer(c, model->parameters());
@@ -119,7 +128,9 @@ int main(int argc, char** argv) {
     if (!c.resume.empty()) {
       load(model, c.resume);
       load(*opt, c.resume + ".optim");
-      first_epoch = std::stoi(load_metadata(c.resume).at("epoch")) + 1;
+      const auto meta = load_metadata(c.resume);
+      first_epoch = std::stoi(meta.at("epoch")) + 1;
+      examples::load_scaler(scaler, meta);
       std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
     }
     // Stepped once per epoch; a resumed run jumps to its epoch with the closed form.
@@ -136,12 +147,14 @@ int main(int argc, char** argv) {
                                            .num_workers(c.workers)
                                            .pin_memory(c.pin_memory));
     std::ofstream metrics = examples::open_metrics(
-        c.metrics, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds",
+        c.metrics,
+        "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds,amp,loss_scale,"
+        "skipped_steps,peak_bytes",
         first_epoch > 0);
-    std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s), on %s\n",
+    std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s), on %s%s\n",
                 c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
                 c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers,
-                device.str().c_str());
+                device.str().c_str(), c.amp == "none" ? "" : (", " + c.amp + " autocast").c_str());
     double accuracy = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
@@ -149,16 +162,25 @@ int main(int argc, char** argv) {
       examples::Progress progress(epoch + 1, train->size());
       examples::DeviceSums sums(device, 2);  // loss × batch size, correct predictions
       double seen = 0, shown_loss = 0;
-      int64_t step = 0, batches = 0;
+      int64_t step = 0, batches = 0, skipped = 0;
+      memory::reset_peak(device);
+      // One optimizer step through the loss scaler: skipped when fp16 gradients overflowed.
+      auto optimizer_step = [&] {
+        if (!scaler.step(*opt)) ++skipped;
+        scaler.update();
+      };
       opt->zero_grad();
       for (const data::Batch& b : loader) {
         // From pinned memory the copies are asynchronous (non_blocking), overlapping the GPU's work.
         const Tensor x = b.data.to(device, c.pin_memory), target = b.target.to(device, c.pin_memory);
         Tensor logits, loss;
         auto forward_backward = [&] {
-          logits = model(x);
-          loss = nn::functional::cross_entropy(logits, target);
-          (loss / static_cast<double>(c.accumulate)).backward();  // gradients add up over K batches
+          {
+            const examples::AmpScope autocast(c.amp, device);  // the forward in bf16/fp16 where it pays
+            logits = model(x);
+            loss = nn::functional::cross_entropy(logits, target);
+          }
+          scaler.scale(loss / static_cast<double>(c.accumulate)).backward();  // gradients add up over K batches
           return loss;
         };
         if (c.optimizer == "lbfgs") {
@@ -169,7 +191,7 @@ int main(int argc, char** argv) {
         } else {
           forward_backward();
           if (++step % c.accumulate == 0) {
-            opt->step();
+            optimizer_step();
             opt->zero_grad();
           }
         }
@@ -182,20 +204,29 @@ int main(int argc, char** argv) {
       }
       sums.refresh(batches, /*always=*/true);
       const double loss_sum = sums[0], correct = sums[1];
-      if (c.optimizer != "lbfgs" && step % c.accumulate != 0) opt->step();  // the last partial accumulation
+      if (c.optimizer != "lbfgs" && step % c.accumulate != 0) optimizer_step();  // the last partial accumulation
       if (scheduler) scheduler->step();
       const double secs = progress.seconds();
       progress.finish();
-      const auto [test_loss, test_acc] = evaluate(model, test_set, device);
+      const int64_t peak = memory::stats(device).peak_bytes;
+      const auto [test_loss, test_acc] = evaluate(model, test_set, device, c.amp);
       accuracy = test_acc;
-      std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s\n",
+      std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s",
                   epoch + 1, loss_sum / seen, correct / seen, test_loss, test_acc, secs, loader.data_wait_seconds());
+      std::printf(" | peak %.1f MiB", static_cast<double>(peak) / (1 << 20));
+      if (c.amp != "none")
+        std::printf(" | %s: loss scale %g, %lld skipped step(s)", c.amp.c_str(), scaler.get_scale(),
+                    static_cast<long long>(skipped));
+      std::printf("\n");
       if (metrics.is_open())
         metrics << epoch + 1 << ',' << loss_sum / seen << ',' << correct / seen << ',' << test_loss << ',' << test_acc
-                << ',' << secs << ',' << loader.data_wait_seconds() << '\n'
+                << ',' << secs << ',' << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ','
+                << skipped << ',' << peak << '\n'
                 << std::flush;
       if (!c.save.empty()) {
-        save(model->state_dict(), c.save, {{"epoch", std::to_string(epoch)}, {"model", c.model}});
+        std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"model", c.model}};
+        examples::save_scaler(scaler, meta);
+        save(model->state_dict(), c.save, meta);
         save(*opt, c.save + ".optim");
       }
     }

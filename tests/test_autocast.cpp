@@ -121,6 +121,24 @@ TEST(Autocast, GuardsNestAndRestore) {
   EXPECT_FALSE(autocast::is_enabled(kCUDA)) << "one state per device type";
 }
 
+TEST(Autocast, ADisabledGuardInstallsNothing) {
+  struct Seen : dispatch::Policy {
+    int calls = 0;
+    void before(dispatch::Call&) override { ++calls; }
+  };
+  AutocastGuard off(kCPU, std::nullopt, /*enabled=*/false);
+  const Tensor a = randn({2, 2});
+  EXPECT_EQ(mm(a, a).dtype(), kFloat32);
+  {
+    AutocastGuard on(kCPU);  // an enabled guard inside a disabled one installs the policy
+    EXPECT_EQ(mm(a, a).dtype(), kBFloat16);
+  }
+  Seen seen;
+  dispatch::PolicyGuard guard(seen);
+  EXPECT_EQ(mm(a, a).dtype(), kFloat32);
+  EXPECT_EQ(seen.calls, 1) << "only the test's own policy ran: a disabled guard costs nothing per op";
+}
+
 TEST(Autocast, BelongsToItsThread) {
   AutocastGuard guard(kCPU);
   DType other = kBool;

@@ -24,8 +24,9 @@ DType default_dtype(DeviceType d) { return d == kCUDA ? kFloat16 : kBFloat16; }
 
 struct ThreadState {
   std::array<State, 2> devices{State{false, true, kBFloat16}, State{false, true, kFloat16}};  // CPU, CUDA
-  int guards = 0;          // active AutocastGuards; the outermost installs the policy
-  bool suspended = false;  // SuspendGuard: the backward pass
+  int guards = 0;                 // active AutocastGuards: the outermost ends the cache
+  bool policy_installed = false;  // by the outermost *enabled* guard, so a disabled one costs nothing
+  bool suspended = false;         // SuspendGuard: the backward pass
   // The low-precision casts of weights: (tensor, dtype, grad mode) -> the cast, valid while the
   // source tensor lives and keeps the version it had.
   struct Cached {
@@ -101,7 +102,11 @@ AutocastGuard::AutocastGuard(DeviceType device_type, std::optional<DType> dtype,
   s.enabled = enabled;
   s.cache_enabled = cache_enabled;
   s.dtype = d;
-  if (state.guards++ == 0) policy_.emplace(policy());
+  ++state.guards;
+  if (enabled && !state.policy_installed) {
+    policy_.emplace(policy());
+    state.policy_installed = true;
+  }
 }
 
 AutocastGuard::~AutocastGuard() {
@@ -109,10 +114,11 @@ AutocastGuard::~AutocastGuard() {
   s.enabled = prev_enabled_;
   s.cache_enabled = prev_cache_enabled_;
   s.dtype = prev_dtype_;
-  if (--state.guards == 0) {
-    state.cache.clear();  // one cast per weight per outermost region, as in PyTorch
+  if (policy_) {
     policy_.reset();
+    state.policy_installed = false;
   }
+  if (--state.guards == 0) state.cache.clear();  // one cast per weight per outermost region, as in PyTorch
 }
 
 bool is_enabled(DeviceType device_type) { return device_state(device_type).enabled && !state.suspended; }

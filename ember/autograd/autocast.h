@@ -38,7 +38,7 @@ class AutocastGuard {
   DeviceType device_type_;
   bool prev_enabled_, prev_cache_enabled_;
   DType prev_dtype_;
-  std::optional<dispatch::PolicyGuard> policy_;  // installed by the outermost guard
+  std::optional<dispatch::PolicyGuard> policy_;  // installed by the outermost enabled guard
 };
 
 bool is_enabled(DeviceType device_type);
