@@ -66,6 +66,7 @@ def main():
         print(f"| conv2d fwd+bwd, {name} | 64x64x56x56, 3x3 | {ms:.3f} ms | {flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
     torch.backends.cudnn.benchmark = False
     training_rows(dev)
+    amp_rows(dev)
 
 
 def training_rows(dev):
@@ -90,6 +91,78 @@ def training_rows(dev):
 
         ms = time_ms(step, 20)
         print(f"| {kind} training step, GPU | batch 128 | {ms:.3f} ms | |")
+
+
+class Block(torch.nn.Module):
+    """nanoGPT's pre-norm block, as ember's nn::TransformerBlock."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / (c // self.heads) ** 0.5
+        att = att.masked_fill(torch.ones(t, t, device=x.device).triu(1).bool(), float("-inf")).softmax(-1)
+        x = x + self.c_proj((att @ v).transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.ln_2(x))
+
+
+class TinyGpt(torch.nn.Module):
+    def __init__(self, vocab, block, width, layers, heads):
+        super().__init__()
+        nn = torch.nn
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(block, width)
+        self.h = nn.Sequential(*[Block(width, heads) for _ in range(layers)])
+        self.ln_f, self.lm_head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.lm_head(self.ln_f(self.h(self.wte(idx) + self.wpe(pos))))
+
+
+def amp_rows(dev):
+    """The CNN and a character GPT (8x512, seq 256, batch 16), one SGD step in float32, TF32,
+    fp16 autocast + GradScaler and bf16 autocast, as in gpu_report.cpp."""
+    nn = torch.nn
+    cases = [
+        ("CNN, batch 128",
+         lambda: nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                               nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                               nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)),
+         torch.randn(128, 1, 28, 28, device=dev), torch.randint(0, 10, (128,), device=dev)),
+        ("char GPT 8x512, seq 256, batch 16", lambda: TinyGpt(65, 256, 512, 8, 8),
+         torch.randint(0, 65, (16, 256), device=dev), torch.randint(0, 65, (16, 256), device=dev)),
+    ]
+    modes = ["float32", "TF32", "fp16 autocast + GradScaler", "bf16 autocast"]
+    for name, make, x, y in cases:
+        for mode, label in enumerate(modes):
+            torch.manual_seed(3)
+            model = make().to(dev)
+            sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+            scaler = torch.cuda.amp.GradScaler(enabled=mode == 2)
+            torch.backends.cuda.matmul.allow_tf32 = mode == 1
+            torch.backends.cudnn.allow_tf32 = mode == 1
+
+            def step():
+                sgd.zero_grad()
+                with torch.autocast("cuda", dtype=torch.bfloat16 if mode == 3 else torch.float16, enabled=mode >= 2):
+                    out = model(x)
+                    loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+                scaler.scale(loss).backward()
+                scaler.step(sgd)
+                scaler.update()
+
+            ms = time_ms(step, 10)
+            print(f"| {label} step, {name} | | {ms:.3f} ms | |")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 if __name__ == "__main__":

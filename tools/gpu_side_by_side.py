@@ -6,7 +6,8 @@ the times and the issue's target where it sets one (run by tools/gpu_check.sh).
 import sys
 
 # Row label prefix -> the most ember's time may be, as a multiple of PyTorch's.
-TARGETS = {"GEMM": 1.05, "MLP training step": 1.3, "CNN training step": 1.3}
+TARGETS = {"GEMM": 1.05, "MLP training step": 1.3, "CNN training step": 1.3, "fp16 autocast + GradScaler step": 1.2,
+           "bf16 autocast step": 1.2}
 
 
 def rows(path):

@@ -1,0 +1,106 @@
+// Mixed precision on the CPU: the small CNN's and a character GPT's training step in float32,
+// under bfloat16 autocast, and under float16 autocast with a GradScaler, from the same weights.
+// Reports the step time (interleaved medians), the activations' memory (what the tape holds at
+// the end of the forward: bytes above the start, from the allocator's exact counters) and the
+// step's peak above the start, and checks first that the three agree on the loss.
+//   build/bench/bench/amp_report [threads]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "models.h"
+#include "timing.h"
+
+using namespace ember;
+using bench::fmt;
+
+namespace {
+
+const char* kModes[] = {"float32", "bf16 autocast", "fp16 autocast + GradScaler"};
+
+struct Workload {
+  const char* name;
+  std::function<std::shared_ptr<nn::Module>()> make;
+  Tensor x, y;
+  std::function<Tensor(nn::Module&, const Tensor&, const Tensor&)> loss;
+};
+
+struct Run {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::SGD> opt;
+  amp::GradScaler scaler;
+  int mode;
+  Run(std::shared_ptr<nn::Module> m, int mode_)
+      : model(std::move(m)),
+        opt(std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.01).momentum(0.9))),
+        scaler(amp::GradScalerOptions().enabled(mode_ == 2)),
+        mode(mode_) {}
+  // One step; returns (loss, bytes the tape held after the forward, peak above the start).
+  std::tuple<double, int64_t, int64_t> step(const Workload& w) {
+    opt->zero_grad();
+    memory::reset_peak();
+    const int64_t start = memory::stats().current_bytes;
+    Tensor loss;
+    {
+      std::optional<autocast::AutocastGuard> guard;
+      if (mode > 0) guard.emplace(kCPU, mode == 1 ? kBFloat16 : kFloat16);
+      loss = w.loss(*model, w.x, w.y);
+    }
+    const int64_t held = memory::stats().current_bytes - start;
+    scaler.scale(loss).backward();
+    scaler.step(*opt);
+    scaler.update();
+    return {loss.item<double>(), held, memory::stats().peak_bytes - start};
+  }
+};
+
+void report(const Workload& w) {
+  std::vector<std::unique_ptr<Run>> runs;
+  for (int mode = 0; mode < 3; ++mode) {
+    manual_seed(1);
+    runs.push_back(std::make_unique<Run>(w.make(), mode));
+  }
+  // The same weights and data: the losses of the first step agree to the precision's rounding.
+  double loss[3];
+  int64_t held[3], peak[3];
+  for (int m = 0; m < 3; ++m) std::tie(loss[m], held[m], peak[m]) = runs[m]->step(w);
+  for (int m = 1; m < 3; ++m)
+    if (!(std::abs(loss[m] - loss[0]) <= 2e-2 * std::abs(loss[0]))) {
+      std::printf("%s: %s loss %.5f differs from float32's %.5f\n", w.name, kModes[m], loss[m], loss[0]);
+      std::exit(1);
+    }
+  const auto t =
+      bench::interleaved_medians({[&] { runs[0]->step(w); }, [&] { runs[1]->step(w); }, [&] { runs[2]->step(w); }}, 9);
+  for (int m = 0; m < 3; ++m)
+    std::printf("| %s | %s | %.2f ms | %.2fx | %.1f MiB | %.2fx | %.1f MiB | %.2fx |\n", w.name, kModes[m], t[m] * 1e3,
+                t[m] / t[0], held[m] / 1048576.0, static_cast<double>(held[m]) / held[0], peak[m] / 1048576.0,
+                static_cast<double>(peak[m]) / peak[0]);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
+  std::printf(
+      "ember mixed precision on the CPU, %d threads (AVX2 has no bf16 or fp16 arithmetic: the 16-bit types\n"
+      "are converted to float32 around each kernel, so they save memory, not time)\n\n",
+      get_num_threads());
+  std::printf(
+      "| workload | mode | step | vs float32 | activations held after forward | vs float32 | step peak | vs "
+      "float32 |\n|---|---|---|---|---|---|---|---|\n");
+  manual_seed(0);
+  Workload cnn{"small CNN, batch 128", [] { return bench::small_cnn().ptr(); }, randn({128, 1, 28, 28}),
+               randint(0, 10, {128}),
+               [](nn::Module& m, const Tensor& x, const Tensor& y) { return nn::functional::cross_entropy(m(x), y); }};
+  report(cnn);
+  Workload gpt{"char GPT 4x256, 8 heads, batch 16 x 128", [] { return bench::TinyGpt(65, 128, 256, 4, 8).ptr(); },
+               randint(0, 65, {16, 128}), randint(0, 65, {16, 128}),
+               [](nn::Module& m, const Tensor& x, const Tensor& y) {
+                 const Tensor logits = m(x);
+                 return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+               }};
+  report(gpt);
+  return 0;
+}
