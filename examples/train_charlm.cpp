@@ -192,8 +192,7 @@ int main(int argc, char** argv) {
       EMBER_CHECK(meta.count("vocabulary") && meta.at("vocabulary") == vocab.chars(), c.resume,
                   " was trained on a text with another vocabulary");
       load(model, c.resume);
-      load(opt, c.resume + ".optim");
-      examples::load_scaler(scaler, meta);
+      load(opt, scaler, c.resume + ".optim");
       first_epoch = std::stoi(meta.at("epoch")) + 1;
       std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
     }
@@ -263,9 +262,8 @@ int main(int argc, char** argv) {
                 << std::flush;
       if (!c.save.empty()) {
         std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}};
-        examples::save_scaler(scaler, meta);
         save(model->state_dict(), c.save, meta);
-        save(opt, c.save + ".optim");
+        save(opt, scaler, c.save + ".optim");
       }
     }
     if (c.sample_chars > 0)

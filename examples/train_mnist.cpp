@@ -127,10 +127,9 @@ int main(int argc, char** argv) {
     int first_epoch = 0;
     if (!c.resume.empty()) {
       load(model, c.resume);
-      load(*opt, c.resume + ".optim");
+      load(*opt, scaler, c.resume + ".optim");
       const auto meta = load_metadata(c.resume);
       first_epoch = std::stoi(meta.at("epoch")) + 1;
-      examples::load_scaler(scaler, meta);
       std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
     }
     // Stepped once per epoch; a resumed run jumps to its epoch with the closed form.
@@ -225,9 +224,8 @@ int main(int argc, char** argv) {
                 << std::flush;
       if (!c.save.empty()) {
         std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"model", c.model}};
-        examples::save_scaler(scaler, meta);
         save(model->state_dict(), c.save, meta);
-        save(*opt, c.save + ".optim");
+        save(*opt, scaler, c.save + ".optim");
       }
     }
     std::printf("test accuracy %.4f\n", accuracy);

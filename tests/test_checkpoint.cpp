@@ -181,3 +181,40 @@ TEST(Checkpoint, TruncatedFilesAtEveryLengthAreErrors) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(Checkpoint, AGradScalerTravelsWithItsOptimizer) {
+  const std::string path = ::testing::TempDir() + "ember_scaler.optim";
+  Tensor w = ones({2}).requires_grad_();
+  optim::Adam opt({w}, optim::AdamOptions(0.1));
+  amp::GradScaler scaler(amp::GradScalerOptions().init_scale(1024).backoff_factor(0.125).growth_interval(7));
+  for (float g : {1.0f, std::numeric_limits<float>::infinity(), 1.0f}) {  // a backoff: scale 128, tracker 1
+    w.mutable_grad() = Tensor();
+    scaler.scale((w * g).sum()).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  save(opt, scaler, path);
+  Tensor w2 = ones({2}).requires_grad_();
+  optim::Adam opt2({w2}, optim::AdamOptions(0.1));
+  amp::GradScaler restored;
+  load(opt2, restored, path);
+  EXPECT_EQ(restored.get_scale(), 128.0);
+  EXPECT_EQ(restored.growth_tracker(), 1);
+  EXPECT_EQ(restored.state_dict(), scaler.state_dict());
+  EXPECT_EQ(opt2.state_dict().metadata, opt.state_dict().metadata) << "the optimizer's own state loaded too";
+  // A file without scaler state leaves an enabled scaler as it was; plain load() ignores the keys.
+  const std::string plain = ::testing::TempDir() + "ember_plain.optim";
+  save(opt, plain);
+  amp::GradScaler fresh;
+  load(opt2, fresh, plain);
+  EXPECT_EQ(fresh.get_scale(), 65536.0);
+  load(opt2, path);
+  std::remove(path.c_str());
+  std::remove(plain.c_str());
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,5 +1,8 @@
 #include "ember/io/checkpoint.h"
 
+#include <cstdio>
+#include <string>
+
 namespace ember {
 
 void save(const StateDict& state, const std::string& path, const std::map<std::string, std::string>& metadata) {
@@ -12,6 +15,20 @@ void save(const nn::Module& module, const std::string& path) {
 
 void save(const optim::Optimizer& optimizer, const std::string& path) {
   const optim::OptimizerState state = optimizer.state_dict();
+  io::write_safetensors(path, state.tensors, state.metadata);
+}
+
+namespace {
+constexpr const char* kScalerPrefix = "grad_scaler.";
+}  // namespace
+
+void save(const optim::Optimizer& optimizer, const amp::GradScaler& scaler, const std::string& path) {
+  optim::OptimizerState state = optimizer.state_dict();
+  for (const auto& [key, value] : scaler.state_dict()) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value);  // exact: the scale after k backoffs is 2^-k S
+    state.metadata[kScalerPrefix + key] = text;
+  }
   io::write_safetensors(path, state.tensors, state.metadata);
 }
 
@@ -36,6 +53,25 @@ void load(optim::Optimizer& optimizer, const std::string& path) {
   state.metadata = std::move(contents.metadata);
   try {
     optimizer.load_state_dict(state);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (loading '" + path + "')");
+  }
+}
+
+void load(optim::Optimizer& optimizer, amp::GradScaler& scaler, const std::string& path) {
+  load(optimizer, path);
+  std::map<std::string, double> state;
+  for (const auto& [key, value] : load_metadata(path)) {
+    if (key.rfind(kScalerPrefix, 0) != 0) continue;
+    try {
+      state[key.substr(std::char_traits<char>::length(kScalerPrefix))] = std::stod(value);
+    } catch (const std::exception&) {
+      throw Error(detail::concat("load: '", path, "' has a non-numeric ", key, ": '", value, "'"));
+    }
+  }
+  if (state.empty() || !scaler.is_enabled()) return;
+  try {
+    scaler.load_state_dict(state);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (loading '" + path + "')");
   }

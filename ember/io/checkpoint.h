@@ -8,6 +8,7 @@
 
 #include "ember/io/safetensors.h"
 #include "ember/nn/module.h"
+#include "ember/optim/grad_scaler.h"
 #include "ember/optim/optimizer.h"
 
 namespace ember {
@@ -20,6 +21,9 @@ void save(const nn::ModuleHolder<Impl>& module, const std::string& path) {
 }
 // The optimizer's tensors, with its scalars (options, steps) in the file's __metadata__.
 void save(const optim::Optimizer& optimizer, const std::string& path);
+// The same with a GradScaler's state beside it ("grad_scaler.<key>" in the metadata), so that a
+// resumed float16 run goes on with the loss scale and growth tracker it had.
+void save(const optim::Optimizer& optimizer, const amp::GradScaler& scaler, const std::string& path);
 
 StateDict load(const std::string& path);  // every tensor of the file, on the CPU
 std::map<std::string, std::string> load_metadata(const std::string& path);
@@ -30,5 +34,8 @@ nn::Module::LoadResult load(const nn::ModuleHolder<Impl>& module, const std::str
   return load(*module, path, strict);
 }
 void load(optim::Optimizer& optimizer, const std::string& path);
+// Also restores the scaler when the file holds its state (an enabled scaler starts afresh from a
+// file without it, e.g. from a run without --amp fp16).
+void load(optim::Optimizer& optimizer, amp::GradScaler& scaler, const std::string& path);
 
 }  // namespace ember
