@@ -55,6 +55,17 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::add), autocast::CastPolicy::keep);
 }
 
+TEST(Autocast, OnCudaFloat16ByDefaultAndTheCpuUntouched) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Tensor a = randn({8, 8}), g = a.cuda();
+  AutocastGuard guard(kCUDA);
+  EXPECT_EQ(mm(g, g).dtype(), kFloat16);
+  EXPECT_EQ(softmax(mm(g, g), 1).dtype(), kFloat32);
+  EXPECT_EQ(mm(a, a).dtype(), kFloat32) << "CPU tensors under CUDA autocast";
+  EXPECT_TRUE(testing::all_close(mm(g, g).cpu().to(kFloat32), mm(a.to(kFloat16), a.to(kFloat16)).to(kFloat32), 2e-3,
+                                 2e-3));
+}
+
 TEST(Autocast, Float16OnTheCpuToo) {
   AutocastGuard guard(kCPU, kFloat16);
   EXPECT_EQ(mm(randn({2, 2}), randn({2, 2})).dtype(), kFloat16);
