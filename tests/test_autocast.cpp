@@ -62,8 +62,8 @@ TEST(Autocast, OnCudaFloat16ByDefaultAndTheCpuUntouched) {
   EXPECT_EQ(mm(g, g).dtype(), kFloat16);
   EXPECT_EQ(softmax(mm(g, g), 1).dtype(), kFloat32);
   EXPECT_EQ(mm(a, a).dtype(), kFloat32) << "CPU tensors under CUDA autocast";
-  EXPECT_TRUE(testing::all_close(mm(g, g).cpu().to(kFloat32), mm(a.to(kFloat16), a.to(kFloat16)).to(kFloat32), 2e-3,
-                                 2e-3));
+  EXPECT_TRUE(
+      testing::all_close(mm(g, g).cpu().to(kFloat32), mm(a.to(kFloat16), a.to(kFloat16)).to(kFloat32), 2e-3, 2e-3));
 }
 
 TEST(Autocast, Float16OnTheCpuToo) {

@@ -69,8 +69,7 @@ class AutocastPolicy final : public dispatch::Policy {
  public:
   void before(dispatch::Call& call) override {
     if (call.depth > 0 || state.suspended) return;  // a composite's parts, the casts themselves
-    static const auto policies = make_policies();
-    const CastPolicy policy = policies[static_cast<size_t>(call.op)];
+    const CastPolicy policy = policy_of(call.op);
     if (policy == CastPolicy::keep) return;
     for (Tensor* t : call.inputs) {
       if (!t->defined() || !t->is_floating_point() || t->dtype() == kFloat64) continue;
@@ -130,7 +129,7 @@ int64_t cached_casts() { return static_cast<int64_t>(state.cache.size()); }
 void clear_cache() { state.cache.clear(); }
 
 CastPolicy policy_of(dispatch::OpId op) {
-  static const auto policies = make_policies();
+  static const auto policies = make_policies();  // one table, built on first use
   const auto i = static_cast<size_t>(op);
   return i < policies.size() ? policies[i] : CastPolicy::keep;
 }

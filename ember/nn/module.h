@@ -305,8 +305,8 @@ class ModuleHolder {
       using Result = decltype(call_module(*original_, std::forward<Args>(args)...));
       if constexpr (std::is_same_v<std::decay_t<Result>, Tensor>) return static_cast<Result>((*m)(args...));
     }
-    throw Error(::ember::detail::concat("ModuleHolder: this ", slot_->first_type, " was replaced by a ",
-                                        m->type_name(), ", which cannot take this call's arguments"));
+    throw Error(::ember::detail::concat("ModuleHolder: this ", slot_->first_type, " was replaced by a ", m->type_name(),
+                                        ", which cannot take this call's arguments"));
   }
 
  private:
