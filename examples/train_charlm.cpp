@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
       examples::Progress progress(epoch + 1, train->size(), 20);
       examples::DeviceSums sums(device, 1);
       double shown_loss = 0;
-      int64_t steps = 0, seen = 0, skipped = 0;
+      int64_t steps = 0, seen = 0;
+      const int64_t skipped_before = scaler.skipped_steps();
       memory::reset_peak(device);
       for (const data::Batch& b : loader) {
         const Tensor loss = lm_loss(model, b, device, c.amp);
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
         scaler.scale(loss).backward();
         scaler.unscale_(opt);  // clip the true gradients
         nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-        if (!scaler.step(opt)) ++skipped;  // an fp16 overflow skips the step and lowers the scale
+        scaler.step(opt);  // an fp16 overflow skips the step (on the device) and lowers the scale
         scaler.update();
         scheduler.step();
         sums.add(0, loss);
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
           "%.2f s\n",
           epoch + 1, train_loss, train_loss / std::log(2.0), val_loss, unigram, secs,
           static_cast<double>(seen * c.seq_len) / secs, loader.data_wait_seconds());
+      const int64_t skipped = scaler.skipped_steps() - skipped_before;  // one wait per epoch
       const int64_t peak = memory::stats(device).peak_bytes;
       std::printf("  peak memory %.1f MiB", static_cast<double>(peak) / (1 << 20));
       if (c.amp != "none")

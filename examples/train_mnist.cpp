@@ -161,11 +161,13 @@ int main(int argc, char** argv) {
       examples::Progress progress(epoch + 1, train->size());
       examples::DeviceSums sums(device, 2);  // loss × batch size, correct predictions
       double seen = 0, shown_loss = 0;
-      int64_t step = 0, batches = 0, skipped = 0;
+      int64_t step = 0, batches = 0;
+      const int64_t skipped_before = scaler.skipped_steps();
       memory::reset_peak(device);
-      // One optimizer step through the loss scaler: skipped when fp16 gradients overflowed.
+      // One optimizer step through the loss scaler: skipped (on the device, no wait) when fp16
+      // gradients overflowed.
       auto optimizer_step = [&] {
-        if (!scaler.step(*opt)) ++skipped;
+        scaler.step(*opt);
         scaler.update();
       };
       opt->zero_grad();
@@ -207,6 +209,7 @@ int main(int argc, char** argv) {
       if (scheduler) scheduler->step();
       const double secs = progress.seconds();
       progress.finish();
+      const int64_t skipped = scaler.skipped_steps() - skipped_before;  // one wait per epoch
       const int64_t peak = memory::stats(device).peak_bytes;
       const auto [test_loss, test_acc] = evaluate(model, test_set, device, c.amp);
       accuracy = test_acc;

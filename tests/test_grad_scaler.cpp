@@ -3,8 +3,10 @@
 // everything untouched, the stage errors, accumulation, clipping, several optimizers, the state
 // dict, and float16 gradients that underflow without the scaler and survive with it.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "ember/tensor/cpu/cpu_backend.h"
 #include "helpers.h"
 
 namespace ember {
@@ -28,8 +30,9 @@ TEST(GradScaler, ScaleGrowsAndBacksOffAsPyTorch) {
   for (size_t i = 0; i < expected.size(); ++i) {
     const float bad = i == 2 ? std::numeric_limits<float>::infinity() : 1.0f;
     backward_with_gradient(scaler, w, tensor<float>({1, bad, 1}));
-    EXPECT_EQ(scaler.step(opt), i != 2);
+    scaler.step(opt);
     scaler.update();
+    EXPECT_EQ(scaler.skipped_steps(), i == 2 ? 1 : 0) << "iteration " << i;
     EXPECT_EQ(scaler.get_scale(), expected[i].first) << "iteration " << i;
     EXPECT_EQ(scaler.growth_tracker(), expected[i].second) << "iteration " << i;
   }
@@ -44,7 +47,7 @@ TEST(GradScaler, UnscaleDividesTheGradientsInPlace) {
   scaler.unscale_(opt);
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{4, 8, 16}));  // inv 0.25, as PyTorch's test
   EXPECT_ERROR_CONTAINS(scaler.unscale_(opt), "unscale_() has already been called on this optimizer");
-  EXPECT_TRUE(scaler.step(opt));  // no second unscale
+  scaler.step(opt);  // no second unscale
   EXPECT_TRUE(testing::all_close(w.detach(), tensor<float>({0.6f, 0.2f, -0.6f})));
   EXPECT_ERROR_CONTAINS(scaler.unscale_(opt), "unscale_() is being called after step()");
   EXPECT_ERROR_CONTAINS(scaler.step(opt), "step() has already been called since the last update()");
@@ -64,9 +67,10 @@ TEST(GradScaler, ASkippedStepLeavesParametersAndStateBitIdentical) {
       NoGradGuard no_grad;
       fc->weight.mutable_grad().view({-1}).narrow(0, 5, 1).fill_(std::nan(""));
     }
-    const bool stepped = scaler.step(opt);
+    const int64_t skipped = scaler.skipped_steps();
+    scaler.step(opt);
     scaler.update();
-    return stepped;
+    return scaler.skipped_steps() == skipped;  // stepped
   };
   ASSERT_TRUE(iteration(false));
   const StateDict params = fc->state_dict();
@@ -89,33 +93,136 @@ TEST(GradScaler, ASkippedStepLeavesParametersAndStateBitIdentical) {
 }
 
 // PyTorch's _run_scaling_case: init 128, growth 2, interval 1, four iterations with an inf
-// injected in the second; the parameters equal a float32 run that skips the same step.
+// injected in one; the parameters equal a float32 run that skips the same step. Injected in the
+// first iteration too: a skipped first step must not count as one (SGD's momentum buffer starts
+// as the gradient on the first real step; Adam's bias corrections count real steps only).
 TEST(GradScaler, MatchesAnUnscaledRunThatSkipsTheSameStep) {
   const Tensor x = randn({16, 6}), y = randn({16, 2});
-  std::vector<Tensor> final_params[2];
-  for (int scaled = 0; scaled < 2; ++scaled) {
-    manual_seed(3);
-    nn::Sequential net(nn::Linear(6, 8), nn::Tanh(), nn::Linear(8, 2));
-    optim::SGD opt(net->parameters(), optim::SGDOptions(0.1).momentum(0.9));
-    GradScaler scaler(GradScalerOptions().init_scale(128).growth_factor(2).growth_interval(1).enabled(scaled == 1));
-    for (int it = 0; it < 4; ++it) {
-      opt.zero_grad();
-      scaler.scale(nn::functional::mse_loss(net(x), y)).backward();
-      if (it == 1) {
-        if (!scaled) continue;  // the unscaled run simply skips this step
-        NoGradGuard no_grad;
-        net->parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+  using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<const char*, MakeOptimizer>> optimizers = {
+      {"SGD",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1).momentum(0.9).dampening(0.5));
+       }},
+      {"Adam",
+       [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(0.01)); }},
+      {"RMSprop", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions(0.01).momentum(0.5));
+       }}};
+  for (const auto& [name, make] : optimizers)
+    for (int bad_iteration : {0, 1}) {
+      std::vector<Tensor> final_params[2];
+      for (int scaled = 0; scaled < 2; ++scaled) {
+        manual_seed(3);
+        nn::Sequential net(nn::Linear(6, 8), nn::Tanh(), nn::Linear(8, 2));
+        const auto opt = make(net->parameters());
+        GradScaler scaler(GradScalerOptions().init_scale(128).growth_factor(2).growth_interval(1).enabled(scaled == 1));
+        for (int it = 0; it < 4; ++it) {
+          opt->zero_grad();
+          scaler.scale(nn::functional::mse_loss(net(x), y)).backward();
+          if (it == bad_iteration) {
+            if (!scaled) continue;  // the unscaled run simply skips this step
+            NoGradGuard no_grad;
+            net->parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(
+                std::numeric_limits<double>::infinity());
+          }
+          scaler.step(*opt);
+          scaler.update();
+        }
+        if (scaled) {
+          EXPECT_EQ(scaler.get_scale(), 512.0);  // one backoff, three growths
+          EXPECT_EQ(scaler.skipped_steps(), 1);
+        }
+        for (const Tensor& p : net->parameters()) final_params[scaled].push_back(p.detach().clone());
       }
-      scaler.step(opt);
-      scaler.update();
+      for (size_t i = 0; i < final_params[0].size(); ++i)
+        EXPECT_TRUE(testing::all_close(final_params[1][i], final_params[0][i], 0, 0))
+            << name << ", inf in iteration " << bad_iteration << ", parameter " << i;
     }
-    if (scaled) {
-      EXPECT_EQ(scaler.get_scale(), 512.0);  // 256, 128 (backoff), 256, 512
-    }
-    for (const Tensor& p : net->parameters()) final_params[scaled].push_back(p.detach().clone());
+}
+
+// A stand-in for a GPU in host memory: the CPU's kernels, with every copy from "the device" to
+// the host counted. On a real GPU each such copy is a wait for the device.
+class HostDevice final : public cpu::CpuBackend {
+ public:
+  const char* name() const override { return "host-device"; }
+  void copy_across(const Tensor& src, const Tensor& dst, bool) override {
+    if (dst.device().is_cpu()) ++reads;
+    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
   }
-  for (size_t i = 0; i < final_params[0].size(); ++i)
-    EXPECT_TRUE(testing::all_close(final_params[1][i], final_params[0][i], 0, 0)) << "parameter " << i;
+  int reads = 0;
+};
+
+class DeviceScope {
+ public:
+  explicit DeviceScope(Backend& b) : previous_(backend(kCUDA)) { register_backend(kCUDA, b); }
+  ~DeviceScope() { register_backend(kCUDA, previous_); }
+
+ private:
+  Backend& previous_;
+};
+
+// An optimizer without a fused kernel: the scaler reads the inf flag on the host for it.
+class PlainSGD final : public optim::Optimizer {
+ public:
+  explicit PlainSGD(std::vector<Tensor> params)
+      : Optimizer("PlainSGD", {optim::ParamGroup(std::move(params))}, optim::SGDOptions(0.1).clone()) {}
+  Tensor step(const std::function<Tensor()>& = nullptr) override {
+    NoGradGuard no_grad;
+    for (Tensor& p : param_groups()[0].params()) p.sub_(p.grad() * 0.1);
+    return Tensor();
+  }
+};
+
+// The promise of Note [Fused optimizer steps]: unscale_, step and update with an overflow in
+// the middle, and not one read from the device; the parameters still equal a run on the CPU.
+TEST(GradScaler, AnIterationNeverWaitsForTheDevice) {
+  for (const char* name : {"SGD", "AdamW", "RMSprop", "PlainSGD"}) {
+    std::vector<Tensor> final_params[2];
+    for (int on_device = 0; on_device < 2; ++on_device) {
+      HostDevice host_device;
+      std::optional<DeviceScope> scope;
+      if (on_device) scope.emplace(host_device);
+      const Device device = on_device ? Device(kCUDA) : Device(kCPU);
+      manual_seed(11);
+      nn::Linear fc(4, 3);
+      fc->to(device);
+      const Tensor x = randn({8, 4}).to(device);
+      std::unique_ptr<optim::Optimizer> opt;
+      const std::string n = name;
+      if (n == "SGD") opt = std::make_unique<optim::SGD>(fc->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+      if (n == "AdamW") opt = std::make_unique<optim::AdamW>(fc->parameters(), optim::AdamWOptions(0.01));
+      if (n == "RMSprop") opt = std::make_unique<optim::RMSprop>(fc->parameters(), optim::RMSpropOptions(0.01));
+      if (n == "PlainSGD") opt = std::make_unique<PlainSGD>(fc->parameters());
+      GradScaler scaler(GradScalerOptions().growth_interval(2));
+      for (int it = 0; it < 5; ++it) {
+        opt->zero_grad();
+        scaler.scale(fc(x).pow(2.0).mean()).backward();
+        if (it == 2) {
+          NoGradGuard no_grad;
+          fc->weight.mutable_grad().view({-1}).narrow(0, 1, 1).fill_(std::numeric_limits<double>::infinity());
+        }
+        const int reads = host_device.reads;
+        scaler.unscale_(*opt);
+        scaler.step(*opt);
+        scaler.update();
+        if (on_device && n != "PlainSGD") EXPECT_EQ(host_device.reads, reads) << name << ", iteration " << it;
+        if (on_device && n == "PlainSGD") EXPECT_EQ(host_device.reads, reads + 1) << "the one read of the inf flag";
+      }
+      EXPECT_EQ(scaler.skipped_steps(), 1) << name;
+      EXPECT_EQ(scaler.get_scale(), 65536.0 * 2) << name;  // grown after 1, backed off at 2, grown after 4
+      for (const Tensor& p : fc->parameters()) final_params[on_device].push_back(p.detach().cpu());
+    }
+    for (size_t i = 0; i < final_params[0].size(); ++i)
+      EXPECT_TRUE(testing::all_close(final_params[1][i], final_params[0][i], 0, 0)) << name << ", parameter " << i;
+  }
+}
+
+TEST(GradScaler, StepUnlessChecksItsFlag) {
+  const Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  EXPECT_ERROR_CONTAINS(opt.step_unless(Tensor()), "SGD.step_unless: found_inf must be one float32");
+  EXPECT_ERROR_CONTAINS(opt.step_unless(zeros({2})), "got [2] float32");
 }
 
 TEST(GradScaler, AccumulationClippingAndSeveralOptimizers) {
@@ -144,10 +251,12 @@ TEST(GradScaler, AccumulationClippingAndSeveralOptimizers) {
   optim::SGD opt_a({a}, optim::SGDOptions(0.1)), opt_b({b}, optim::SGDOptions(0.1));
   GradScaler scaler(GradScalerOptions().init_scale(8));
   scaler.scale((a * tensor<float>({1, 1})).sum() + (b * tensor<float>({1, std::nanf("")})).sum()).backward();
-  EXPECT_TRUE(scaler.step(opt_a));
-  EXPECT_FALSE(scaler.step(opt_b));
+  scaler.step(opt_a);
+  scaler.step(opt_b);
   scaler.update();
   EXPECT_EQ(scaler.get_scale(), 4.0);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(a.detach().to_vector<float>(), (std::vector<float>{0.9f, 0.9f}));
   EXPECT_EQ(b.detach().to_vector<float>(), (std::vector<float>{1, 1}));
 }
 
@@ -287,7 +396,8 @@ TEST(MasterWeights, AFloat16ModelTrainsWithTheScalerAndTracksFloat32) {
       loss = nn::functional::mse_loss(net(xb).to(kFloat32), y);
       scaler.scale(loss).backward();
       master.copy_grads_to_master();
-      if (scaler.step(opt)) master.copy_master_to_model();
+      scaler.step(opt);
+      master.copy_master_to_model();  // unchanged master after a skipped step: the same values
       scaler.update();
     }
     losses[half] = loss.item<double>();

@@ -17,21 +17,45 @@ constexpr int64_t kChunk = 65536;
 template <int NPtr>
 struct TensorBatch {
   void* ptr[NPtr][kMaxTensors];
+  int64_t* step[kMaxTensors] = {};  // each parameter's step count (one int64 on the device)
   int64_t numel[kMaxTensors];
-  double coeff[2][kMaxTensors];          // per-parameter scalars (Adam's step size and √bc2)
   int64_t chunk_start[kMaxTensors + 1];  // blocks before each parameter's first chunk
+  const float* found_inf = nullptr;      // nonzero: the step is skipped (nullptr: never)
   int count = 0;
 };
 
-// Calls f(batch, tensor, element) for every element of every tensor of the batch.
-template <int NPtr, class F>
-__global__ void batch_kernel(TensorBatch<NPtr> batch, F f) {
+template <int NPtr>
+__device__ __forceinline__ bool skipped(const TensorBatch<NPtr>& b) {
+  return b.found_inf != nullptr && *b.found_inf != 0.0f;
+}
+
+// The step counts of a batch += 1, unless the step is skipped; one thread per parameter,
+// launched before the update (which reads the new counts).
+template <int NPtr>
+__global__ void bump_steps_kernel(TensorBatch<NPtr> batch) {
+  if (threadIdx.x < batch.count && !skipped(batch)) ++*batch.step[threadIdx.x];
+}
+
+// Calls f(batch, tensor, element, c) for every element of every tensor of the batch, where
+// c = setup(batch, tensor) is computed once per thread (per-parameter coefficients); nothing
+// when the step is skipped.
+template <int NPtr, class Setup, class F>
+__global__ void batch_kernel(TensorBatch<NPtr> batch, Setup setup, F f) {
+  if (skipped(batch)) return;
   int t = 0;
   while (t + 1 < batch.count && blockIdx.x >= batch.chunk_start[t + 1]) ++t;
   const int64_t begin = (blockIdx.x - batch.chunk_start[t]) * kChunk;
   const int64_t end = min(batch.numel[t], begin + kChunk);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) f(batch, t, i);
+  const auto c = setup(batch, t);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) f(batch, t, i, c);
 }
+
+struct NoSetup {
+  template <int NPtr>
+  __device__ int operator()(const TensorBatch<NPtr>&, int) const {
+    return 0;
+  }
+};
 
 // Groups the parameters into launches of up to kMaxTensors of one dtype; fill(batch, slot,
 // param index) sets the pointers and coefficients of one slot.
@@ -55,7 +79,7 @@ void for_each_batch(const std::vector<P>& params, const Fill& fill, const Launch
     };
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& p = params[i].param;
-      if (p.dtype() != dtype || p.numel() == 0) continue;
+      if (p.dtype() != dtype) continue;  // empty ones too: their step counts advance
       const int slot = batch.count++;
       batch.numel[slot] = p.numel();
       batch.chunk_start[slot] = blocks;
@@ -69,12 +93,28 @@ void for_each_batch(const std::vector<P>& params, const Fill& fill, const Launch
 
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-template <class T, int NPtr, class F>
-void launch_batch(const TensorBatch<NPtr>& batch, int64_t blocks, cudaStream_t stream, const F& f) {
+// One launch over the batch: the step counts first (when the batch has them), then the update.
+template <int NPtr, class Setup, class F>
+void launch_batch(const TensorBatch<NPtr>& batch, int64_t blocks, cudaStream_t stream, const Setup& setup, const F& f) {
   EMBER_CHECK(blocks <= 0x7fffffff, "optimizer step on CUDA: too many elements in one launch");
-  batch_kernel<NPtr><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(batch, f);
+  if (batch.step[0] != nullptr) {
+    bump_steps_kernel<NPtr><<<1, kMaxTensors, 0, stream>>>(batch);
+    EMBER_KERNEL_CHECK();
+  }
+  if (blocks == 0) return;  // only empty tensors
+  batch_kernel<NPtr><<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(batch, setup, f);
   EMBER_KERNEL_CHECK();
 }
+
+const float* found_inf_ptr(const Tensor& found_inf) {
+  return found_inf.defined() ? static_cast<const float*>(found_inf.data_ptr()) : nullptr;
+}
+int64_t* step_ptr(const Tensor& step) { return static_cast<int64_t*>(step.data_ptr()); }
+
+template <class A>
+struct AdamCoeffs {
+  A step_size, bc2_sqrt;
+};
 
 template <class T, class A>
 __device__ __forceinline__ A ld(void* p, int64_t i) {
@@ -87,7 +127,7 @@ __device__ __forceinline__ void st(void* p, int64_t i, A v) {
 
 }  // namespace
 
-// slots: param, grad, momentum buffer; coeff[0]: 1 on the first step (the buffer starts as d)
+// slots: param, grad, momentum buffer; on the first step (count 1) the buffer starts as d
 void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
@@ -97,7 +137,8 @@ void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s
         b.ptr[0][slot] = ptr(params[i].param);
         b.ptr[1][slot] = ptr(params[i].grad);
         b.ptr[2][slot] = ptr(params[i].momentum_buffer);
-        b.coeff[0][slot] = params[i].first_step ? 1 : 0;
+        b.step[slot] = step_ptr(params[i].step);
+        b.found_inf = found_inf_ptr(s.found_inf);
       },
       [&](const TensorBatch<3>& batch, DType dtype, int64_t blocks) {
         EMBER_CUDA_DISPATCH_FLOATING(dtype, "sgd_step", [&] {
@@ -107,21 +148,24 @@ void CudaBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s
           const A keep = static_cast<A>(1.0 - s.dampening), sign = s.maximize ? A(-1) : A(1);
           const A nd = s.nesterov ? A(1) : A(0), nb = s.nesterov ? mu : A(1);
           const bool momentum = s.momentum != 0;
-          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<3>& b, int t, int64_t i) {
-            const A pi = ld<T, A>(b.ptr[0][t], i);
-            A d = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
-            if (momentum) {
-              const A bi = b.coeff[0][t] != 0 ? d : ld<T, A>(b.ptr[2][t], i) * mu + keep * d;
-              st<T, A>(b.ptr[2][t], i, bi);
-              d = d * nd + bi * nb;
-            }
-            st<T, A>(b.ptr[0][t], i, pi - lr * d);
-          });
+          const auto first_step = [] __device__(const TensorBatch<3>& b, int t) { return *b.step[t] == 1; };
+          launch_batch(batch, blocks, stream, first_step,
+                       [=] __device__(const TensorBatch<3>& b, int t, int64_t i, bool first) {
+                         const A pi = ld<T, A>(b.ptr[0][t], i);
+                         A d = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
+                         if (momentum) {
+                           const A bi = first ? d : ld<T, A>(b.ptr[2][t], i) * mu + keep * d;
+                           st<T, A>(b.ptr[2][t], i, bi);
+                           d = d * nd + bi * nb;
+                         }
+                         st<T, A>(b.ptr[0][t], i, pi - lr * d);
+                       });
         });
       });
 }
 
-// slots: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; coeff: lr / bc1, √bc2
+// slots: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; per thread: lr / bc1, √bc2 from the
+// step count
 void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
   if (params.empty()) return;
   const cudaStream_t stream = stream_of(params.front().param);
@@ -134,9 +178,8 @@ void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep
         b.ptr[2][slot] = ptr(p.exp_avg);
         b.ptr[3][slot] = ptr(p.exp_avg_sq);
         b.ptr[4][slot] = ptr(p.max_exp_avg_sq);
-        const double step = static_cast<double>(p.step);
-        b.coeff[0][slot] = s.lr / (1.0 - std::pow(s.beta1, step));
-        b.coeff[1][slot] = std::sqrt(1.0 - std::pow(s.beta2, step));
+        b.step[slot] = step_ptr(p.step);
+        b.found_inf = found_inf_ptr(s.found_inf);
       },
       [&](const TensorBatch<5>& batch, DType dtype, int64_t blocks) {
         EMBER_CUDA_DISPATCH_FLOATING(dtype, "adam_step", [&] {
@@ -148,21 +191,28 @@ void CudaBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep
           const A l2 = s.decoupled_weight_decay ? A(0) : static_cast<A>(s.weight_decay);
           const A decay = static_cast<A>(s.decoupled_weight_decay ? 1.0 - s.lr * s.weight_decay : 1.0);
           const bool amsgrad = s.amsgrad;
-          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<5>& b, int t, int64_t i) {
-            const A step_size = static_cast<A>(b.coeff[0][t]), bc2_sqrt = static_cast<A>(b.coeff[1][t]);
-            const A p0 = ld<T, A>(b.ptr[0][t], i);
-            const A gi = sign * ld<T, A>(b.ptr[1][t], i) + l2 * p0;
-            const A mi = ld<T, A>(b.ptr[2][t], i) * beta1 + one_minus_beta1 * gi;
-            A vi = ld<T, A>(b.ptr[3][t], i) * beta2 + one_minus_beta2 * gi * gi;
-            st<T, A>(b.ptr[2][t], i, mi);
-            st<T, A>(b.ptr[3][t], i, vi);
-            if (amsgrad) {
-              vi = max(ld<T, A>(b.ptr[4][t], i), vi);
-              st<T, A>(b.ptr[4][t], i, vi);
-            }
-            const A denom = sqrt(vi) / bc2_sqrt + eps;
-            st<T, A>(b.ptr[0][t], i, p0 * decay - step_size * (mi / denom));
-          });
+          const double lr = s.lr, beta1_d = s.beta1, beta2_d = s.beta2;
+          const auto coefficients = [=] __device__(const TensorBatch<5>& b, int t) {
+            const double step = static_cast<double>(*b.step[t]);
+            return AdamCoeffs<A>{static_cast<A>(lr / (1.0 - pow(beta1_d, step))),
+                                 static_cast<A>(sqrt(1.0 - pow(beta2_d, step)))};
+          };
+          launch_batch(batch, blocks, stream, coefficients,
+                       [=] __device__(const TensorBatch<5>& b, int t, int64_t i, AdamCoeffs<A> c) {
+                         const A step_size = c.step_size, bc2_sqrt = c.bc2_sqrt;
+                         const A p0 = ld<T, A>(b.ptr[0][t], i);
+                         const A gi = sign * ld<T, A>(b.ptr[1][t], i) + l2 * p0;
+                         const A mi = ld<T, A>(b.ptr[2][t], i) * beta1 + one_minus_beta1 * gi;
+                         A vi = ld<T, A>(b.ptr[3][t], i) * beta2 + one_minus_beta2 * gi * gi;
+                         st<T, A>(b.ptr[2][t], i, mi);
+                         st<T, A>(b.ptr[3][t], i, vi);
+                         if (amsgrad) {
+                           vi = max(ld<T, A>(b.ptr[4][t], i), vi);
+                           st<T, A>(b.ptr[4][t], i, vi);
+                         }
+                         const A denom = sqrt(vi) / bc2_sqrt + eps;
+                         st<T, A>(b.ptr[0][t], i, p0 * decay - step_size * (mi / denom));
+                       });
         });
       });
 }
@@ -180,6 +230,8 @@ void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rm
         b.ptr[2][slot] = ptr(p.square_avg);
         b.ptr[3][slot] = ptr(p.grad_avg);
         b.ptr[4][slot] = ptr(p.momentum_buffer);
+        b.step[slot] = step_ptr(p.step);
+        b.found_inf = found_inf_ptr(s.found_inf);
       },
       [&](const TensorBatch<5>& batch, DType dtype, int64_t blocks) {
         EMBER_CUDA_DISPATCH_FLOATING(dtype, "rmsprop_step", [&] {
@@ -190,26 +242,27 @@ void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rm
           const A wd = static_cast<A>(s.weight_decay), mu = static_cast<A>(s.momentum);
           const A sign = s.maximize ? A(-1) : A(1);
           const bool centered = s.centered, momentum = s.momentum > 0;
-          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<5>& b, int t, int64_t i) {
-            const A pi = ld<T, A>(b.ptr[0][t], i);
-            const A gi = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
-            const A si = ld<T, A>(b.ptr[2][t], i) * alpha + one_minus_alpha * gi * gi;
-            st<T, A>(b.ptr[2][t], i, si);
-            A var = si;
-            if (centered) {
-              const A gai = ld<T, A>(b.ptr[3][t], i) * alpha + one_minus_alpha * gi;
-              st<T, A>(b.ptr[3][t], i, gai);
-              var = si - gai * gai;
-            }
-            const A avg = sqrt(var) + eps;
-            if (momentum) {
-              const A bi = ld<T, A>(b.ptr[4][t], i) * mu + gi / avg;
-              st<T, A>(b.ptr[4][t], i, bi);
-              st<T, A>(b.ptr[0][t], i, pi - lr * bi);
-            } else {
-              st<T, A>(b.ptr[0][t], i, pi - lr * (gi / avg));
-            }
-          });
+          launch_batch(batch, blocks, stream, NoSetup{},
+                       [=] __device__(const TensorBatch<5>& b, int t, int64_t i, int) {
+                         const A pi = ld<T, A>(b.ptr[0][t], i);
+                         const A gi = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
+                         const A si = ld<T, A>(b.ptr[2][t], i) * alpha + one_minus_alpha * gi * gi;
+                         st<T, A>(b.ptr[2][t], i, si);
+                         A var = si;
+                         if (centered) {
+                           const A gai = ld<T, A>(b.ptr[3][t], i) * alpha + one_minus_alpha * gi;
+                           st<T, A>(b.ptr[3][t], i, gai);
+                           var = si - gai * gai;
+                         }
+                         const A avg = sqrt(var) + eps;
+                         if (momentum) {
+                           const A bi = ld<T, A>(b.ptr[4][t], i) * mu + gi / avg;
+                           st<T, A>(b.ptr[4][t], i, bi);
+                           st<T, A>(b.ptr[0][t], i, pi - lr * bi);
+                         } else {
+                           st<T, A>(b.ptr[0][t], i, pi - lr * (gi / avg));
+                         }
+                       });
         });
       });
 }
@@ -255,11 +308,12 @@ void CudaBackend::amp_unscale(const std::vector<Tensor>& grads, const Tensor& fo
         EMBER_CUDA_DISPATCH_FLOATING(dtype, "amp_unscale", [&] {
           using T = scalar_t;
           using A = opmath_t<T>;
-          launch_batch<T>(batch, blocks, stream, [=] __device__(const TensorBatch<1>& b, int t, int64_t i) {
-            const A v = ld<T, A>(b.ptr[0][t], i);
-            if (!isfinite(v)) *found = 1.0f;
-            st<T, A>(b.ptr[0][t], i, v * static_cast<A>(*inv));
-          });
+          launch_batch(batch, blocks, stream, NoSetup{},
+                       [=] __device__(const TensorBatch<1>& b, int t, int64_t i, int) {
+                         const A v = ld<T, A>(b.ptr[0][t], i);
+                         if (!isfinite(v)) *found = 1.0f;
+                         st<T, A>(b.ptr[0][t], i, v * static_cast<A>(*inv));
+                       });
         });
       });
 }

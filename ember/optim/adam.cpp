@@ -58,14 +58,15 @@ Tensor Adam::step(const std::function<Tensor()>& closure) {
       ParamState& state = state_of(p);
       const Tensor m = state.buffer("exp_avg", p), v = state.buffer("exp_avg_sq", p);
       const Tensor vmax = o.amsgrad() ? state.buffer("max_exp_avg_sq", p) : Tensor();
-      ++state.step;
       const auto [param, grad] = operands.prepare(p);
-      batches[p.device()].push_back(AdamParam{param, grad, m, v, vmax, state.step});
+      batches[p.device()].push_back(AdamParam{param, grad, m, v, vmax, state.step_count(p)});
     }
-    const AdamStep s{
-        o.lr(),      std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(), decoupled_, o.amsgrad(),
-        o.maximize()};
-    for (auto& [device, items] : batches) backend(device).adam_step(items, s);
+    for (auto& [device, items] : batches) {
+      const AdamStep s{o.lr(),      std::get<0>(o.betas()), std::get<1>(o.betas()),
+                       o.eps(),     o.weight_decay(),       decoupled_,
+                       o.amsgrad(), o.maximize(),           found_inf_on(device)};
+      backend(device).adam_step(items, s);
+    }
     operands.finish();
   }
   return loss;

@@ -56,6 +56,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options = AdamOptions());
   Tensor step(const std::function<Tensor()>& closure = nullptr) override;
+  bool skips_on_device() const override { return true; }
 
  protected:
   Adam(const char* type_name, std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled);

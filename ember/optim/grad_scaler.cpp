@@ -23,6 +23,7 @@ void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) return;
   scale_ = full({}, options_.init_scale(), TensorOptions(kFloat32).device(device));
   growth_tracker_ = full({}, init_growth_tracker_, TensorOptions(kInt32).device(device));
+  skipped_ = zeros({}, TensorOptions(kInt64).device(device));
 }
 
 Tensor GradScaler::scale(const Tensor& outputs) {
@@ -67,10 +68,10 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   state.stage = Stage::unscaled;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+void GradScaler::step(optim::Optimizer& optimizer) {
   if (!is_enabled()) {
     optimizer.step();
-    return true;
+    return;
   }
   PerOptimizer& state = per_optimizer_[&optimizer];
   EMBER_CHECK(state.stage != Stage::stepped, "GradScaler.step: step() has already been called since the last update()");
@@ -78,12 +79,12 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   EMBER_CHECK(
       !state.found_inf.empty(),
       "GradScaler.step: no inf checks were recorded for this optimizer (none of its parameters has a gradient)");
-  float found = 0;
-  for (const Tensor& f : state.found_inf) found += f.item<float>();
   state.stage = Stage::stepped;
-  if (found != 0) return false;
-  optimizer.step();
-  return true;
+  // One flag for all the optimizer's devices, on the first one's (device-to-device copies).
+  NoGradGuard no_grad;
+  Tensor found = state.found_inf.front();
+  for (size_t i = 1; i < state.found_inf.size(); ++i) found = found + state.found_inf[i].to(found.device());
+  optimizer.step_unless(found);
 }
 
 void GradScaler::update(std::optional<double> new_scale) {
@@ -91,19 +92,20 @@ void GradScaler::update(std::optional<double> new_scale) {
   EMBER_CHECK(scale_.defined(),
               "GradScaler.update: no loss was scaled in this iteration (call scaler.scale(loss) before backward)");
   NoGradGuard no_grad;
+  Tensor found;  // the sum of every inf flag of this iteration, on the scale's device
+  for (const auto& [opt, state] : per_optimizer_)
+    for (const Tensor& f : state.found_inf) {
+      const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
+      found = found.defined() ? found + here : here;
+    }
   if (new_scale) {
     scale_.fill_(*new_scale);
   } else {
-    Tensor found;
-    for (const auto& [opt, state] : per_optimizer_)
-      for (const Tensor& f : state.found_inf) {
-        const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
-        found = found.defined() ? found + here : here;
-      }
     EMBER_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded prior to update()");
     native::amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor(), options_.backoff_factor(),
                               options_.growth_interval());
   }
+  if (found.defined()) skipped_.add_(found.ne(0).to(kInt64));
   per_optimizer_.clear();
 }
 
@@ -115,6 +117,8 @@ double GradScaler::get_scale() const {
 int64_t GradScaler::growth_tracker() const {
   return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : init_growth_tracker_;
 }
+
+int64_t GradScaler::skipped_steps() const { return skipped_.defined() ? skipped_.item<int64_t>() : 0; }
 
 std::map<std::string, double> GradScaler::state_dict() const {
   if (!is_enabled()) return {};

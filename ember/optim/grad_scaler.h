@@ -5,7 +5,10 @@
 // gradients are unscaled (× 1/S) and checked for inf/NaN in one multi-tensor kernel per device;
 // a step with a non-finite gradient is skipped (parameters and optimizer state untouched) and S
 // backs off, and after `growth_interval` clean steps in a row S grows. S and its growth tracker
-// live on the device and are updated there, as in PyTorch:
+// live on the device and are updated there, as in PyTorch. Beyond PyTorch (whose step() reads
+// the inf flag on the host unless the optimizer is a `fused=True` one): every optimizer with a
+// fused kernel (SGD, Adam, AdamW, RMSprop) takes the flag on the device and skips itself, so a
+// whole iteration — scale, unscale_, step, update — never waits for the GPU:
 //
 //     amp::GradScaler scaler;
 //     for (...) {
@@ -52,15 +55,18 @@ class GradScaler {
   // NaN. At most once per optimizer between update()s, and not after step().
   void unscale_(optim::Optimizer& optimizer);
   // optimizer.step(), unless a gradient was inf or NaN; unscales first if unscale_ was not
-  // called. Returns whether the step was taken. Reads the inf flag on the host (a wait for the
-  // device on a GPU, as in PyTorch).
-  bool step(optim::Optimizer& optimizer);
+  // called. No host read for optimizers that skip on the device (Optimizer::skips_on_device);
+  // others read the inf flag (a wait for the device on a GPU, as PyTorch always does).
+  void step(optim::Optimizer& optimizer);
   // The new scale from this iteration's inf checks (over every optimizer stepped), or
   // `new_scale` as given; then ready for the next iteration.
   void update(std::optional<double> new_scale = std::nullopt);
 
   double get_scale() const;  // init_scale before the first scale(), 1 when disabled
   int64_t growth_tracker() const;
+  // Iterations whose update() found an inf/NaN (their steps were skipped), since construction;
+  // counted on the device, read here (a wait for the device: call it once per epoch, not per step).
+  int64_t skipped_steps() const;
   const Tensor& scale_tensor() const { return scale_; }  // float32, one element (undefined before first use)
   bool is_enabled() const { return options_.enabled(); }
   const GradScalerOptions& options() const { return options_; }
@@ -79,7 +85,7 @@ class GradScaler {
 
   GradScalerOptions options_;
   int64_t init_growth_tracker_ = 0;
-  Tensor scale_, growth_tracker_;
+  Tensor scale_, growth_tracker_, skipped_;
   std::map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
 };
 

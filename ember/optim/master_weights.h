@@ -13,7 +13,8 @@
 //       opt.zero_grad(); master.zero_model_grads();
 //       scaler.scale(loss_fn(model(x), y)).backward();
 //       master.copy_grads_to_master();           // 16-bit gradients -> float32 (inf/NaN kept)
-//       if (scaler.step(opt)) master.copy_master_to_model();
+//       scaler.step(opt);                        // skipped on the device after an overflow
+//       master.copy_master_to_model();           // (then the model gets the same values back)
 //       scaler.update();
 //     }
 #include <vector>

@@ -64,7 +64,8 @@ OptimizerState Optimizer::state_dict() const {
       auto it = state_.find(p.impl().get());
       if (it != state_.end()) {
         const std::string prefix = "state." + std::to_string(index) + ".";
-        out.metadata[prefix + "step"] = std::to_string(it->second.step);
+        const Tensor& step = it->second.step;
+        out.metadata[prefix + "step"] = std::to_string(step.defined() ? step.item<int64_t>() : 0);
         for (const auto& b : it->second.buffers) out.tensors.insert(prefix + b.key, b.value);
       }
       ++index;
@@ -120,11 +121,16 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       auto step = state.metadata.find(prefix + "step");
       if (step == state.metadata.end()) continue;
       ParamState s;
+      int64_t steps = 0;
       try {
-        s.step = std::stoll(step->second);
+        size_t used = 0;
+        steps = std::stoll(step->second, &used);
+        EMBER_CHECK(used == step->second.size() && steps >= 0, "");
       } catch (const std::exception&) {
-        throw Error(type_name_ + ".load_state_dict: '" + prefix + "step' is not an integer: '" + step->second + "'");
+        throw Error(type_name_ + ".load_state_dict: '" + prefix + "step' is not a non-negative integer: '" +
+                    step->second + "'");
       }
+      s.step = full({}, steps, TensorOptions(kInt64).device(p.device()));
       for (const auto& item : state.tensors) {
         if (item.key.compare(0, prefix.size(), prefix) != 0) continue;
         EMBER_CHECK(item.value.sizes() == p.sizes(), type_name_, ".load_state_dict: '", item.key, "' has shape ",
@@ -141,6 +147,33 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
 Tensor Optimizer::ParamState::buffer(const char* name, const Tensor& param) {
   if (Tensor* b = buffers.find(name)) return *b;
   return buffers.insert(name, zeros(param.sizes(), TensorOptions(param.dtype()).device(param.device())));
+}
+
+const Tensor& Optimizer::ParamState::step_count(const Tensor& param) {
+  if (!step.defined()) step = zeros({}, TensorOptions(kInt64).device(param.device()));
+  return step;
+}
+
+void Optimizer::step_unless(const Tensor& found_inf) {
+  EMBER_CHECK(found_inf.defined() && found_inf.numel() == 1 && found_inf.dtype() == kFloat32, type_name_,
+              ".step_unless: found_inf must be one float32, got ",
+              found_inf.defined() ? shape_str(found_inf.sizes()) : "an undefined tensor", " ",
+              found_inf.defined() ? dtype_name(found_inf.dtype()) : "");
+  if (!skips_on_device()) {
+    if (found_inf.item<float>() == 0) step();
+    return;
+  }
+  struct Reset {
+    Tensor& flag;
+    ~Reset() { flag = Tensor(); }
+  } reset{found_inf_};
+  found_inf_ = found_inf;
+  step();
+}
+
+Tensor Optimizer::found_inf_on(Device device) const {
+  if (!found_inf_.defined() || found_inf_.device() == device) return found_inf_;
+  return found_inf_.to(device);  // device to device: no host read
 }
 
 Tensor Optimizer::evaluate(const std::function<Tensor()>& closure) {

@@ -87,6 +87,12 @@ class Optimizer {
   // One update of every parameter with a gradient. `closure` (zero grads, compute the loss,
   // backward, return the loss) is optional except for LBFGS; step returns its loss.
   virtual Tensor step(const std::function<Tensor()>& closure = nullptr) = 0;
+  // step(), unless `found_inf` (one float32, nonzero when a gradient overflowed: the
+  // GradScaler's flag) says to skip. An optimizer whose step is a fused kernel passes the flag
+  // to the kernel, which skips itself on the device (Note [Fused optimizer steps]): no host
+  // read. Others (LBFGS, whose line search runs on the host) read the flag first.
+  void step_unless(const Tensor& found_inf);
+  virtual bool skips_on_device() const { return false; }
   void zero_grad(bool set_to_none = true);
   // Options missing from `group` come from the defaults; a parameter may be in one group only.
   void add_param_group(ParamGroup group);
@@ -103,14 +109,20 @@ class Optimizer {
 
  protected:
   struct ParamState {
-    int64_t step = 0;
+    // Steps taken: one int64 on the parameter's device, which the fused kernels increment (a
+    // skipped step must not advance it, and the host does not know which steps are skipped).
+    Tensor step;
     OrderedDict<Tensor> buffers{"optimizer state"};
     // The buffer `name`, created as zeros shaped like `param` on first use.
     Tensor buffer(const char* name, const Tensor& param);
+    // `step`, created as 0 on first use.
+    const Tensor& step_count(const Tensor& param);
   };
   ParamState& state_of(const Tensor& param) { return state_[param.impl().get()]; }
   // Runs the closure (if any) with grad mode on, as step() must; returns its loss.
   static Tensor evaluate(const std::function<Tensor()>& closure);
+  // Inside step_unless(): the overflow flag on `device`, for the kernels; undefined otherwise.
+  Tensor found_inf_on(Device device) const;
   // Hooks for optimizers with state beyond per-parameter buffers (LBFGS).
   virtual void save_extra(OptimizerState&) const {}
   virtual void load_extra(const OptimizerState&) {}
@@ -120,6 +132,7 @@ class Optimizer {
   std::unique_ptr<OptimizerOptions> defaults_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<TensorImpl*, ParamState> state_;
+  Tensor found_inf_;  // set during step_unless()
 };
 
 // Operands for the fused step kernels (Note [Fused optimizer steps] in tensor/backend.h),

@@ -52,12 +52,15 @@ Tensor RMSprop::step(const std::function<Tensor()>& closure) {
       const Tensor square_avg = state.buffer("square_avg", p);
       const Tensor grad_avg = o.centered() ? state.buffer("grad_avg", p) : Tensor();
       const Tensor momentum_buffer = o.momentum() > 0 ? state.buffer("momentum_buffer", p) : Tensor();
-      ++state.step;
       const auto [param, grad] = operands.prepare(p);
-      batches[p.device()].push_back(RmspropParam{param, grad, square_avg, grad_avg, momentum_buffer});
+      batches[p.device()].push_back(
+          RmspropParam{param, grad, square_avg, grad_avg, momentum_buffer, state.step_count(p)});
     }
-    const RmspropStep s{o.lr(), o.alpha(), o.eps(), o.weight_decay(), o.momentum(), o.centered(), o.maximize()};
-    for (auto& [device, items] : batches) backend(device).rmsprop_step(items, s);
+    for (auto& [device, items] : batches) {
+      const RmspropStep s{o.lr(),       o.alpha(),    o.eps(),      o.weight_decay(),
+                          o.momentum(), o.centered(), o.maximize(), found_inf_on(device)};
+      backend(device).rmsprop_step(items, s);
+    }
     operands.finish();
   }
   return loss;

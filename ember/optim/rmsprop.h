@@ -31,6 +31,7 @@ class RMSprop : public Optimizer {
   RMSprop(std::vector<Tensor> params, const RMSpropOptions& options = RMSpropOptions());
   RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options = RMSpropOptions());
   Tensor step(const std::function<Tensor()>& closure = nullptr) override;
+  bool skips_on_device() const override { return true; }
 };
 
 }  // namespace ember::optim

@@ -49,22 +49,16 @@ Tensor SGD::step(const std::function<Tensor()>& closure) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       ParamState& state = state_of(p);
-      ++state.step;
       const auto [param, grad] = operands.prepare(p);
-      SgdParam item{param, grad, Tensor(), false};
-      if (o.momentum() != 0) {
-        if (Tensor* b = state.buffers.find("momentum_buffer")) {
-          item.momentum_buffer = *b;
-        } else {
-          item.momentum_buffer =
-              state.buffers.insert("momentum_buffer", empty(p.sizes(), TensorOptions(p.dtype()).device(p.device())));
-          item.first_step = true;
-        }
-      }
-      batches[p.device()].push_back(std::move(item));
+      // The buffer's first value is the gradient (the kernel sees step count 1).
+      const Tensor buffer = o.momentum() != 0 ? state.buffer("momentum_buffer", p) : Tensor();
+      batches[p.device()].push_back(SgdParam{param, grad, buffer, state.step_count(p)});
     }
-    const SgdStep s{o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov(), o.maximize()};
-    for (auto& [device, items] : batches) backend(device).sgd_step(items, s);
+    for (auto& [device, items] : batches) {
+      const SgdStep s{o.lr(),       o.momentum(), o.dampening(),       o.weight_decay(),
+                      o.nesterov(), o.maximize(), found_inf_on(device)};
+      backend(device).sgd_step(items, s);
+    }
     operands.finish();
   }
   return loss;

@@ -29,6 +29,7 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
   Tensor step(const std::function<Tensor()>& closure = nullptr) override;
+  bool skips_on_device() const override { return true; }
 };
 
 }  // namespace ember::optim

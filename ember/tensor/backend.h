@@ -34,33 +34,41 @@ struct Pool2dParams {
 // Note [Fused optimizer steps]: one pass over each parameter per step, for all parameters of
 // a step in one call (one parallel region on the CPU, one launch per batch on CUDA). For
 // each element the kernel reads param, grad and the state once and writes param and the
-// state once; coefficients are computed in double on the host and applied in the tensors'
-// opmath type, in the order PyTorch's single-tensor optimizers apply their ops, so
-// trajectories match PyTorch's to rounding. The tensors of one parameter are contiguous and
-// share one floating dtype and shape; state tensors a step does not use are undefined.
+// state once; coefficients are computed in double and applied in the tensors' opmath type, in
+// the order PyTorch's single-tensor optimizers apply their ops, so trajectories match
+// PyTorch's to rounding. The tensors of one parameter are contiguous and share one floating
+// dtype and shape; state tensors a step does not use are undefined.
+//
+// The step skips itself on the device: when `found_inf` (one float32 on the parameters'
+// device, the GradScaler's overflow flag) is defined and nonzero, the kernel changes nothing.
+// So that a skipped step leaves no trace, each parameter's step count is a device tensor too
+// (`step`: one int64), which the kernel increments only when it steps; Adam's bias corrections
+// and SGD's first step (the momentum buffer starts as a copy of the gradient) are read from
+// it. Nothing in a step needs the host to know whether it was skipped.
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false, maximize = false;
+  Tensor found_inf;  // skip when nonzero (undefined: always step)
 };
 struct SgdParam {
-  Tensor param, grad, momentum_buffer;
-  bool first_step = false;  // the momentum buffer starts as a copy of the gradient
+  Tensor param, grad, momentum_buffer, step;
 };
 struct AdamStep {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   bool decoupled_weight_decay = false;  // AdamW: p *= 1 - lr * wd; Adam: g += wd * p
   bool amsgrad = false, maximize = false;
+  Tensor found_inf;
 };
 struct AdamParam {
-  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
-  int64_t step = 1;  // after the increment (the bias corrections use it)
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step;
 };
 struct RmspropStep {
   double lr = 0, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
   bool centered = false, maximize = false;
+  Tensor found_inf;
 };
 struct RmspropParam {
-  Tensor param, grad, square_avg, grad_avg, momentum_buffer;
+  Tensor param, grad, square_avg, grad_avg, momentum_buffer, step;
 };
 
 class Backend {
@@ -136,10 +144,10 @@ class Backend {
   // self[..index[..i..]..] += src[..i..] along dim, in place
   virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
-  // ---- optimizer steps (Note [Fused optimizer steps]) ----
-  // p -= lr * (nesterov ? g + μ buf : buf), buf = μ buf + (1 - τ) g, g = ±grad + wd p
+  // ---- optimizer steps (Note [Fused optimizer steps]): step += 1, then ----
+  // p -= lr * (nesterov ? g + μ buf : buf), buf = step == 1 ? g : μ buf + (1 - τ) g, g = ±grad + wd p
   virtual void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s);
-  // m, v (and v_max) updated; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+  // m, v (and v_max) updated; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), bcᵢ = 1 - βᵢ^step
   virtual void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
   // v = α v + (1 - α) g², p -= lr g / (sqrt(v - ḡ²) + eps), optionally through a momentum buffer
   virtual void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);

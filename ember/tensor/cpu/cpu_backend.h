@@ -8,7 +8,8 @@
 
 namespace ember::cpu {
 
-class CpuBackend final : public Backend {
+// Not final: a test derives a host-memory stand-in for a device from it (test_grad_scaler.cpp).
+class CpuBackend : public Backend {
  public:
   const char* name() const override { return "CPU"; }
   Allocator* allocator(int index) override;

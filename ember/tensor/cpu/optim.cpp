@@ -39,6 +39,17 @@ std::vector<int64_t> numels_of(const std::vector<P>& params) {
   return out;
 }
 
+// The start of every step (Note [Fused optimizer steps]): false when the overflow flag says to
+// skip; otherwise each parameter's step count is incremented and true returned.
+template <class P>
+bool begin_step(const std::vector<P>& params, const Tensor& found_inf) {
+  if (found_inf.defined() && *static_cast<const float*>(found_inf.data_ptr()) != 0.0f) return false;
+  for (const P& p : params) ++*static_cast<int64_t*>(p.step.data_ptr());
+  return true;
+}
+
+int64_t step_of(const Tensor& step) { return *static_cast<const int64_t*>(step.data_ptr()); }
+
 // ---- SGD ----
 
 template <class T, bool kMomentum, bool kFirst>
@@ -137,12 +148,13 @@ void rmsprop_chunk(const RmspropParam& t, const RmspropStep& s, int64_t b, int64
 }  // namespace
 
 void CpuBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
+  if (!begin_step(params, s.found_inf)) return;
   for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
     const SgdParam& t = params[i];
     EMBER_DISPATCH_FLOATING(t.param.dtype(), "sgd_step", [&] {
       if (s.momentum == 0)
         sgd_chunk<scalar_t, false, false>(t, s, b, e);
-      else if (t.first_step)
+      else if (step_of(t.step) == 1)
         sgd_chunk<scalar_t, true, true>(t, s, b, e);
       else
         sgd_chunk<scalar_t, true, false>(t, s, b, e);
@@ -151,9 +163,10 @@ void CpuBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s)
 }
 
 void CpuBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep& s) {
+  if (!begin_step(params, s.found_inf)) return;
   std::vector<AdamCoeffs> coeffs;
   for (const auto& t : params) {
-    const double step = static_cast<double>(t.step);
+    const double step = static_cast<double>(step_of(t.step));
     coeffs.push_back({s.lr / (1.0 - std::pow(s.beta1, step)), std::sqrt(1.0 - std::pow(s.beta2, step))});
   }
   for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
@@ -167,6 +180,7 @@ void CpuBackend::adam_step(const std::vector<AdamParam>& params, const AdamStep&
 }
 
 void CpuBackend::rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) {
+  if (!begin_step(params, s.found_inf)) return;
   for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
     EMBER_DISPATCH_FLOATING(params[i].param.dtype(), "rmsprop_step", [&] {
       const bool momentum = s.momentum > 0;
