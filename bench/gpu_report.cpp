@@ -246,9 +246,12 @@ void amp_rows() {
       if (mode == 0) first_loss = loss_value;
       const std::string label = std::string(modes[mode]) + " step, " + c.name;
       if (!check(std::abs(loss_value - first_loss) <= 2e-2 * std::abs(first_loss), label.c_str())) continue;
+      const int64_t waits = cuda::device_to_host_waits();
       const double ms = time_ms(step, 10);
+      const double waits_per_step = static_cast<double>(cuda::device_to_host_waits() - waits) / 12;  // 2 warm-up
       if (mode == 0) fp32_ms = ms;
-      std::printf("| %s | | %.3f ms | %.2fx float32 |\n", label.c_str(), ms, fp32_ms / ms);
+      std::printf("| %s | | %.3f ms | %.2fx float32, %.1f host waits per step |\n", label.c_str(), ms, fp32_ms / ms,
+                  waits_per_step);
     }
   }
   backends::cuda::set_allow_tf32(false);

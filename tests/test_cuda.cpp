@@ -348,5 +348,38 @@ TEST(CudaTraining, AStepMatchesTheCpu) {
   EXPECT_TRUE(testing::all_close(run(Device(kCUDA)), run(Device(kCPU)), 1e-4, 1e-5));
 }
 
+// The GradScaler's promise on a real GPU (test_grad_scaler.cpp proves it on a stand-in device):
+// forward under float16 autocast, backward, unscale_, clipping, step and update with an overflow
+// among them, and not one wait for the device in the scaler's part of the iteration.
+TEST(CudaAmp, AScalerIterationNeverWaitsForTheDevice) {
+  REQUIRE_GPU();
+  manual_seed(5);
+  nn::Sequential model(nn::Linear(32, 64), nn::ReLU(), nn::Linear(64, 10));
+  model->to(kCUDA);
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(1e-3));
+  amp::GradScaler scaler(amp::GradScalerOptions().growth_interval(3));
+  const Tensor x = randn({16, 32}).cuda(), y = randint(0, 10, {16}).cuda();
+  for (int it = 0; it < 6; ++it) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      autocast::AutocastGuard amp(kCUDA);
+      loss = nn::functional::cross_entropy(model(x), y);
+    }
+    scaler.scale(loss).backward();
+    if (it == 2) {
+      NoGradGuard no_grad;
+      model->parameters()[0].mutable_grad().view({-1}).narrow(0, 0, 1).fill_(std::nan(""));
+    }
+    const int64_t waits = cuda::device_to_host_waits();
+    scaler.unscale_(opt);
+    scaler.step(opt);
+    scaler.update();
+    EXPECT_EQ(cuda::device_to_host_waits(), waits) << "iteration " << it;
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(scaler.get_scale(), 65536.0);  // backed off at 2, grown after 3 to 5
+}
+
 }  // namespace
 }  // namespace ember

@@ -1,5 +1,6 @@
 // Copies on CUDA: within a device (with casts, any layout), fills, and between the host and a
 // device or two devices (CudaBackend::copy_across), mirroring tensor/cpu/copy.cpp.
+#include <atomic>
 #include <cstring>
 
 #include "ember/cuda/cuda.h"
@@ -64,6 +65,12 @@ void CudaBackend::fill(const Tensor& dst, const Scalar& value) {
   });
 }
 
+namespace {
+std::atomic<int64_t> device_to_host_wait_count{0};
+}  // namespace
+
+int64_t device_to_host_waits() { return device_to_host_wait_count.load(); }
+
 // Host <-> device (or device <-> device): dense tensors of one dtype and shape. Asynchronous
 // on the current stream only for pinned host memory and non_blocking; the pinned block is
 // then kept from reuse until the copy is done (record_stream). Otherwise the call returns
@@ -93,6 +100,7 @@ void CudaBackend::copy_across(const Tensor& src, const Tensor& dst, bool non_blo
     cuda::record_stream(host_side, cuda::current_stream(device_index(device_side)));
     return;
   }
+  if (!to_device) ++device_to_host_wait_count;
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -110,6 +110,11 @@ bool is_pinned(const Tensor& tensor);
 void set_memory_caching(bool enabled);
 bool memory_caching();
 
+// Copies from a device to the host that waited for the device (item(), cpu(), a blocking
+// to(kCPU)), counted since the start: the test hook for code that promises never to wait, as
+// the GradScaler's iteration does (0 in a build without CUDA).
+int64_t device_to_host_waits();
+
 }  // namespace cuda
 
 namespace backends::cuda {

@@ -55,6 +55,7 @@ Allocator* pinned_allocator() { no_cuda("pinned memory"); }
 bool is_pinned(const Tensor&) { return false; }
 void set_memory_caching(bool) {}  // a switch: accepted, without effect, in every build
 bool memory_caching() { return true; }
+int64_t device_to_host_waits() { return 0; }
 }  // namespace cuda
 
 namespace backends::cudnn {
