@@ -3,7 +3,8 @@
 #
 #   4  ember/io                       checkpoints of modules and optimizers
 #   3  ember/nn  ember/optim  ember/data   (peers: none includes another)
-#   2  ember/autograd                 the tape, the public ops, the dispatch point
+#   2  ember/autograd  ember/distributed   the tape, the public ops, the dispatch point; process
+#                                          groups (peers)
 #   1  ember/tensor/cpu  ember/cuda   the back ends: kernels only (peers)
 #   0  ember/tensor                   Tensor, the kernel interface, the native ops
 #
@@ -31,7 +32,7 @@ layer_of() {
   case "$1" in
     tensor) echo 0 ;;
     tensor/cpu | cuda) echo 1 ;;
-    autograd) echo 2 ;;
+    autograd | distributed) echo 2 ;;
     nn | optim | data) echo 3 ;;
     io) echo 4 ;;
     umbrella) echo 9 ;;
@@ -76,7 +77,7 @@ if [ -n "${1:-}" ]; then
   trap 'rm -f "$upper"' EXIT
   # Functions defined by layers 2 and up (T: text, W: weak, e.g. inline or template instances
   # emitted there; those of the standard library and nlohmann-json are not ember's).
-  find "$objects/autograd" "$objects/nn" "$objects/optim" "$objects/data" "$objects/io" -name '*.o' -print0 |
+  find "$objects/autograd" "$objects/distributed" "$objects/nn" "$objects/optim" "$objects/data" "$objects/io" -name '*.o' -print0 |
     xargs -0 nm -C --defined-only | awk '$2 == "T" || $2 == "W"' | cut -d' ' -f3- |
     grep -v '^std::\|^nlohmann::\|^__gnu_cxx::' | sort -u > "$upper"
   while IFS= read -r object; do

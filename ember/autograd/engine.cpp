@@ -22,8 +22,11 @@ struct Task {
   std::unordered_map<Node*, std::vector<Tensor>> buffers;  // gradients waiting, per node output
   std::map<std::pair<Node*, int>, size_t> captures;        // grad(): (node, output) -> input index
   std::vector<Tensor> captured;
-  bool accumulate = true;  // false for grad(): leaves' .grad stays untouched
+  bool accumulate = true;                        // false for grad(): leaves' .grad stays untouched
+  std::vector<std::function<void()>> callbacks;  // queue_callback(): run when the graph is done
 };
+
+thread_local Task* current_task = nullptr;  // the backward running on this thread (innermost)
 
 void add_into(std::vector<Tensor>& buffer, size_t slot, Tensor g) {
   if (!buffer[slot].defined())
@@ -42,7 +45,25 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
+void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph);
+
+// The graph, then the callbacks it queued (which may queue more), with `task` as this thread's
+// current backward throughout.
 void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph) {
+  struct Current {
+    Task* previous;
+    explicit Current(Task* t) : previous(current_task) { current_task = t; }
+    ~Current() { current_task = previous; }
+  } current(&task);
+  run_graph(task, roots, std::move(root_grads), retain_graph);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < task.callbacks.size(); ++i) {
+    auto callback = std::move(task.callbacks[i]);  // the vector may grow while it runs
+    callback();
+  }
+}
+
+void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph) {
   NoGradGuard no_grad;
   autocast::SuspendGuard no_autocast;  // each backward op keeps its forward's dtype (Note [Autocast])
   // Count, for every node reachable from the roots, how many edges lead into it.
@@ -177,6 +198,15 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   run(task, edges, std::move(grads), retain_graph);
   return task.captured;
 }
+
+void queue_callback(std::function<void()> callback) {
+  EMBER_CHECK(current_task != nullptr,
+              "queue_callback: no backward is running on this thread (call it from a hook during backward)");
+  EMBER_CHECK(callback != nullptr, "queue_callback: the callback is empty");
+  current_task->callbacks.push_back(std::move(callback));
+}
+
+bool in_backward() { return current_task != nullptr; }
 
 void zero_grad(const std::vector<Tensor>& params, bool set_to_none) {
   NoGradGuard no_grad;

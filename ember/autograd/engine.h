@@ -1,5 +1,6 @@
 #pragma once
 // Running the tape backwards.
+#include <functional>
 #include <vector>
 
 #include "ember/tensor/tensor.h"
@@ -14,6 +15,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 // (torch.autograd.grad). An input the outputs do not depend on gets an undefined tensor.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
+
+// Runs `callback` when the backward now running on this thread has gone through its whole graph,
+// before backward() returns (PyTorch's Variable._execution_engine.queue_callback): what a
+// gradient hook uses to act once per backward, as DistributedDataParallel waits for its
+// all-reduces. Callbacks run in the order queued, with grad mode off; an error outside a backward.
+void queue_callback(std::function<void()> callback);
+bool in_backward();  // whether a backward is running on this thread
 
 // Clears the gradients of `params`: set to none (undefined, PyTorch 2's default, which frees
 // the memory and lets the next backward write instead of add) or filled with zeros.

@@ -1,5 +1,5 @@
 #pragma once
-// Everything of ember::nn: modules, layers, losses, init and utils.
+// Everything of ember::nn: modules, layers, losses, init, utils and parallel wrappers.
 #include "ember/nn/functional.h"
 #include "ember/nn/init.h"
 #include "ember/nn/module.h"
@@ -10,4 +10,5 @@
 #include "ember/nn/modules/loss.h"
 #include "ember/nn/modules/norm.h"
 #include "ember/nn/modules/transformer.h"
+#include "ember/nn/parallel/distributed.h"
 #include "ember/nn/utils.h"

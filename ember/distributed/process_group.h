@@ -1,0 +1,84 @@
+#pragma once
+// Collective communication between processes (torch.distributed's ProcessGroup). Note
+// [Process groups]: every rank runs the same program; a collective is called by every rank of
+// the group, in the same order, with tensors of the same shape and dtype, and each call returns
+// a Work handle at once. The result is in the tensors after wait(). The transport is an
+// established engine, never ember's own: MPI (Open MPI, CPU tensors, processes launched by
+// mpirun on one machine or many). NCCL for CUDA tensors is planned.
+//
+//     auto pg = distributed::init_process_group("mpi");   // rank and size from mpirun
+//     Tensor t = full({4}, pg->rank());
+//     pg->all_reduce(t)->wait();                          // t = 0 + 1 + ... on every rank
+//
+// A collective that does not complete within the group's timeout (a rank that never joins it)
+// makes wait() throw an ember::Error naming the op and the rank, instead of hanging.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/tensor/arg.h"
+#include "ember/tensor/tensor.h"
+
+namespace ember::distributed {
+
+enum class ReduceOp : int8_t { SUM, AVG, MAX, MIN };  // AVG: floating tensors only
+const char* reduce_op_name(ReduceOp op);
+
+// The handle of one operation in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Whether it has finished (the tensors hold the result); never blocks.
+  virtual bool is_completed() = 0;
+  // Blocks until it has finished; throws an ember::Error naming the op and this rank when the
+  // group's timeout passes first (the operation then stays in flight: wait() may be called again).
+  virtual void wait() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+struct ProcessGroupOptions {
+  // PyTorch's default for CPU back ends: 30 minutes.
+  EMBER_ARG(std::chrono::milliseconds, timeout) = std::chrono::minutes(30);
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+
+  // Every tensor argument is contiguous, on a device the back end serves, of a dtype it carries.
+  // tensor = op over every rank's tensor, in place.
+  virtual WorkPtr all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;
+  // tensor = root's tensor, in place.
+  virtual WorkPtr broadcast(const Tensor& tensor, int root = 0) = 0;
+  // outputs[r] = rank r's input (size() outputs shaped like input).
+  virtual WorkPtr all_gather(const std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  // output = op over every rank's inputs[rank()] (size() inputs shaped like output).
+  virtual WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                 ReduceOp op = ReduceOp::SUM) = 0;
+  virtual WorkPtr barrier() = 0;
+  // Point to point: the tensor to rank `dst`, or into the tensor from rank `src`; `tag` pairs them.
+  virtual WorkPtr send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual WorkPtr recv(const Tensor& tensor, int src, int tag = 0) = 0;
+};
+
+// Where this process is in the job, as its launcher says: mpirun's OMPI_COMM_WORLD_* (or PMI_*)
+// variables, else torchrun's RANK, WORLD_SIZE and LOCAL_RANK; a lone process is rank 0 of 1.
+struct LaunchEnvironment {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string launcher;  // "mpirun", "torchrun" or "none"
+};
+LaunchEnvironment launch_environment();
+
+// A process group over every process of the job. backend: "mpi". Throws an ember::Error naming
+// what is missing when ember was built without it.
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend = "mpi",
+                                                 const ProcessGroupOptions& options = {});
+bool is_mpi_available();  // whether ember was built with MPI
+
+}  // namespace ember::distributed

@@ -1,0 +1,326 @@
+// Process groups and DistributedDataParallel across real processes: this program runs under
+// `mpirun -np 2` and `-np 3` (ctest's Distributed.* tests); every rank runs every test, and the
+// collectives inside meet across the ranks. Collectives are checked against their definitions;
+// DDP against one process training on the whole batch (Note [DDP reducer]).
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <thread>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using distributed::ProcessGroup;
+using distributed::ReduceOp;
+
+std::shared_ptr<ProcessGroup> group;  // over every rank, made by main()
+
+int rank() { return group->rank(); }
+int world() { return group->size(); }
+
+// ---- collectives ----
+
+// rank r holds (r + 1) * (i + 1) at i; the expected results follow from that.
+Tensor rank_tensor(int r, DType dtype, int64_t n = 5) {
+  return (arange(n, kFloat64).add(1.0) * static_cast<double>(r + 1)).to(dtype);
+}
+
+TEST(Collectives, AllReduceEveryOpAndDtypeMatchesItsDefinition) {
+  for (DType dtype : {kFloat32, kFloat64, kInt32, kInt64, kUInt8, kInt8, kFloat16, kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MIN, ReduceOp::AVG}) {
+      if (op == ReduceOp::AVG && !is_floating(dtype)) continue;
+      Tensor t = rank_tensor(rank(), dtype);
+      group->all_reduce(t, op)->wait();
+      const double ranks_sum = world() * (world() + 1) / 2.0;  // Σ (r + 1)
+      const double factor = op == ReduceOp::SUM   ? ranks_sum
+                            : op == ReduceOp::MAX ? world()
+                            : op == ReduceOp::MIN ? 1.0
+                                                  : ranks_sum / world();
+      const Tensor expected = (arange(5, kFloat64).add(1.0) * factor).to(dtype);
+      EXPECT_TRUE(testing::all_close(t.to(kFloat64), expected.to(kFloat64), 1e-2, 0))
+          << dtype << " " << distributed::reduce_op_name(op) << ": " << t;
+    }
+  }
+}
+
+TEST(Collectives, BroadcastAllGatherReduceScatterBarrierSendRecv) {
+  for (int root = 0; root < world(); ++root) {
+    Tensor t = rank_tensor(rank(), kFloat32);
+    group->broadcast(t, root)->wait();
+    EXPECT_TRUE(testing::all_close(t, rank_tensor(root, kFloat32), 0, 0)) << "root " << root;
+  }
+  std::vector<Tensor> gathered;
+  for (int r = 0; r < world(); ++r) gathered.push_back(empty({2, 3}, kInt64));
+  group->all_gather(gathered, rank_tensor(rank(), kInt64, 6).view({2, 3}))->wait();
+  for (int r = 0; r < world(); ++r)
+    EXPECT_TRUE(testing::all_close(gathered[r], rank_tensor(r, kInt64, 6).view({2, 3}), 0, 0)) << "slot " << r;
+
+  // reduce_scatter: rank r's block k is (r + 1) * (k + 1); rank k gets Σ_r (r + 1) * (k + 1).
+  std::vector<Tensor> blocks;
+  for (int k = 0; k < world(); ++k) blocks.push_back(full({4}, (rank() + 1.0) * (k + 1.0), kFloat32));
+  for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG}) {
+    Tensor out = empty({4}, kFloat32);
+    group->reduce_scatter(out, blocks, op)->wait();
+    const double sum = world() * (world() + 1) / 2.0 * (rank() + 1.0);
+    EXPECT_TRUE(testing::all_close(out, full({4}, op == ReduceOp::SUM ? sum : sum / world(), kFloat32), 1e-6, 0));
+  }
+  group->barrier()->wait();
+
+  // A ring: each rank sends its tensor to the next and receives the previous one's.
+  const int next = (rank() + 1) % world(), previous = (rank() + world() - 1) % world();
+  Tensor incoming = empty({5}, kFloat64);
+  auto receiving = group->recv(incoming, previous, 7);
+  auto sending = group->send(rank_tensor(rank(), kFloat64), next, 7);
+  sending->wait();
+  receiving->wait();
+  EXPECT_TRUE(receiving->is_completed());
+  EXPECT_TRUE(testing::all_close(incoming, rank_tensor(previous, kFloat64), 0, 0));
+}
+
+TEST(Collectives, BadArgumentsAreClearErrors) {
+  EXPECT_ERROR_CONTAINS(group->all_reduce(Tensor()), "all_reduce(sum): the tensor is undefined");
+  EXPECT_ERROR_CONTAINS(group->all_reduce(ones({3, 4}).t()), "must be contiguous");
+  EXPECT_ERROR_CONTAINS(group->all_reduce(ones({3}, kInt32), ReduceOp::AVG), "avg needs a floating tensor");
+  EXPECT_ERROR_CONTAINS(
+      group->broadcast(ones({2}), world()),
+      "the root rank " + std::to_string(world()) + " is outside the group of size " + std::to_string(world()));
+  EXPECT_ERROR_CONTAINS(group->all_gather({ones({2})}, ones({2})), "1 outputs for a group of size");
+  std::vector<Tensor> wrong(world(), ones({3}));
+  EXPECT_ERROR_CONTAINS(group->all_gather(wrong, ones({2})), "outputs[0] is [3] float32 on cpu, expected [2] float32");
+  EXPECT_ERROR_CONTAINS(group->send(ones({1}), 0, -1), "the tag must be non-negative");
+  EXPECT_ERROR_CONTAINS(distributed::init_process_group("gloo"), "unknown back end 'gloo'");
+  if (cuda::is_available()) EXPECT_ERROR_CONTAINS(group->all_reduce(ones({2}).cuda()), "carries CPU tensors");
+}
+
+// A rank that does not join a collective: the others' wait() gives up after the timeout with an
+// error naming the op and the rank, and can wait again once the late rank has joined.
+TEST(Collectives, AMissingRankIsATimeoutErrorNotAHang) {
+  const auto saved = group->timeout();
+  group->set_timeout(std::chrono::milliseconds(300));
+  Tensor t = ones({3});
+  if (rank() == 0) {
+    auto work = group->all_reduce(t);
+    EXPECT_ERROR_CONTAINS(work->wait(), "all_reduce(sum) on rank 0 of " + std::to_string(world()) +
+                                            ": not completed within the timeout of 300 ms");
+    EXPECT_FALSE(work->is_completed());
+    group->set_timeout(std::chrono::seconds(60));
+    work->wait();  // the others have joined by now
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));
+    group->set_timeout(std::chrono::seconds(60));
+    group->all_reduce(t)->wait();
+  }
+  EXPECT_TRUE(testing::all_close(t, full({3}, world(), kFloat32), 0, 0));
+  group->set_timeout(saved);
+}
+
+// ---- DistributedDataParallel ----
+
+nn::Sequential small_net() {
+  return nn::Sequential(nn::Linear(6, 16), nn::Tanh(), nn::Linear(16, 8), nn::Tanh(), nn::Linear(8, 3));
+}
+
+// Tiny buckets: every parameter in a bucket of its own, so several all-reduces overlap backward.
+nn::DistributedDataParallelOptions tiny_buckets() {
+  return nn::DistributedDataParallelOptions().bucket_cap_mb(1e-6).first_bucket_cap_mb(1e-6);
+}
+
+// The same global batch on every rank; rank r trains on rows [r·B/W, (r+1)·B/W).
+struct Batch {
+  Tensor x, y;
+};
+std::vector<Batch> global_batches(int steps, int64_t batch) {
+  manual_seed(42);
+  std::vector<Batch> out;
+  for (int i = 0; i < steps; ++i) out.push_back({randn({batch, 6}), randn({batch, 3})});
+  return out;
+}
+Tensor shard(const Tensor& t) {
+  const int64_t per_rank = t.size(0) / world();
+  return t.narrow(0, rank() * per_rank, per_rank);
+}
+
+template <class MakeOptimizer>
+void expect_ddp_matches_one_process(const MakeOptimizer& make_optimizer, const char* name) {
+  const int64_t batch = 12;  // divisible by 2 and 3
+  const auto batches = global_batches(10, batch);
+  // One process, the whole batch.
+  manual_seed(100);
+  nn::Sequential reference = small_net();
+  auto ref_opt = make_optimizer(reference->parameters());
+  for (const Batch& b : batches) {
+    ref_opt->zero_grad();
+    nn::functional::mse_loss(reference(b.x), b.y).backward();
+    ref_opt->step();
+  }
+  // Every rank starts from other weights: DDP broadcasts rank 0's (made with seed 100).
+  manual_seed(100 + rank());
+  nn::Sequential local = small_net();
+  nn::DistributedDataParallel ddp(local, group, tiny_buckets());
+  auto opt = make_optimizer(ddp->parameters());
+  for (const Batch& b : batches) {
+    opt->zero_grad();
+    nn::functional::mse_loss(ddp(shard(b.x)), shard(b.y)).backward();
+    opt->step();
+  }
+  EXPECT_EQ(ddp->bucket_indices().size(), 6u) << "one bucket per parameter";
+  EXPECT_GE(ddp->last_backward_stats().launched_during_backward, 5) << "buckets launched while backward ran";
+  const auto expected = reference->parameters(), got = ddp->parameters();
+  ASSERT_EQ(expected.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], expected[i], 1e-5, 1e-6)) << name << ", parameter " << i;
+}
+
+TEST(DistributedDataParallel, MatchesOneProcessWithTheWholeBatch) {
+  expect_ddp_matches_one_process(
+      [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1).momentum(0.9));
+      },
+      "SGD");
+  expect_ddp_matches_one_process(
+      [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01)); },
+      "AdamW");
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulationEqualsOneBigBatch) {
+  const int64_t micro = 4, micro_batch = 6;
+  const auto batches = global_batches(micro, micro_batch * world());
+  manual_seed(7);
+  nn::Sequential reference = small_net();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.1));
+  Tensor all_x = cat({batches[0].x, batches[1].x, batches[2].x, batches[3].x});
+  Tensor all_y = cat({batches[0].y, batches[1].y, batches[2].y, batches[3].y});
+  nn::functional::mse_loss(reference(all_x), all_y).backward();
+  ref_opt.step();
+
+  manual_seed(7);
+  nn::Sequential local = small_net();
+  nn::DistributedDataParallel ddp(local, group);
+  optim::SGD opt(ddp->parameters(), optim::SGDOptions(0.1));
+  for (int i = 0; i < micro; ++i) {
+    const Tensor loss = nn::functional::mse_loss(ddp(shard(batches[i].x)), shard(batches[i].y)) / double(micro);
+    if (i + 1 < micro) {
+      auto no_sync = ddp->no_sync();
+      loss.backward();
+    } else {
+      loss.backward();  // reduces everything accumulated
+    }
+  }
+  opt.step();
+  const auto expected = reference->parameters(), got = ddp->parameters();
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(testing::all_close(got[i], expected[i], 1e-5, 1e-6)) << "parameter " << i;
+}
+
+// Two heads; which ones a rank uses is up to its input. Head b is used by rank 0 only, head c by
+// no rank.
+struct BranchyImpl : nn::Module {
+  BranchyImpl() : Module("Branchy") {
+    a = register_module("a", nn::Linear(4, 2));
+    b = register_module("b", nn::Linear(4, 2));
+    c = register_module("c", nn::Linear(4, 2));
+  }
+  Tensor forward(const Tensor& x) override { return use_b ? a(x) + b(x) : a(x); }
+  nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+  bool use_b = false;
+};
+EMBER_MODULE(Branchy);
+
+TEST(DistributedDataParallel, UnusedParametersAreAnErrorOrFound) {
+  manual_seed(1);
+  Branchy model;
+  {
+    nn::DistributedDataParallel strict(model, group);
+    EXPECT_ERROR_CONTAINS(strict(ones({2, 4})).sum().backward(),
+                          "parameter(s) b.weight, b.bias, c.weight, c.bias "
+                          "received no gradient in this backward");
+  }
+  model->zero_grad();
+  nn::DistributedDataParallel ddp(model, group, nn::DistributedDataParallelOptions().find_unused_parameters(true));
+  model->use_b = rank() == 0;
+  ddp(ones({2, 4})).sum().backward();
+  EXPECT_FALSE(model->c->weight.grad().defined()) << "used by no rank: its .grad stays untouched";
+  // b's gradient on rank 0 is ones(2, 4) summed over the batch: 2 per element; averaged over the ranks.
+  ASSERT_TRUE(model->b->weight.grad().defined());
+  EXPECT_TRUE(testing::all_close(model->b->weight.grad(), full({2, 4}, 2.0 / world(), kFloat32), 1e-6, 0));
+  EXPECT_TRUE(testing::all_close(model->a->weight.grad(), full({2, 4}, 2.0, kFloat32), 1e-6, 0));
+}
+
+// With the GradScaler: an overflow on one rank reaches every rank through the average, so all
+// of them skip the same step and stay identical.
+TEST(DistributedDataParallel, AnOverflowOnOneRankSkipsTheStepEverywhere) {
+  manual_seed(3);
+  nn::Sequential local = small_net();
+  nn::DistributedDataParallel ddp(local, group);
+  optim::AdamW opt(ddp->parameters(), optim::AdamWOptions(1e-2));
+  amp::GradScaler scaler;
+  const auto batches = global_batches(3, 6 * world());
+  local->parameters()[0].register_hook([&](const Tensor& g) {
+    if (rank() != world() - 1 || scaler.skipped_steps() > 0) return Tensor();
+    Tensor bad = g.clone();
+    bad.view({-1}).narrow(0, 0, 1).fill_(std::numeric_limits<double>::infinity());
+    return bad;
+  });
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    scaler.scale(nn::functional::mse_loss(ddp(shard(batches[step].x)), shard(batches[step].y))).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+  EXPECT_EQ(scaler.get_scale(), 32768.0);
+  for (const Tensor& p : ddp->parameters()) {
+    std::vector<Tensor> all(world(), Tensor());
+    for (auto& t : all) t = empty_like(p);
+    group->all_gather(all, p.detach().contiguous())->wait();
+    for (int r = 1; r < world(); ++r) EXPECT_TRUE(testing::all_close(all[r], all[0], 0, 0)) << "rank " << r;
+  }
+}
+
+TEST(DistributedDataParallel, StateDictNamesAndMismatchedModels) {
+  manual_seed(0);
+  nn::Sequential local = small_net();
+  nn::DistributedDataParallel ddp(local, group);
+  EXPECT_TRUE(ddp->state_dict().contains("module.0.weight"));
+  // A rank with another model: every rank is told, none averages unrelated numbers.
+  nn::Sequential odd = rank() == world() - 1 ? nn::Sequential(nn::Linear(6, 5)) : nn::Sequential(nn::Linear(6, 4));
+  EXPECT_ERROR_CONTAINS(nn::DistributedDataParallel(odd, group),
+                        "parameters with other shapes or dtypes than rank " + std::to_string(rank()));
+}
+
+// Prints the failures of ranks other than 0 (rank 0 keeps gtest's full report).
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (result.failed())
+      std::cerr << "[rank " << rank_ << "] " << (result.file_name() ? result.file_name() : "") << ":"
+                << result.line_number() << ": " << result.summary() << "\n";
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace ember
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (!ember::distributed::is_mpi_available()) {
+    std::cout << "ember was built without MPI: nothing to test\n";
+    return 0;
+  }
+  ember::group = ember::distributed::init_process_group(
+      "mpi", ember::distributed::ProcessGroupOptions().timeout(std::chrono::seconds(60)));
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (ember::group->rank() != 0) {
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new ember::RankFailurePrinter(ember::group->rank()));
+  }
+  const int result = RUN_ALL_TESTS();
+  ember::group.reset();
+  return result;
+}
