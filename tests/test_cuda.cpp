@@ -2,6 +2,7 @@
 // events, the caching allocator on a real device, pinned memory, errors. Tests that need a GPU
 // are reported as skipped on machines without one (CI); tools/gpu_check.sh runs them on one.
 #include <chrono>
+#include <cmath>
 
 #include "ember/cuda/caching_allocator.h"
 #include "helpers.h"
