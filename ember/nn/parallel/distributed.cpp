@@ -1,6 +1,7 @@
 // DistributedDataParallel: the reducer of Note [DDP reducer].
 #include "ember/nn/parallel/distributed.h"
 
+#include <cstring>
 #include <ostream>
 #include <utility>
 
@@ -52,11 +53,13 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<Module>
 // The shapes and dtypes of every parameter, compared across ranks: a mismatch (different
 // models, or a different registration order) would average unrelated numbers silently.
 void DistributedDataParallelImpl::check_same_parameters_everywhere() {
-  int64_t signature = static_cast<int64_t>(params_.size());
+  uint64_t hash = params_.size();  // unsigned: the hash wraps around by design
   for (const Tensor& p : params_) {
-    signature = signature * 1000003 + static_cast<int64_t>(p.dtype());
-    for (int64_t s : p.sizes()) signature = signature * 1000003 + s;
+    hash = hash * 1000003u + static_cast<uint64_t>(p.dtype());
+    for (int64_t s : p.sizes()) hash = hash * 1000003u + static_cast<uint64_t>(s);
   }
+  int64_t signature = 0;
+  std::memcpy(&signature, &hash, sizeof hash);
   const Tensor mine = full({2}, 0, kInt64);
   mine.data_ptr<int64_t>()[0] = signature;
   mine.data_ptr<int64_t>()[1] = static_cast<int64_t>(params_.size());
