@@ -2,11 +2,13 @@
 // loader, nn modules, optimizers, gradient accumulation and checkpoints working together.
 //   train_mnist                          # built-in synthetic digits, no files needed
 //   train_mnist --data ../shared/data/mnist --model cnn --epochs 3 --workers 2
+//   mpirun -np 2 train_mnist --distributed       # data parallel: each rank its shard, DDP
 //   train_mnist --help
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <ember/ember.h>
 
@@ -24,7 +26,7 @@ struct Config {
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
   uint64_t seed = 0;
-  bool pin_memory = false, augment = false;
+  bool pin_memory = false, augment = false, distributed = false;
 };
 
 nn::Sequential make_model(const std::string& kind) {
@@ -89,6 +91,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "bf16", "fp16"}));
   app.add_flag("--pin-memory", c.pin_memory, "batches in page-locked memory, copied to the GPU asynchronously");
   app.add_flag("--augment", c.augment, "random affine jitter of the training images");
+  app.add_flag("--distributed", c.distributed,
+               "data parallel over the processes of `mpirun -np N`: each rank trains on its shard "
+               "(--batch-size per rank) and DistributedDataParallel averages the gradients; rank 0 reports and saves");
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
   app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation");
   app.add_option("--train-size", c.train_size, "synthetic training examples")->check(CLI::PositiveNumber);
@@ -102,6 +107,12 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(c.threads);
     manual_seed(c.seed);
+    // Data parallel: rank 0 prints, evaluates and saves; every rank trains on its own shard.
+    std::shared_ptr<distributed::ProcessGroup> group;
+    if (c.distributed) group = distributed::init_process_group("mpi");
+    const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+    if (rank != 0 && !std::freopen("/dev/null", "w", stdout))  // the other ranks' reports would repeat rank 0's
+      throw Error("train_mnist: cannot silence rank " + std::to_string(rank) + "'s output");
     std::shared_ptr<const data::Dataset> train, test;
     if (!c.data_dir.empty()) {
       train = std::make_shared<data::MNIST>(c.data_dir, true);
@@ -122,6 +133,9 @@ int main(int argc, char** argv) {
     amp::GradScaler scaler(examples::scaler_options(c.amp));
     nn::Sequential model = make_model(c.model);
     model->to(device);
+    nn::DistributedDataParallel ddp(nullptr);
+    if (group) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
+    auto train_forward = [&](const Tensor& x) { return ddp ? ddp(x) : model(x); };
     auto opt = make_optimizer(c, model->parameters());
     const double base_lr = opt->param_groups().front().options().get_lr();
     int first_epoch = 0;
@@ -139,12 +153,16 @@ int main(int argc, char** argv) {
       scheduler = std::make_unique<optim::CosineAnnealingLR>(*opt, c.epochs);
       if (first_epoch > 0) scheduler->step(first_epoch);
     }
-    data::DataLoader loader(train_set, data::DataLoaderOptions()
-                                           .batch_size(c.batch_size)
-                                           .shuffle(true)
-                                           .seed(c.seed)
-                                           .num_workers(c.workers)
-                                           .pin_memory(c.pin_memory));
+    std::shared_ptr<const data::Sampler> sampler;
+    if (group) sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world, rank, true, c.seed);
+    data::DataLoader loader(train_set,
+                            data::DataLoaderOptions()
+                                .batch_size(c.batch_size)
+                                .shuffle(sampler == nullptr)  // the DistributedSampler shuffles itself
+                                .seed(c.seed)
+                                .num_workers(c.workers)
+                                .pin_memory(c.pin_memory),
+                            sampler);
     std::ofstream metrics = examples::open_metrics(
         c.metrics,
         "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds,amp,loss_scale,"
@@ -154,11 +172,14 @@ int main(int argc, char** argv) {
                 c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
                 c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers,
                 device.str().c_str(), c.amp == "none" ? "" : (", " + c.amp + " autocast").c_str());
+    if (group)
+      std::printf("data parallel over %d MPI ranks: %lld examples per rank per epoch, global batch %lld\n", world,
+                  static_cast<long long>(sampler->size()), static_cast<long long>(c.batch_size * world));
     double accuracy = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
       loader.reset_stats();
-      examples::Progress progress(epoch + 1, train->size());
+      examples::Progress progress(epoch + 1, sampler ? sampler->size() : train->size());
       examples::DeviceSums sums(device, 2);  // loss × batch size, correct predictions
       double seen = 0, shown_loss = 0;
       int64_t step = 0, batches = 0;
@@ -178,10 +199,15 @@ int main(int argc, char** argv) {
         auto forward_backward = [&] {
           {
             const examples::AmpScope autocast(c.amp, device);  // the forward in bf16/fp16 where it pays
-            logits = model(x);
+            logits = train_forward(x);
             loss = nn::functional::cross_entropy(logits, target);
           }
-          scaler.scale(loss / static_cast<double>(c.accumulate)).backward();  // gradients add up over K batches
+          // Gradients add up over K batches; with DDP, only the last of them is averaged over the ranks.
+          const bool last_batch = batches + 1 == loader.size();
+          const bool local_only = ddp && c.optimizer != "lbfgs" && (step + 1) % c.accumulate != 0 && !last_batch;
+          std::optional<nn::DistributedDataParallelImpl::NoSyncGuard> no_sync;
+          if (local_only) no_sync.emplace(*ddp);
+          scaler.scale(loss / static_cast<double>(c.accumulate)).backward();
           return loss;
         };
         if (c.optimizer == "lbfgs") {
@@ -211,7 +237,7 @@ int main(int argc, char** argv) {
       progress.finish();
       const int64_t skipped = scaler.skipped_steps() - skipped_before;  // one wait per epoch
       const int64_t peak = memory::stats(device).peak_bytes;
-      const auto [test_loss, test_acc] = evaluate(model, test_set, device, c.amp);
+      const auto [test_loss, test_acc] = rank == 0 ? evaluate(model, test_set, device, c.amp) : std::pair(0.0, 0.0);
       accuracy = test_acc;
       std::printf("epoch %d: train loss %.4f accuracy %.4f | test loss %.4f accuracy %.4f | %.1f s, data wait %.2f s",
                   epoch + 1, loss_sum / seen, correct / seen, test_loss, test_acc, secs, loader.data_wait_seconds());
@@ -225,14 +251,14 @@ int main(int argc, char** argv) {
                 << ',' << secs << ',' << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ','
                 << skipped << ',' << peak << '\n'
                 << std::flush;
-      if (!c.save.empty()) {
+      if (!c.save.empty() && rank == 0) {
         std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"model", c.model}};
         save(model->state_dict(), c.save, meta);
         save(*opt, scaler, c.save + ".optim");
       }
     }
     std::printf("test accuracy %.4f\n", accuracy);
-    if (c.expect_accuracy >= 0 && accuracy < c.expect_accuracy) {
+    if (rank == 0 && c.expect_accuracy >= 0 && accuracy < c.expect_accuracy) {
       std::fprintf(stderr, "test accuracy %.4f is below the expected %.4f\n", accuracy, c.expect_accuracy);
       return 1;
     }
