@@ -167,17 +167,20 @@ class MpiWork final : public Work {
   }
 
   void wait() override {
-    const auto deadline = std::chrono::steady_clock::now() + group_->timeout;
-    for (int polls = 0; !is_completed(); ++polls) {
-      if (std::chrono::steady_clock::now() > deadline)
+    const auto start = std::chrono::steady_clock::now(), deadline = start + group_->timeout;
+    while (!is_completed()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > deadline)
         throw Error(what_ + " on rank " + std::to_string(group_->rank) + " of " + std::to_string(group_->size) +
                     ": not completed within the timeout of " + std::to_string(group_->timeout.count()) +
                     " ms (did every rank call it, in the same order, with the same shapes?)");
-      // Spin briefly (a collective usually completes in microseconds), then yield the core.
-      if (polls < 100)
+      // MPI moves a nonblocking operation forward only inside MPI calls, so poll without pause
+      // (yielding the core to a rank that shares it); after 50 ms the peers are computing, not
+      // communicating, and polling slows down so as not to take their cores.
+      if (now - start < std::chrono::milliseconds(50))
         std::this_thread::yield();
       else
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 

@@ -159,6 +159,11 @@ void DistributedDataParallelImpl::mark_ready(size_t index) {
     grad = views_[index];
   }
   if (--buckets_[bucket_of_[index]].pending == 0) launch_ready_buckets(false);
+  // MPI moves a nonblocking collective forward only inside MPI calls (Open MPI has no progress
+  // thread for them): testing the oldest one in flight at every gradient keeps the all-reduces
+  // running while backward computes.
+  for (size_t b = 0; b < next_launch_; ++b)
+    if (buckets_[b].work && !buckets_[b].work->is_completed()) break;
 }
 
 // Launches the all-reduce of every bucket that is complete, in bucket order (all ranks must
