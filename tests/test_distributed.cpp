@@ -290,6 +290,52 @@ TEST(DistributedDataParallel, StateDictNamesAndMismatchedModels) {
                         "parameters with other shapes or dtypes than rank " + std::to_string(rank()));
 }
 
+// ---- Pipeline ----
+
+// Every schedule and chunk count computes the gradients and loss of the unsplit model on the
+// whole batch; 1F1B holds at most (stages − stage) micro-batches where GPipe holds all of them.
+TEST(Pipeline, StagesOverRanksEqualTheWholeModel) {
+  manual_seed(4);
+  const Tensor x = randn({12, 6}), y = randn({12, 3});
+  manual_seed(9);
+  nn::Sequential reference = small_net();
+  const Tensor expected_loss = nn::functional::mse_loss(reference(x), y);
+  expected_loss.backward();
+  const StateDict reference_params = reference->named_parameters();
+  for (const char* schedule : {"gpipe", "1f1b"})
+    for (int64_t chunks : {1, 3, 4}) {
+      manual_seed(9);
+      nn::Sequential model = small_net();  // every rank builds the same model and keeps its stage
+      nn::Pipeline pipe(model, group, nn::PipelineOptions().chunks(chunks).schedule(schedule));
+      const std::string where = std::string(schedule) + ", " + std::to_string(chunks) + " chunks";
+      const Tensor loss =
+          pipe.train_step(pipe.is_first() ? x : Tensor(), pipe.is_last() ? y : Tensor(),
+                          [](const Tensor& out, const Tensor& t) { return nn::functional::mse_loss(out, t); });
+      EXPECT_EQ(loss.defined(), pipe.is_last()) << where;
+      if (pipe.is_last()) EXPECT_TRUE(testing::all_close(loss, expected_loss, 1e-6, 1e-7)) << where;
+      const auto named = pipe.stage()->named_parameters();
+      EXPECT_GT(named.size(), 0u);
+      for (const auto& item : named) {
+        ASSERT_TRUE(item.value.grad().defined()) << where << ": " << item.key;
+        EXPECT_TRUE(testing::all_close(item.value.grad(), reference_params[item.key].grad(), 1e-5, 1e-7))
+            << where << ": " << item.key;
+      }
+      const int64_t limit = std::string(schedule) == "gpipe" ? chunks : std::min<int64_t>(chunks, world() - rank());
+      EXPECT_EQ(pipe.peak_micro_batches_held(), limit) << where;
+      // Inference through the stages gives the model's output on the last one.
+      const Tensor out = pipe.forward(pipe.is_first() ? x : Tensor());
+      if (pipe.is_last()) EXPECT_TRUE(testing::all_close(out, reference(x).detach(), 1e-6, 1e-7)) << where;
+    }
+}
+
+TEST(Pipeline, BadSplitsAreClearErrors) {
+  nn::Sequential model = small_net();
+  EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().balance({1})),
+                        "the balance has 1 stages of 1 layers in all; the group has " + std::to_string(world()));
+  EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().schedule("zigzag")), "unknown schedule");
+  EXPECT_ERROR_CONTAINS(nn::Pipeline(nn::Sequential(nn::Linear(2, 2)), group), "1 layers cannot fill");
+}
+
 // Prints the failures of ranks other than 0 (rank 0 keeps gtest's full report).
 class RankFailurePrinter : public ::testing::EmptyTestEventListener {
  public:

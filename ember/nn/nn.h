@@ -11,4 +11,5 @@
 #include "ember/nn/modules/norm.h"
 #include "ember/nn/modules/transformer.h"
 #include "ember/nn/parallel/distributed.h"
+#include "ember/nn/parallel/pipeline.h"
 #include "ember/nn/utils.h"
