@@ -3,6 +3,7 @@
 // The loss to beat is the text's unigram entropy: what a model that ignores context achieves.
 //   train_charlm                                            # built-in sonnets, no files needed
 //   train_charlm --text ../shared/data/tinyshakespeare/input.txt --epochs 1 --stride 64
+//   mpirun -np 2 train_charlm --distributed                # data parallel over 2 processes
 //   train_charlm --help
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -23,6 +24,7 @@ struct Config {
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
   uint64_t seed = 0;
+  bool distributed = false;
 };
 
 // idx int64 [B, T] -> logits [B, T, vocab]; T may be anything up to block_size.
@@ -70,9 +72,10 @@ class CharGPTImpl : public nn::Module {
 };
 EMBER_MODULE(CharGPT);
 
-Tensor lm_loss(CharGPT& model, const data::Batch& b, Device device, const std::string& amp) {
+// `net`: the model, or the DistributedDataParallel wrapping it.
+Tensor lm_loss(nn::Module& net, const data::Batch& b, Device device, const std::string& amp) {
   const examples::AmpScope autocast(amp, device);  // the blocks' matmuls in bf16/fp16, softmax and the loss in fp32
-  const Tensor logits = model(b.data.to(device));  // [B, T, V]
+  const Tensor logits = net(b.data.to(device));    // [B, T, V]
   return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.target.to(device).reshape({-1}));
 }
 
@@ -85,7 +88,7 @@ double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, 
   double count = 0;
   for (const data::Batch& b : data::DataLoader(ds, data::DataLoaderOptions().batch_size(batch_size))) {
     const double n = static_cast<double>(b.target.numel());
-    sums.add(0, lm_loss(model, b, device, amp) * n);
+    sums.add(0, lm_loss(*model, b, device, amp) * n);
     count += n;
   }
   model->train();
@@ -141,6 +144,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.5));
   app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
   app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_flag("--distributed", c.distributed,
+               "data parallel over the processes of `mpirun -np N`: each rank trains on its shard of the windows "
+               "(--batch-size per rank), DistributedDataParallel averages the gradients; rank 0 reports and saves");
   app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
   app.add_option("--amp", c.amp,
                  "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
@@ -159,6 +165,11 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(c.threads);
     manual_seed(c.seed);
+    std::shared_ptr<distributed::ProcessGroup> group;
+    if (c.distributed) group = distributed::init_process_group("mpi");
+    const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+    if (rank != 0 && !std::freopen("/dev/null", "w", stdout))  // the other ranks' reports would repeat rank 0's
+      throw Error("train_charlm: cannot silence rank " + std::to_string(rank) + "'s output");
     const std::string text = c.text_path.empty() ? data::embedded_sonnets()
                                                  : data::read_gzip_or_plain(c.text_path, size_t{1} << 30, "--text");
     // nanoGPT's split: the first part trains, the tail validates; one vocabulary for both.
@@ -177,13 +188,21 @@ int main(int argc, char** argv) {
     EMBER_CHECK(device.is_cpu() || cuda::is_available(), "--device ", c.device, ": no CUDA device is available");
     CharGPT model(vocab.size(), c);
     model->to(device);
+    nn::DistributedDataParallel ddp(nullptr);
+    if (group) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
+    nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
     optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
-    data::DataLoader loader(train, data::DataLoaderOptions()
-                                       .batch_size(c.batch_size)
-                                       .shuffle(true)
-                                       .drop_last(train->size() >= c.batch_size)
-                                       .seed(c.seed)
-                                       .num_workers(c.workers));
+    std::shared_ptr<const data::Sampler> sampler;
+    if (group) sampler = std::make_shared<data::DistributedSampler>(train->size(), world, rank, true, c.seed);
+    const int64_t windows = sampler ? sampler->size() : train->size();
+    data::DataLoader loader(train,
+                            data::DataLoaderOptions()
+                                .batch_size(c.batch_size)
+                                .shuffle(sampler == nullptr)  // the DistributedSampler shuffles itself
+                                .drop_last(windows >= c.batch_size)
+                                .seed(c.seed)
+                                .num_workers(c.workers),
+                            sampler);
     const int64_t steps_per_epoch = static_cast<int64_t>(loader.size());
     int first_epoch = 0;
     amp::GradScaler scaler(examples::scaler_options(c.amp));
@@ -215,18 +234,21 @@ int main(int argc, char** argv) {
                   for (const Tensor& p : model->parameters()) n += p.numel();
                   return n;
                 }()));
+    if (group)
+      std::printf("data parallel over %d MPI ranks: %lld windows per rank per epoch, global batch %lld\n", world,
+                  static_cast<long long>(windows), static_cast<long long>(c.batch_size * world));
     double train_loss = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
       loader.reset_stats();
-      examples::Progress progress(epoch + 1, train->size(), 20);
+      examples::Progress progress(epoch + 1, windows, 20);
       examples::DeviceSums sums(device, 1);
       double shown_loss = 0;
       int64_t steps = 0, seen = 0;
       const int64_t skipped_before = scaler.skipped_steps();
       memory::reset_peak(device);
       for (const data::Batch& b : loader) {
-        const Tensor loss = lm_loss(model, b, device, c.amp);
+        const Tensor loss = lm_loss(net, b, device, c.amp);
         opt.zero_grad();
         scaler.scale(loss).backward();
         scaler.unscale_(opt);  // clip the true gradients
@@ -244,7 +266,7 @@ int main(int argc, char** argv) {
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
-      const double val_loss = val ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
+      const double val_loss = val && rank == 0 ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
       std::printf(
           "epoch %d: train loss %.4f (%.3f bits/char) | val loss %.4f | unigram %.4f | %.1f s, %.0f chars/s, data wait "
           "%.2f s\n",
@@ -262,16 +284,16 @@ int main(int argc, char** argv) {
                 << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ',' << skipped << ','
                 << peak << '\n'
                 << std::flush;
-      if (!c.save.empty()) {
+      if (!c.save.empty() && rank == 0) {
         std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}};
         save(model->state_dict(), c.save, meta);
         save(opt, scaler, c.save + ".optim");
       }
     }
-    if (c.sample_chars > 0)
+    if (c.sample_chars > 0 && rank == 0)
       std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,
                   sample(model, vocab, c.prompt, c.sample_chars, c.temperature, device).c_str());
-    if (c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
+    if (rank == 0 && c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
       std::fprintf(stderr, "training loss %.4f is not below %.2f x the unigram entropy %.4f\n", train_loss,
                    c.expect_below, unigram);
       return 1;
