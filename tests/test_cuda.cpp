@@ -382,5 +382,42 @@ TEST(CudaAmp, AScalerIterationNeverWaitsForTheDevice) {
   EXPECT_EQ(scaler.get_scale(), 65536.0);  // backed off at 2, grown after 3 to 5
 }
 
+// NCCL with one rank on this GPU (the process bootstraps MPI alone): every collective, the stream
+// ordering of wait(), and DDP on CUDA tensors. More ranks need more GPUs.
+TEST(CudaNccl, OneRankGroupCollectivesAndDdp) {
+  REQUIRE_GPU();
+  if (!distributed::is_nccl_available() || !distributed::is_mpi_available())
+    GTEST_SKIP() << "built without NCCL or MPI";
+  auto pg = distributed::init_process_group("nccl");
+  ASSERT_EQ(pg->size(), 1);
+  EXPECT_EQ(pg->backend_name(), "nccl");
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16, kInt64}) {
+    Tensor t = arange(6, TensorOptions(dtype).device(kCUDA));
+    pg->all_reduce(t, distributed::ReduceOp::MAX)->wait();
+    EXPECT_TRUE(testing::all_close(t.cpu().to(kFloat64), arange(6, kFloat64), 0, 0)) << dtype;
+  }
+  Tensor x = full({4}, 3.0, kCUDA);
+  pg->broadcast(x, 0)->wait();
+  std::vector<Tensor> gathered{empty({4}, kCUDA)};
+  pg->all_gather(gathered, x)->wait();
+  EXPECT_TRUE(testing::all_close(gathered[0].cpu(), full({4}, 3.0), 0, 0));
+  Tensor out = empty({4}, kCUDA);
+  pg->reduce_scatter(out, {x}, distributed::ReduceOp::AVG)->wait();
+  EXPECT_TRUE(testing::all_close(out.cpu(), full({4}, 3.0), 0, 0));
+  pg->barrier()->wait();
+  EXPECT_ERROR_CONTAINS(pg->all_reduce(ones({2})), "carries tensors on this rank's GPU");
+
+  manual_seed(2);
+  nn::Sequential model(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 2));
+  model->to(kCUDA);
+  nn::DistributedDataParallel ddp(model, pg);
+  const Tensor in = randn({4, 8}).cuda();
+  ddp(in).sum().backward();
+  const Tensor g = model->parameters()[0].grad().cpu();
+  model->zero_grad();
+  model(in).sum().backward();  // one rank: the average is the local gradient
+  EXPECT_TRUE(testing::all_close(g, model->parameters()[0].grad().cpu(), 1e-6, 1e-7));
+}
+
 }  // namespace
 }  // namespace ember

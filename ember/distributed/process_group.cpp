@@ -64,9 +64,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
   EMBER_CHECK(options.timeout().count() > 0, "init_process_group: the timeout must be positive, got ",
               options.timeout().count(), " ms");
   if (backend == "mpi") return make_mpi_process_group(options);
-  if (backend == "nccl")
-    throw Error("init_process_group: the NCCL back end is not implemented yet (planned); use \"mpi\" with CPU tensors");
-  throw Error("init_process_group: unknown back end '" + backend + "' (ember has \"mpi\")");
+  if (backend == "nccl") return make_nccl_process_group(options);
+  throw Error("init_process_group: unknown back end '" + backend + "' (ember has \"mpi\" and \"nccl\")");
 }
 
 }  // namespace ember::distributed

@@ -4,7 +4,9 @@
 // the group, in the same order, with tensors of the same shape and dtype, and each call returns
 // a Work handle at once. The result is in the tensors after wait(). The transport is an
 // established engine, never ember's own: MPI (Open MPI, CPU tensors, processes launched by
-// mpirun on one machine or many). NCCL for CUDA tensors is planned.
+// mpirun on one machine or many) and NCCL (CUDA tensors, one GPU per process, bootstrapped
+// through MPI; wait() then orders the caller's stream after the operation without blocking the
+// host, as PyTorch's does).
 //
 //     auto pg = distributed::init_process_group("mpi");   // rank and size from mpirun
 //     Tensor t = full({4}, pg->rank());
@@ -75,10 +77,11 @@ struct LaunchEnvironment {
 };
 LaunchEnvironment launch_environment();
 
-// A process group over every process of the job. backend: "mpi". Throws an ember::Error naming
-// what is missing when ember was built without it.
+// A process group over every process of the job. backend: "mpi" or "nccl" (which needs MPI to
+// start). Throws an ember::Error naming what is missing when ember was built without it.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend = "mpi",
                                                  const ProcessGroupOptions& options = {});
-bool is_mpi_available();  // whether ember was built with MPI
+bool is_mpi_available();   // whether ember was built with MPI
+bool is_nccl_available();  // whether ember was built with NCCL (CUDA builds with nccl.h)
 
 }  // namespace ember::distributed

@@ -60,12 +60,16 @@ void DistributedDataParallelImpl::check_same_parameters_everywhere() {
   }
   int64_t signature = 0;
   std::memcpy(&signature, &hash, sizeof hash);
-  const Tensor mine = full({2}, 0, kInt64);
+  // Built on the host, exchanged on the parameters' device (NCCL carries only GPU tensors).
+  const Device device = params_.empty() ? Device(kCPU) : params_.front().device();
+  Tensor mine = full({2}, 0, kInt64);
   mine.data_ptr<int64_t>()[0] = signature;
   mine.data_ptr<int64_t>()[1] = static_cast<int64_t>(params_.size());
+  mine = mine.to(device);
   std::vector<Tensor> all;
-  for (int r = 0; r < group_->size(); ++r) all.push_back(empty({2}, kInt64));
+  for (int r = 0; r < group_->size(); ++r) all.push_back(empty({2}, TensorOptions(kInt64).device(device)));
   group_->all_gather(all, mine)->wait();
+  for (Tensor& t : all) t = t.cpu();
   for (int r = 0; r < group_->size(); ++r)
     EMBER_CHECK(all[r].data_ptr<int64_t>()[0] == signature, "DistributedDataParallel: rank ", r, " has ",
                 all[r].data_ptr<int64_t>()[1], " parameters with other shapes or dtypes than rank ", group_->rank(),
@@ -206,10 +210,11 @@ void DistributedDataParallelImpl::finalize_backward() {
   // Which parameters some rank used: those no rank used keep their .grad as it was.
   Tensor used;
   if (options_.find_unused_parameters()) {
-    used = zeros({static_cast<int64_t>(params_.size())}, kUInt8);
-    for (size_t i = 0; i < params_.size(); ++i) used.data_ptr<uint8_t>()[i] = 1;
+    used = ones({static_cast<int64_t>(params_.size())}, kUInt8);
     for (size_t i : unused) used.data_ptr<uint8_t>()[i] = 0;
+    used = used.to(params_.front().device());  // NCCL carries only GPU tensors
     group_->all_reduce(used, ReduceOp::MAX)->wait();
+    used = used.cpu();
   }
   for (Bucket& b : buckets_) {
     b.work->wait();

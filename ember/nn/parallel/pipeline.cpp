@@ -40,6 +40,8 @@ Pipeline::Pipeline(const Sequential& model, std::shared_ptr<distributed::Process
     const int64_t index = first_layer_ + k;
     stage_->push_back(std::to_string(index), (*model)[index]);  // named as in the whole model
   }
+  const auto params = stage_->parameters();
+  device_ = params.empty() ? Device(kCPU) : params.front().device();
 }
 
 void Pipeline::send_activation(const Tensor& t, int dst, int64_t micro) {
@@ -50,7 +52,8 @@ void Pipeline::send_activation(const Tensor& t, int dst, int64_t micro) {
   h[0] = t.dim();
   h[1] = static_cast<int64_t>(t.dtype());
   for (int64_t d = 0; d < t.dim(); ++d) h[2 + d] = t.size(d);
-  const Tensor data = t.contiguous();
+  header = header.to(device_);
+  const Tensor data = t.to(device_).contiguous();
   sends_.push_back(group_->send(header, dst, forward_tag(micro)));
   sends_.push_back(group_->send(data, dst, forward_tag(micro)));  // after the header: MPI keeps their order
   sent_.push_back(header);
@@ -58,13 +61,14 @@ void Pipeline::send_activation(const Tensor& t, int dst, int64_t micro) {
 }
 
 Tensor Pipeline::recv_activation(int src, int64_t micro, bool requires_grad) {
-  Tensor header = empty({kMaxDims + 2}, kInt64);
+  Tensor header = empty({kMaxDims + 2}, TensorOptions(kInt64).device(device_));
   group_->recv(header, src, forward_tag(micro))->wait();
+  header = header.cpu();
   const int64_t* h = header.data_ptr<int64_t>();
   EMBER_CHECK(h[0] >= 0 && h[0] <= kMaxDims && h[1] >= 0 && h[1] < kNumDTypes,
               "Pipeline: a malformed activation header from rank ", src);
   Shape sizes(h + 2, h + 2 + h[0]);
-  Tensor x = empty(sizes, TensorOptions(static_cast<DType>(h[1])));
+  Tensor x = empty(sizes, TensorOptions(static_cast<DType>(h[1])).device(device_));
   group_->recv(x, src, forward_tag(micro))->wait();
   if (requires_grad && x.is_floating_point()) x.requires_grad_(true);
   return x;
@@ -114,7 +118,7 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
     if (is_last()) {
       f.output.backward();
     } else {
-      Tensor grad = empty(f.output.sizes(), TensorOptions(f.output.dtype()));
+      Tensor grad = empty(f.output.sizes(), TensorOptions(f.output.dtype()).device(f.output.device()));
       group_->recv(grad, static_cast<int>(s + 1), backward_tag(m))->wait();
       f.output.backward(grad);
     }

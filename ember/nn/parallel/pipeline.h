@@ -63,6 +63,7 @@ class Pipeline {
   std::shared_ptr<distributed::ProcessGroup> group_;
   PipelineOptions options_;
   int64_t first_layer_ = 0;
+  Device device_;  // where the stage's parameters live: activations travel there
   int64_t peak_held_ = 0;
   std::vector<distributed::WorkPtr> sends_;  // waited for at the end of each step
   std::vector<Tensor> sent_;                 // what they read, alive until then
