@@ -9,11 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle="${1:-.gpu-bundle/ember-gpu.tar.xz}"
-build="${BUILD_DIR:-build/release}"
+build="${BUILD_DIR:-build/gpu-bundle}"
 source tools/deps.sh
 ember_ensure_deps
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_BUILD_BENCH=ON \
+# Without MPI: its shared libraries and plugins cannot travel in a bundle (a lone process still
+# gets an NCCL group, which needs no MPI to start).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_MPI=OFF -DEMBER_BUILD_BENCH=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" > /dev/null
 cmake --build "$build" -j "$(nproc)" --target ember_tests train_mnist train_charlm gpu_report
 

@@ -1,6 +1,7 @@
 // The NCCL back end (Note [Process groups]): CUDA tensors, one GPU per process. Its pieces:
 // - Bootstrap: the ranks agree on NCCL's unique id through an MPI process group (rank 0 makes
-//   it, a broadcast shares it); the GPU is the launcher's local rank modulo the devices seen.
+//   it, a broadcast shares it; a lone process needs no MPI); the GPU is the launcher's local
+//   rank modulo the devices seen.
 // - Streams: every operation runs on the group's own stream. Before it, that stream waits for an
 //   event recorded on the caller's current stream (the tensors' producers); after it, an event
 //   marks the end, and the tensors are recorded as used on the group's stream for the caching
@@ -196,19 +197,23 @@ class NcclProcessGroup final : public ProcessGroup {
  public:
   explicit NcclProcessGroup(const ProcessGroupOptions& options) : group_(std::make_shared<Group>()) {
     EMBER_CHECK(cuda::is_available(), "init_process_group(\"nccl\"): no CUDA device is available");
-    // The ranks agree on NCCL's unique id through MPI.
-    const auto bootstrap = make_mpi_process_group(options);
-    group_->rank = bootstrap->rank();
-    group_->size = bootstrap->size();
-    group_->device = launch_environment().local_rank % cuda::device_count();
-    group_->timeout = options.timeout();
+    // The ranks agree on NCCL's unique id through MPI; a lone process needs no MPI.
+    const LaunchEnvironment env = launch_environment();
     ncclUniqueId id{};
+    std::shared_ptr<ProcessGroup> bootstrap;
+    if (env.world_size > 1) {
+      bootstrap = make_mpi_process_group(options);
+      group_->rank = bootstrap->rank();
+      group_->size = bootstrap->size();
+    }
+    group_->device = env.local_rank % cuda::device_count();
+    group_->timeout = options.timeout();
     Tensor bytes = zeros({static_cast<int64_t>(sizeof id)}, kUInt8);
     if (group_->rank == 0) {
       check_nccl(nccl().get_unique_id(&id), "init_process_group(\"nccl\")");
       std::memcpy(bytes.data_ptr(), &id, sizeof id);
     }
-    bootstrap->broadcast(bytes, 0)->wait();
+    if (bootstrap) bootstrap->broadcast(bytes, 0)->wait();
     std::memcpy(&id, bytes.data_ptr(), sizeof id);
     cuda::DeviceGuard guard(group_->device);
     check_nccl(nccl().comm_init_rank(&group_->comm, group_->size, id, group_->rank),
