@@ -4,6 +4,7 @@
 // DDP against one process training on the whole batch (Note [DDP reducer]).
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -114,6 +115,22 @@ TEST(Collectives, AMissingRankIsATimeoutErrorNotAHang) {
   }
   EXPECT_TRUE(testing::all_close(t, full({3}, world(), kFloat32), 0, 0));
   group->set_timeout(saved);
+}
+
+// A rank that dies in the middle of a collective: the job must end with a clear message, never
+// hang. Disabled in the normal run (it kills the job); ctest's Distributed.a_rank_exits runs it
+// alone and expects either the survivors' timeout error or mpirun's report of the dead rank.
+TEST(Collectives, DISABLED_ARankThatExitsMidCollective) {
+  group->set_timeout(std::chrono::seconds(10));
+  if (rank() == world() - 1) std::_Exit(3);  // dies without a word, as a crashed process does
+  Tensor t = ones({4});
+  try {
+    group->all_reduce(t)->wait();
+  } catch (const Error& e) {
+    std::cerr << "rank " << rank() << ": " << e.what() << "\n";
+    std::_Exit(4);
+  }
+  ADD_FAILURE() << "the all_reduce completed without the dead rank";
 }
 
 // ---- DistributedDataParallel ----
