@@ -21,7 +21,8 @@ namespace {
 
 struct Config {
   std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", device = "cpu", save, resume, metrics;
-  std::string amp = "none";
+  std::string amp = "none", profile;
+  int profile_steps = 20;
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
@@ -101,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--save", c.save, "write model.safetensors-style checkpoints here after each epoch");
   app.add_option("--resume", c.resume, "start from this checkpoint (and its .optim file)");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
+  app.add_option("--profile", c.profile,
+                 "profile the first --profile-steps batches: a Chrome trace to this file (chrome://tracing, "
+                 "Perfetto) and a table of the ops' times");
+  app.add_option("--profile-steps", c.profile_steps, "batches to profile")->check(CLI::PositiveNumber);
   app.add_option("--expect-accuracy", c.expect_accuracy, "exit with status 1 below this test accuracy (for CI)");
   CLI11_PARSE(app, argc, argv);
 
@@ -192,7 +197,13 @@ int main(int argc, char** argv) {
         scaler.update();
       };
       opt->zero_grad();
+      // The profiler (Note [Profiler]) over the first batches of the run; each batch is a range.
+      profiler::Profile profile;
+      std::optional<profiler::ProfilerGuard> profiling;
+      if (!c.profile.empty() && epoch == first_epoch) profiling.emplace(profile);
       for (const data::Batch& b : loader) {
+        std::optional<profiler::RecordFunction> batch_range;
+        if (profiling) batch_range.emplace("batch");
         // From pinned memory the copies are asynchronous (non_blocking), overlapping the GPU's work.
         const Tensor x = b.data.to(device, c.pin_memory), target = b.target.to(device, c.pin_memory);
         Tensor logits, loss;
@@ -228,6 +239,13 @@ int main(int argc, char** argv) {
         seen += n;
         if (sums.refresh(++batches)) shown_loss = sums[0] / seen;
         progress.update(batches, static_cast<int64_t>(seen), shown_loss);
+        batch_range.reset();
+        if (profiling && batches == c.profile_steps) {
+          profiling.reset();
+          profile.export_chrome_trace(c.profile);
+          std::printf("\nprofile of the first %lld batches (%s):\n%s", static_cast<long long>(batches),
+                      c.profile.c_str(), profile.table("self", 15).c_str());
+        }
       }
       sums.refresh(batches, /*always=*/true);
       const double loss_sum = sums[0], correct = sums[1];

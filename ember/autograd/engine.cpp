@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
 #include "ember/autograd/autocast.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/meta.h"
+#include "ember/autograd/profiler.h"
 #include "ember/tensor/ops.h"
 
 namespace ember::autograd {
@@ -125,7 +127,13 @@ void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> r
                 "tensors after they were freed) in ", node->name(),
                 ". Saved tensors are freed after backward; pass retain_graph=true to the first backward "
                 "if you need to backward through the graph again");
-    std::vector<Tensor> input_grads = node->apply(std::move(grads));
+    std::vector<Tensor> input_grads;
+    {
+      // One event per node in a profile (Note [Profiler]); nothing otherwise.
+      std::optional<profiler::RecordFunction> record;
+      if (profiler::is_profiling()) record.emplace(node->name(), profiler::Event::Kind::Backward);
+      input_grads = node->apply(std::move(grads));
+    }
     if (AnomalyMode::is_enabled()) check_finite(*node, input_grads);
     if (!retain_graph && !node->is_accumulator()) {
       node->release_saved();
