@@ -64,8 +64,9 @@ struct ProfilerGuard::State final : dispatch::Policy {
   }
 };
 
-ProfilerGuard::ProfilerGuard(Profile& profile, ProfilerOptions options) : state_(new State) {
+ProfilerGuard::ProfilerGuard(Profile& profile, ProfilerOptions options) {
   EMBER_CHECK(recording.profile == nullptr, "ProfilerGuard: a profiler is already recording on this thread");
+  state_ = std::make_unique<State>();
   profile.events_.clear();
   profile.options_ = options;
   profile.origin_ns_ = now_ns();
@@ -81,7 +82,6 @@ ProfilerGuard::~ProfilerGuard() {
   const int64_t end = now_ns() - p.origin_ns_;
   for (int64_t i : recording.open) p.events_[i].end_ns = end;
   recording = ThreadRecording{};
-  delete state_;
 }
 
 bool is_profiling() { return recording.profile != nullptr; }

@@ -21,6 +21,7 @@
 // thread-local load per op. On a GPU, op times are launch times (kernels run asynchronously);
 // synchronize inside a range to time the device.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,7 @@ class ProfilerGuard {
 
  private:
   struct State;
-  State* state_;
+  std::unique_ptr<State> state_;
 };
 
 // A named range (a step, a phase) in the profile of this thread; nothing without a profiler.
