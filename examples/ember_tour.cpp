@@ -1,6 +1,6 @@
 // The tour: every performance technique of ember, each with its switch off and on, on the same
 // workload, measured in this run, with one line of why. One table at the end.
-//   ember_tour                 the default run (about two minutes on 2 cores)
+//   ember_tour                 the default run (seconds on 2 cores)
 //   ember_tour --quick         small workloads (seconds; what CI runs)
 //   ember_tour --only amp      one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8
 // Sections that need what this machine lacks (a GPU, mpirun) say what they would measure.
