@@ -3,6 +3,7 @@
 //   ember_tour                 the default run (seconds on 2 cores)
 //   ember_tour --quick         small workloads (seconds; what CI runs)
 //   ember_tour --only amp      one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8
+//   ember_tour --report F      where the HTML report goes (default tour/report.html)
 // Sections that need what this machine lacks (a GPU, mpirun) say what they would measure.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -17,6 +18,8 @@
 
 #include <ember/ember.h>
 
+#include "report.h"
+
 using namespace ember;
 
 namespace {
@@ -26,6 +29,7 @@ struct Options {
   std::string only;
   int threads = 2;
   std::string self;  // this program's path, to find train_mnist beside it
+  std::string report = "tour/report.html";
 };
 
 // One line of the summary.
@@ -33,6 +37,9 @@ struct Row {
   std::string technique, off, on, effect;
 };
 std::vector<Row> rows;
+// What the report draws: curves, and bars of off against on.
+std::vector<std::pair<std::string, std::vector<examples::Report::Series>>> curves;
+std::vector<examples::Report::Bar> memory_bars, time_bars;
 
 std::string fmt(const char* f, double v) {
   char buf[96];
@@ -93,6 +100,7 @@ void amp_section(const Options& o) {
   const Tensor x = randn({batch, 1, 28, 28}), y = randint(0, 10, {batch});
   double ms[2], loss[2];
   int64_t peak[2];
+  std::vector<examples::Report::Series> amp_curves{{"float32", {}}, {"bf16 autocast", {}}};
   for (int on = 0; on < 2; ++on) {
     manual_seed(2);
     nn::Sequential net = small_cnn();
@@ -112,10 +120,13 @@ void amp_section(const Options& o) {
     opt.zero_grad();
     peak[on] = peak_bytes([&] { step(); });
     ms[on] = median_seconds([&] { step(); }, steps) * 1e3;
-    for (int i = 0; i < steps; ++i) loss[on] = step();
+    for (int i = 0; i < 3 * steps; ++i) amp_curves[on].y.push_back(loss[on] = step());
   }
   std::printf("step: %.1f ms (fp32) vs %.1f ms (bf16); step peak %s vs %s; loss after the steps %.4f vs %.4f\n", ms[0],
               ms[1], mib(peak[0]).c_str(), mib(peak[1]).c_str(), loss[0], loss[1]);
+  curves.push_back({"Mixed precision: the CNN's training loss, float32 and bf16 autocast", amp_curves});
+  memory_bars.push_back({"1 mixed precision (MiB)", peak[0] / double(1 << 20), peak[1] / double(1 << 20)});
+  time_bars.push_back({"1 mixed precision (ms/step)", ms[0], ms[1]});
   rows.push_back(
       {"1 mixed precision (bf16, CPU)", mib(peak[0]) + ", " + fmt("%.1f ms", ms[0]),
        mib(peak[1]) + ", " + fmt("%.1f ms", ms[1]),
@@ -148,6 +159,7 @@ void loader_section(const Options& o) {
   std::printf(
       "epoch of %lld augmented samples: %.2f s with 0 workers (waiting %.2f s), %.2f s with 2 (waiting %.2f s)\n",
       static_cast<long long>(n), secs[0], wait[0], secs[1], wait[1]);
+  time_bars.push_back({"2 data loading (s/epoch)", secs[0], secs[1]});
   rows.push_back({"2 data loading (2 workers)", fmt("%.2f s/epoch", secs[0]) + fmt(", waiting %.2f s", wait[0]),
                   fmt("%.2f s/epoch", secs[1]) + fmt(", waiting %.2f s", wait[1]),
                   fmt("%.2fx faster", secs[0] / secs[1]) + " (2 cores: workers share them with the model)"});
@@ -192,6 +204,7 @@ void ddp_section(const Options& o) {
     return;
   }
   std::printf("one epoch, global batch 64: 1 process x 2 threads %.2f s, 2 ranks x 1 thread %.2f s\n", one, two);
+  time_bars.push_back({"3 data parallel (s/epoch)", one, two});
   rows.push_back({"3 data parallel (2 MPI ranks)", fmt("%.2f s/epoch", one), fmt("%.2f s/epoch", two),
                   fmt("%.2fx (same 2 cores; see BENCHMARKS.md)", one / two)});
 }
@@ -231,6 +244,7 @@ void accumulation_section(const Options& o) {
   std::printf("batch %lld: peak %s; %lld x %lld: peak %s; largest parameter difference after the step %.2e\n",
               static_cast<long long>(batch), mib(peak[0]).c_str(), static_cast<long long>(k),
               static_cast<long long>(batch / k), mib(peak[1]).c_str(), diff);
+  memory_bars.push_back({"4 accumulation x4 (MiB)", peak[0] / double(1 << 20), peak[1] / double(1 << 20)});
   rows.push_back({"4 gradient accumulation (x4)", mib(peak[0]), mib(peak[1]),
                   fmt("peak %.2fx, ", double(peak[1]) / peak[0]) + fmt("same update (max diff %.1e)", diff)});
 }
@@ -266,7 +280,9 @@ void optimizer_section(const Options& o) {
     double secs;
   };
   std::vector<Result> results;
+  std::vector<examples::Report::Series> loss_curves;
   for (const std::string name : {"SGD", "AdamW", "L-BFGS"}) {
+    loss_curves.push_back({name, {}});
     Tensor w = zeros({d, 1}).requires_grad_();
     std::unique_ptr<optim::Optimizer> opt;
     if (name == "SGD") opt = std::make_unique<optim::SGD>(std::vector<Tensor>{w}, optim::SGDOptions(0.5).momentum(0.9));
@@ -286,12 +302,14 @@ void optimizer_section(const Options& o) {
                             })
                              .item<double>();
         ++it;
+        loss_curves.back().y.push_back(l - target / 1.01);  // above the optimum
         if (l <= target) break;
       }
     });
     results.push_back({name, it, secs});
     std::printf("%-7s %5d iterations, %.3f s to loss <= %.4f\n", name.c_str(), it, secs, target);
   }
+  curves.push_back({"Optimizers: loss above the optimum per iteration (log scale)", loss_curves});
   rows.push_back(
       {"5 optimizers (to one loss)", fmt("SGD %.0f it", results[0].iterations),
        fmt("AdamW %.0f it", results[1].iterations) + fmt(", L-BFGS %.0f it", results[2].iterations),
@@ -320,6 +338,8 @@ void nograd_section(const Options& o) {
   }
   std::printf("eval pass of an MLP 6 x 1024, batch %lld: peak %s with the tape, %s under NoGradGuard\n",
               static_cast<long long>(batch), mib(peak[0]).c_str(), mib(peak[1]).c_str());
+  memory_bars.push_back({"6 no-grad eval (MiB)", peak[0] / double(1 << 20), peak[1] / double(1 << 20)});
+  time_bars.push_back({"6 no-grad eval (ms)", ms[0], ms[1]});
   rows.push_back({"6 no-grad eval", mib(peak[0]) + fmt(", %.1f ms", ms[0]), mib(peak[1]) + fmt(", %.1f ms", ms[1]),
                   fmt("peak %.2fx", double(peak[1]) / peak[0]) + fmt(", time %.2fx", ms[1] / ms[0])});
 }
@@ -374,6 +394,7 @@ int main(int argc, char** argv) {
   app.add_option("--only", o.only, "one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8")
       ->check(CLI::IsMember({"", "amp", "loader", "ddp", "accumulation", "optimizers", "nograd", "cuda", "int8"}));
   app.add_option("--threads", o.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_option("--report", o.report, "the HTML report (its folder is made; empty: none)");
   CLI11_PARSE(app, argc, argv);
   o.self = argv[0];
   try {
@@ -392,6 +413,22 @@ int main(int argc, char** argv) {
     std::printf("\n| technique | off | on | effect |\n|---|---|---|---|\n");
     for (const Row& r : rows)
       std::printf("| %s | %s | %s | %s |\n", r.technique.c_str(), r.off.c_str(), r.on.c_str(), r.effect.c_str());
+    if (!o.report.empty()) {
+      examples::Report report("ember: every technique, off and on");
+      report.paragraph(std::string("Measured in one run of ember_tour") + (o.quick ? " --quick" : "") + " with " +
+                       std::to_string(o.threads) + " threads" + (cuda::is_available() ? ", with a GPU." : ", no GPU."));
+      std::vector<std::vector<std::string>> table;
+      for (const Row& r : rows) table.push_back({r.technique, r.off, r.on, r.effect});
+      report.table({"technique", "off", "on", "effect"}, table);
+      if (!memory_bars.empty()) report.bar_chart("Peak memory, off and on", memory_bars);
+      if (!time_bars.empty()) report.bar_chart("Time, off and on", time_bars);
+      for (const auto& [title, series] : curves) report.line_chart(title, "step", "loss", series, title[0] == 'O');
+      const size_t slash = o.report.find_last_of('/');
+      if (slash != std::string::npos && std::system(("mkdir -p '" + o.report.substr(0, slash) + "'").c_str()) != 0)
+        throw Error("ember_tour: cannot make the folder of " + o.report);
+      report.write(o.report);
+      std::printf("\nreport: %s (%d charts)\n", o.report.c_str(), report.charts());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember_tour: %s\n", e.what());
     return 2;
