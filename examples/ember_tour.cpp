@@ -38,7 +38,12 @@ struct Row {
 };
 std::vector<Row> rows;
 // What the report draws: curves, and bars of off against on.
-std::vector<std::pair<std::string, std::vector<examples::Report::Series>>> curves;
+struct Curves {
+  std::string title, x_label, y_label;
+  bool log_y;
+  std::vector<examples::Report::Series> series;
+};
+std::vector<Curves> curves;
 std::vector<examples::Report::Bar> memory_bars, time_bars;
 
 std::string fmt(const char* f, double v) {
@@ -124,7 +129,8 @@ void amp_section(const Options& o) {
   }
   std::printf("step: %.1f ms (fp32) vs %.1f ms (bf16); step peak %s vs %s; loss after the steps %.4f vs %.4f\n", ms[0],
               ms[1], mib(peak[0]).c_str(), mib(peak[1]).c_str(), loss[0], loss[1]);
-  curves.push_back({"Mixed precision: the CNN's training loss, float32 and bf16 autocast", amp_curves});
+  curves.push_back(
+      {"Mixed precision: the CNN's training loss, float32 and bf16 autocast", "step", "loss", false, amp_curves});
   memory_bars.push_back({"1 mixed precision (MiB)", peak[0] / double(1 << 20), peak[1] / double(1 << 20)});
   time_bars.push_back({"1 mixed precision (ms/step)", ms[0], ms[1]});
   rows.push_back(
@@ -309,7 +315,8 @@ void optimizer_section(const Options& o) {
     results.push_back({name, it, secs});
     std::printf("%-7s %5d iterations, %.3f s to loss <= %.4f\n", name.c_str(), it, secs, target);
   }
-  curves.push_back({"Optimizers: loss above the optimum per iteration (log scale)", loss_curves});
+  curves.push_back(
+      {"Optimizers: loss above the optimum per iteration", "iteration", "loss - optimum", true, loss_curves});
   rows.push_back(
       {"5 optimizers (to one loss)", fmt("SGD %.0f it", results[0].iterations),
        fmt("AdamW %.0f it", results[1].iterations) + fmt(", L-BFGS %.0f it", results[2].iterations),
@@ -327,6 +334,7 @@ void nograd_section(const Options& o) {
   const Tensor x = randn({batch, 1, 28, 28});
   int64_t peak[2];
   double ms[2];
+  std::vector<examples::Report::Series> timelines;
   for (int on = 0; on < 2; ++on) {
     auto pass = [&] {
       std::optional<NoGradGuard> guard;
@@ -335,7 +343,20 @@ void nograd_section(const Options& o) {
     };
     peak[on] = peak_bytes(pass);
     ms[on] = median_seconds(pass, o.quick ? 3 : 7) * 1e3;
+    // The memory timeline of one pass: the profiler samples the live bytes after every op.
+    profiler::Profile profile;
+    const int64_t base = memory::stats().current_bytes;
+    {
+      profiler::ProfilerGuard guard(profile);
+      pass();
+    }
+    examples::Report::Series timeline{on ? "NoGradGuard" : "with the tape", {}};
+    for (const profiler::Event& e : profile.events())
+      if (e.bytes_after >= 0) timeline.y.push_back((e.bytes_after - base) / double(1 << 20));
+    timelines.push_back(timeline);
   }
+  curves.push_back({"No-grad: memory during one eval pass (live bytes after each op)", "op", "MiB above the start",
+                    false, timelines});
   std::printf("eval pass of an MLP 6 x 1024, batch %lld: peak %s with the tape, %s under NoGradGuard\n",
               static_cast<long long>(batch), mib(peak[0]).c_str(), mib(peak[1]).c_str());
   memory_bars.push_back({"6 no-grad eval (MiB)", peak[0] / double(1 << 20), peak[1] / double(1 << 20)});
@@ -422,7 +443,7 @@ int main(int argc, char** argv) {
       report.table({"technique", "off", "on", "effect"}, table);
       if (!memory_bars.empty()) report.bar_chart("Peak memory, off and on", memory_bars);
       if (!time_bars.empty()) report.bar_chart("Time, off and on", time_bars);
-      for (const auto& [title, series] : curves) report.line_chart(title, "step", "loss", series, title[0] == 'O');
+      for (const Curves& c : curves) report.line_chart(c.title, c.x_label, c.y_label, c.series, c.log_y);
       const size_t slash = o.report.find_last_of('/');
       if (slash != std::string::npos && std::system(("mkdir -p '" + o.report.substr(0, slash) + "'").c_str()) != 0)
         throw Error("ember_tour: cannot make the folder of " + o.report);
