@@ -9,7 +9,9 @@
 //   the host does not wait, as in PyTorch (barrier() alone waits on the host).
 // - Timeouts without a thread: each new operation and each wait() look at the operations in
 //   flight; one unfinished after the group's timeout, or an asynchronous NCCL error, aborts the
-//   communicator (ncclCommAbort) and throws an ember::Error naming the op and the rank.
+//   communicator (ncclCommAbort) and throws an ember::Error naming the op and the rank. What it
+//   cannot catch: a host that blocks on the stream (item(), a synchronize) behind a collective
+//   that never completes waits inside CUDA; PyTorch's answer is a watchdog thread (planned).
 // libnccl is opened on first use (cuda/lazy_library.h), so nothing loads it unless a program
 // asks for this back end.
 #include <nccl.h>
