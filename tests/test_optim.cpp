@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "ember/tensor/parallel.h"
 #include "helpers.h"
 
 namespace ember {
@@ -329,6 +330,33 @@ TEST(Optim, LoadStateDictRejectsMismatches) {
   optim::OptimizerState broken = state;
   broken.metadata["param_groups"] = "[{";
   EXPECT_ERROR_CONTAINS(adam.load_state_dict(broken), "not valid JSON");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// Bug (issue 19): a step over many tiny parameters opened a 2-thread parallel region every
+// step, which on a loaded machine waits for a core each time. Below 2 · kGrainSize elements in
+// all a fused step stays on the calling thread; a large one still spreads.
+TEST(Optim, TinyStepsOpenNoParallelRegion) {
+  if (get_num_threads() < 2) GTEST_SKIP() << "one thread: nothing to observe";
+  std::vector<Tensor> tiny;
+  for (int i = 0; i < 8; ++i) tiny.push_back(ones({5}).requires_grad_());
+  optim::AdamW small_opt(tiny, optim::AdamWOptions(1e-2));
+  for (Tensor& p : tiny) p.mutable_grad() = ones({5});
+  const int64_t before = parallel_regions();
+  for (int step = 0; step < 10; ++step) small_opt.step();
+  EXPECT_EQ(parallel_regions(), before) << "10 steps of 8 x 5 elements";
+
+  Tensor big = zeros({4 * kGrainSize}).requires_grad_();
+  big.mutable_grad() = ones({4 * kGrainSize});
+  optim::SGD big_opt({big}, optim::SGDOptions(0.1));
+  const int64_t before_big = parallel_regions();
+  big_opt.step();
+  EXPECT_EQ(parallel_regions(), before_big + 1);
 }
 
 }  // namespace

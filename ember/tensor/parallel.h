@@ -4,6 +4,7 @@
 // Inside an already parallel region (a data-loader worker, a nested kernel) it runs serial,
 // so the two levels never oversubscribe the cores.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #ifdef EMBER_WITH_OPENMP
@@ -18,6 +19,13 @@ namespace ember {
 // tensor goes parallel from 2 * 65536 elements.
 constexpr int64_t kGrainSize = 65536;
 
+namespace detail {
+inline std::atomic<int64_t> parallel_region_count{0};
+}
+// Parallel regions opened by parallel_for since the start: what a test reads to see that tiny
+// work stayed on the calling thread.
+inline int64_t parallel_regions() { return detail::parallel_region_count.load(std::memory_order_relaxed); }
+
 // f(begin, end) over [begin, end), split into at most one contiguous chunk per thread.
 template <class F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
@@ -28,6 +36,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   const int64_t g = std::max<int64_t>(grain, 1);
   const int threads = static_cast<int>(std::min<int64_t>(max_threads, (n + g - 1) / g));
   if (threads > 1) {
+    detail::parallel_region_count.fetch_add(1, std::memory_order_relaxed);
 #pragma omp parallel num_threads(threads)
     {
       const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();

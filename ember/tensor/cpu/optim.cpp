@@ -20,14 +20,21 @@ T* ptr(const Tensor& t) {
 }
 
 // Runs f(index, begin, end) over chunks of at most kGrainSize elements of every tensor, in
-// parallel: many small parameters share the threads as well as one large one does.
+// parallel: many small parameters share the threads as well as one large one does. Below
+// 2 · kGrainSize elements in all it stays on the calling thread, however many tensors: a
+// parallel region for a few hundred elements costs more than the work (and, on a loaded
+// machine, a wait for a core).
 template <class F>
 void for_each_chunk(const std::vector<int64_t>& numels, const F& f) {
   std::vector<std::array<int64_t, 3>> chunks;
-  for (size_t i = 0; i < numels.size(); ++i)
+  int64_t total = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    total += numels[i];
     for (int64_t b = 0; b < numels[i]; b += kGrainSize)
       chunks.push_back({static_cast<int64_t>(i), b, std::min(numels[i], b + kGrainSize)});
-  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t cb, int64_t ce) {
+  }
+  const int64_t grain = total < 2 * kGrainSize ? static_cast<int64_t>(chunks.size()) : 1;  // in chunks
+  parallel_for(0, static_cast<int64_t>(chunks.size()), grain, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) f(static_cast<size_t>(chunks[c][0]), chunks[c][1], chunks[c][2]);
   });
 }
