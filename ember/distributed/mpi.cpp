@@ -215,7 +215,7 @@ class MpiProcessGroup final : public ProcessGroup {
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override {
     const std::string what = std::string("all_reduce(") + reduce_op_name(op) + ")";
     check_tensor(tensor, what);
-    check_reduction(tensor.dtype(), op, what);
+    check_reduction("mpi", tensor.dtype(), op, what);
     auto work = make_work(what, {tensor});
     launch(*work, what, [&](MPI_Request* r) {
       return MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), count(tensor), mpi_type(tensor.dtype()),
@@ -227,7 +227,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr broadcast(const Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast");
-    check_rank(root, "broadcast", "root");
+    check_peer("mpi", size(), root, "broadcast", "root");
     auto work = make_work("broadcast", {tensor});
     launch(*work, "broadcast", [&](MPI_Request* r) {
       return MPI_Ibcast(tensor.data_ptr(), count(tensor), mpi_type(tensor.dtype()), root, state_->comm, r);
@@ -237,31 +237,24 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr all_gather(const std::vector<Tensor>& outputs, const Tensor& input) override {
     check_tensor(input, "all_gather");
-    check_list(outputs, input, "all_gather", "outputs");
+    check_list("mpi", size(), outputs, input, "all_gather", "outputs");
     // One contiguous buffer of size() slots, copied into the outputs when done.
-    Tensor staging = empty({static_cast<int64_t>(size()) * input.numel()}, TensorOptions(input.dtype()));
+    const Tensor staging = gather_buffer(size(), input);
     auto work = make_work("all_gather", {input, staging});
     launch(*work, "all_gather", [&](MPI_Request* r) {
       return MPI_Iallgather(input.data_ptr(), count(input), mpi_type(input.dtype()), staging.data_ptr(), count(input),
                             mpi_type(input.dtype()), state_->comm, r);
     });
-    work->finish = [outputs, staging, n = input.numel()] {
-      for (size_t r = 0; r < outputs.size(); ++r) {
-        Tensor out = outputs[r];
-        native::copy_(out, native::view(native::narrow(staging, 0, static_cast<int64_t>(r) * n, n), out.sizes()));
-      }
-    };
+    work->finish = copy_out_of(staging, outputs);
     return work;
   }
 
   WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     const std::string what = std::string("reduce_scatter(") + reduce_op_name(op) + ")";
     check_tensor(output, what);
-    check_list(inputs, output, what, "inputs");
-    check_reduction(output.dtype(), op, what);
-    TensorList flat;
-    for (const Tensor& t : inputs) flat.push_back(native::reshape(t, {-1}));
-    const Tensor staging = native::cat(flat, 0);  // rank r's block at r * numel
+    check_list("mpi", size(), inputs, output, what, "inputs");
+    check_reduction("mpi", output.dtype(), op, what);
+    const Tensor staging = scatter_buffer(inputs);
     auto work = make_work(what, {output, staging});
     launch(*work, what, [&](MPI_Request* r) {
       return MPI_Ireduce_scatter_block(staging.data_ptr(), output.data_ptr(), count(output), mpi_type(output.dtype()),
@@ -279,7 +272,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr send(const Tensor& tensor, int dst, int tag) override {
     check_tensor(tensor, "send");
-    check_rank(dst, "send", "destination");
+    check_peer("mpi", size(), dst, "send", "destination");
     EMBER_CHECK(tag >= 0, "send: the tag must be non-negative, got ", tag);
     const std::string what = "send to rank " + std::to_string(dst) + " (tag " + std::to_string(tag) + ")";
     auto work = make_work(what, {tensor});
@@ -291,7 +284,7 @@ class MpiProcessGroup final : public ProcessGroup {
 
   WorkPtr recv(const Tensor& tensor, int src, int tag) override {
     check_tensor(tensor, "recv");
-    check_rank(src, "recv", "source");
+    check_peer("mpi", size(), src, "recv", "source");
     EMBER_CHECK(tag >= 0, "recv: the tag must be non-negative, got ", tag);
     const std::string what = "recv from rank " + std::to_string(src) + " (tag " + std::to_string(tag) + ")";
     auto work = make_work(what, {tensor});
@@ -325,36 +318,11 @@ class MpiProcessGroup final : public ProcessGroup {
   void check_tensor(const Tensor& t, const std::string& what) const {
     EMBER_CHECK(t.defined(), "ProcessGroup(mpi).", what, ": the tensor is undefined");
     EMBER_CHECK(t.device().is_cpu(), "ProcessGroup(mpi).", what, ": the MPI back end carries CPU tensors, got one on ",
-                t.device(), " (NCCL for CUDA tensors is planned; copy to the CPU meanwhile)");
+                t.device(), " (the NCCL back end carries CUDA tensors)");
     EMBER_CHECK(t.is_contiguous(), "ProcessGroup(mpi).", what, ": the tensor of shape ", shape_str(t.sizes()),
                 " must be contiguous");
     EMBER_CHECK(t.numel() <= INT_MAX, "ProcessGroup(mpi).", what, ": ", t.numel(),
                 " elements are more than one MPI call carries (2^31 - 1); split the tensor");
-  }
-
-  void check_reduction(DType t, ReduceOp op, const std::string& what) const {
-    EMBER_CHECK(op != ReduceOp::AVG || is_floating(t), "ProcessGroup(mpi).", what,
-                ": avg needs a floating tensor, got ", t);
-    EMBER_CHECK(t != kBool || op == ReduceOp::MAX || op == ReduceOp::MIN, "ProcessGroup(mpi).", what,
-                ": a bool tensor reduces with max (any) or min (all) only");
-  }
-
-  void check_rank(int r, const char* what, const char* role) const {
-    EMBER_CHECK(r >= 0 && r < size(), "ProcessGroup(mpi).", what, ": the ", role, " rank ", r,
-                " is outside the group of size ", size());
-  }
-
-  void check_list(const std::vector<Tensor>& list, const Tensor& like, const std::string& what,
-                  const char* name) const {
-    EMBER_CHECK(static_cast<int>(list.size()) == size(), "ProcessGroup(mpi).", what, ": ", list.size(), " ", name,
-                " for a group of size ", size());
-    for (size_t r = 0; r < list.size(); ++r) {
-      EMBER_CHECK(list[r].defined(), "ProcessGroup(mpi).", what, ": ", name, "[", r, "] is undefined");
-      EMBER_CHECK(list[r].sizes() == like.sizes() && list[r].dtype() == like.dtype() && list[r].device().is_cpu(),
-                  "ProcessGroup(mpi).", what, ": ", name, "[", r, "] is ", shape_str(list[r].sizes()), " ",
-                  list[r].dtype(), " on ", list[r].device(), ", expected ", shape_str(like.sizes()), " ", like.dtype(),
-                  " on the CPU");
-    }
   }
 
   std::shared_ptr<GroupState> state_;

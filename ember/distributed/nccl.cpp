@@ -236,10 +236,7 @@ class NcclProcessGroup final : public ProcessGroup {
   WorkPtr all_reduce(const Tensor& tensor, ReduceOp op) override {
     const std::string what = std::string("all_reduce(") + reduce_op_name(op) + ")";
     check_tensor(tensor, what);
-    EMBER_CHECK(op != ReduceOp::AVG || is_floating(tensor.dtype()), "ProcessGroup(nccl).", what,
-                ": avg needs a floating tensor, got ", tensor.dtype());
-    EMBER_CHECK(tensor.dtype() != kBool || op == ReduceOp::MAX || op == ReduceOp::MIN, "ProcessGroup(nccl).", what,
-                ": a bool tensor reduces with max (any) or min (all) only");
+    check_reduction("nccl", tensor.dtype(), op, what);
     return launch(what, {tensor}, false, [&](cudaStream_t s) {
       return nccl().all_reduce(tensor.data_ptr(), tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()),
                                nccl_op(op), group_->comm, s);
@@ -248,7 +245,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   WorkPtr broadcast(const Tensor& tensor, int root) override {
     check_tensor(tensor, "broadcast");
-    check_rank(root, "broadcast", "root");
+    check_peer("nccl", size(), root, "broadcast", "root");
     return launch("broadcast", {tensor}, false, [&](cudaStream_t s) {
       return nccl().broadcast(tensor.data_ptr(), tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), root,
                               group_->comm, s);
@@ -257,29 +254,22 @@ class NcclProcessGroup final : public ProcessGroup {
 
   WorkPtr all_gather(const std::vector<Tensor>& outputs, const Tensor& input) override {
     check_tensor(input, "all_gather");
-    check_list(outputs, input, "all_gather", "outputs");
-    const Tensor staging =
-        empty({static_cast<int64_t>(size()) * input.numel()}, TensorOptions(input.dtype()).device(input.device()));
+    check_list("nccl", size(), outputs, input, "all_gather", "outputs");
+    const Tensor staging = gather_buffer(size(), input);
     auto work = launch("all_gather", {input, staging}, false, [&](cudaStream_t s) {
       return nccl().all_gather(input.data_ptr(), staging.data_ptr(), count(input), nccl_type(input.dtype()),
                                group_->comm, s);
     });
-    work->finish = [outputs, staging, n = input.numel()] {
-      for (size_t r = 0; r < outputs.size(); ++r) {
-        Tensor out = outputs[r];
-        native::copy_(out, native::view(native::narrow(staging, 0, static_cast<int64_t>(r) * n, n), out.sizes()));
-      }
-    };
+    work->finish = copy_out_of(staging, outputs);
     return work;
   }
 
   WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override {
     const std::string what = std::string("reduce_scatter(") + reduce_op_name(op) + ")";
     check_tensor(output, what);
-    check_list(inputs, output, what, "inputs");
-    TensorList flat;
-    for (const Tensor& t : inputs) flat.push_back(native::reshape(t, {-1}));
-    const Tensor staging = native::cat(flat, 0);
+    check_list("nccl", size(), inputs, output, what, "inputs");
+    check_reduction("nccl", output.dtype(), op, what);
+    const Tensor staging = scatter_buffer(inputs);
     return launch(what, {output, staging}, false, [&](cudaStream_t s) {
       return nccl().reduce_scatter(staging.data_ptr(), output.data_ptr(), count(output), nccl_type(output.dtype()),
                                    nccl_op(op), group_->comm, s);
@@ -295,7 +285,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   WorkPtr send(const Tensor& tensor, int dst, int tag) override {
     check_tensor(tensor, "send");
-    check_rank(dst, "send", "destination");
+    check_peer("nccl", size(), dst, "send", "destination");
     EMBER_CHECK(tag >= 0, "send: the tag must be non-negative, got ", tag);  // NCCL orders by call, not tag
     return launch("send to rank " + std::to_string(dst), {tensor}, false, [&](cudaStream_t s) {
       return nccl().send(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), dst, group_->comm, s);
@@ -304,7 +294,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
   WorkPtr recv(const Tensor& tensor, int src, int tag) override {
     check_tensor(tensor, "recv");
-    check_rank(src, "recv", "source");
+    check_peer("nccl", size(), src, "recv", "source");
     EMBER_CHECK(tag >= 0, "recv: the tag must be non-negative, got ", tag);
     return launch("recv from rank " + std::to_string(src), {tensor}, false, [&](cudaStream_t s) {
       return nccl().recv(tensor.data_ptr(), count(tensor), nccl_type(tensor.dtype()), src, group_->comm, s);
@@ -342,20 +332,6 @@ class NcclProcessGroup final : public ProcessGroup {
                 t.device());
     EMBER_CHECK(t.is_contiguous(), "ProcessGroup(nccl).", what, ": the tensor of shape ", shape_str(t.sizes()),
                 " must be contiguous");
-  }
-  void check_rank(int r, const char* what, const char* role) const {
-    EMBER_CHECK(r >= 0 && r < size(), "ProcessGroup(nccl).", what, ": the ", role, " rank ", r,
-                " is outside the group of size ", size());
-  }
-  void check_list(const std::vector<Tensor>& list, const Tensor& like, const std::string& what,
-                  const char* name) const {
-    EMBER_CHECK(static_cast<int>(list.size()) == size(), "ProcessGroup(nccl).", what, ": ", list.size(), " ", name,
-                " for a group of size ", size());
-    for (size_t r = 0; r < list.size(); ++r)
-      EMBER_CHECK(list[r].defined() && list[r].sizes() == like.sizes() && list[r].dtype() == like.dtype() &&
-                      list[r].device() == like.device(),
-                  "ProcessGroup(nccl).", what, ": ", name, "[", r, "] does not match ", shape_str(like.sizes()), " ",
-                  like.dtype(), " on ", like.device());
   }
 
   std::shared_ptr<Group> group_;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "ember/distributed/backends.h"
+#include "ember/tensor/ops.h"
 
 namespace ember::distributed {
 
@@ -58,6 +59,51 @@ LaunchEnvironment launch_environment() {
   EMBER_CHECK(env.world_size >= 1 && env.rank < env.world_size, "distributed: rank ", env.rank,
               " is outside a world of size ", env.world_size, " (from ", env.launcher, "'s environment)");
   return env;
+}
+
+void check_reduction(const char* backend, DType dtype, ReduceOp op, const std::string& what) {
+  EMBER_CHECK(op != ReduceOp::AVG || is_floating(dtype), "ProcessGroup(", backend, ").", what,
+              ": avg needs a floating tensor, got ", dtype);
+  EMBER_CHECK(dtype != kBool || op == ReduceOp::MAX || op == ReduceOp::MIN, "ProcessGroup(", backend, ").", what,
+              ": a bool tensor reduces with max (any) or min (all) only");
+}
+
+void check_peer(const char* backend, int group_size, int rank, const std::string& what, const char* role) {
+  EMBER_CHECK(rank >= 0 && rank < group_size, "ProcessGroup(", backend, ").", what, ": the ", role, " rank ", rank,
+              " is outside the group of size ", group_size);
+}
+
+void check_list(const char* backend, int group_size, const std::vector<Tensor>& list, const Tensor& like,
+                const std::string& what, const char* name) {
+  EMBER_CHECK(static_cast<int>(list.size()) == group_size, "ProcessGroup(", backend, ").", what, ": ", list.size(), " ",
+              name, " for a group of size ", group_size);
+  for (size_t r = 0; r < list.size(); ++r) {
+    EMBER_CHECK(list[r].defined(), "ProcessGroup(", backend, ").", what, ": ", name, "[", r, "] is undefined");
+    EMBER_CHECK(list[r].sizes() == like.sizes() && list[r].dtype() == like.dtype() && list[r].device() == like.device(),
+                "ProcessGroup(", backend, ").", what, ": ", name, "[", r, "] is ", shape_str(list[r].sizes()), " ",
+                list[r].dtype(), " on ", list[r].device(), ", expected ", shape_str(like.sizes()), " ", like.dtype(),
+                " on ", like.device());
+  }
+}
+
+Tensor gather_buffer(int group_size, const Tensor& input) {
+  return empty({static_cast<int64_t>(group_size) * input.numel()}, TensorOptions(input.dtype()).device(input.device()));
+}
+
+std::function<void()> copy_out_of(Tensor buffer, std::vector<Tensor> outputs) {
+  return [buffer = std::move(buffer), outputs = std::move(outputs)] {
+    const int64_t n = buffer.numel() / static_cast<int64_t>(outputs.size());
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      Tensor out = outputs[r];
+      native::copy_(out, native::view(native::narrow(buffer, 0, static_cast<int64_t>(r) * n, n), out.sizes()));
+    }
+  };
+}
+
+Tensor scatter_buffer(const std::vector<Tensor>& inputs) {
+  TensorList flat;
+  for (const Tensor& t : inputs) flat.push_back(native::reshape(t, {-1}));
+  return native::cat(flat, 0);
 }
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const ProcessGroupOptions& options) {
