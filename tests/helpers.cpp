@@ -63,6 +63,11 @@ const std::map<std::string, Tensor>& reference_nn() {
   return *ref;
 }
 
+const std::map<std::string, Tensor>& reference_quant() {
+  static const auto* ref = new std::map<std::string, Tensor>(load_reference(reference_path("quant.bin")));
+  return *ref;
+}
+
 const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::string& name) {
   auto it = ref.find(name);
   EMBER_CHECK(it != ref.end(), "reference tensor '", name, "' is missing: rerun tools/gen_reference.py");

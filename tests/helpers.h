@@ -17,6 +17,7 @@ std::string reference_path(const std::string& file);
 const std::map<std::string, Tensor>& reference();        // tests/reference/ops.bin, loaded once
 const std::map<std::string, Tensor>& reference_grads();  // tests/reference/grads.bin
 const std::map<std::string, Tensor>& reference_nn();     // tests/reference/nn.bin
+const std::map<std::string, Tensor>& reference_quant();  // tests/reference/quant.bin
 // ref[name], or an ember::Error naming the missing entry.
 const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::string& name);
 

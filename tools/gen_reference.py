@@ -225,6 +225,8 @@ def main():
     write("grads.bin")
     import gen_reference_nn  # layers, optimizers, schedulers, checkpoints: tests/reference/nn.bin
     gen_reference_nn.main()
+    import gen_reference_quant  # pruning and quantization: tests/reference/quant.bin
+    gen_reference_quant.main()
 
 
 def grad_cases():

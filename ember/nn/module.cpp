@@ -35,7 +35,9 @@ Tensor& Module::register_parameter(std::string name, Tensor tensor, bool require
   if (tensor.defined()) {
     EMBER_CHECK(!requires_grad || tensor.is_floating_point(), type_name_, ": parameter '", name,
                 "' must be floating point to require grad, got ", tensor.dtype());
-    tensor = tensor.detach();
+    // A leaf keeps its identity (pruning re-registers a parameter under a new name, and the
+    // optimizers that hold it must keep training it); a recorded result is cut from its graph.
+    if (!tensor.is_leaf()) tensor = tensor.detach();
     tensor.set_requires_grad(requires_grad);
   }
   return parameters_.insert(std::move(name), std::move(tensor));
@@ -92,6 +94,54 @@ Tensor* Module::find_buffer(const std::string& name) { return buffers_.find(name
 std::shared_ptr<Module> Module::find_module(const std::string& name) const {
   const auto* slot = children_.find(name);
   return slot ? (*slot)->module : nullptr;
+}
+
+Tensor Module::remove_parameter(const std::string& name) {
+  Tensor* t = parameters_.find(name);
+  EMBER_CHECK(t != nullptr, type_name_, ".remove_parameter: no parameter '", name, "'");
+  Tensor out = *t;
+  parameters_.erase(name);
+  return out;
+}
+
+Tensor Module::remove_buffer(const std::string& name) {
+  Tensor* t = buffers_.find(name);
+  EMBER_CHECK(t != nullptr, type_name_, ".remove_buffer: no buffer '", name, "'");
+  Tensor out = *t;
+  buffers_.erase(name);
+  non_persistent_.erase(std::remove(non_persistent_.begin(), non_persistent_.end(), name), non_persistent_.end());
+  return out;
+}
+
+// ---- tensor attributes ----
+
+void Module::bind_attribute(const std::string& name, Tensor& member) {
+  check_name("attribute", name);
+  bound_members_.insert_or_assign(name, &member);
+}
+
+bool Module::has_attribute_binding(const std::string& name) const { return bound_members_.contains(name); }
+
+Tensor Module::attribute(const std::string& name) const {
+  if (const auto* member = bound_members_.find(name)) return **member;
+  if (const auto* p = parameters_.find(name)) return *p;
+  if (const auto* b = buffers_.find(name)) return *b;
+  if (const auto* a = plain_attributes_.find(name)) return *a;
+  throw Error(::ember::detail::concat(type_name_, ": no tensor attribute '", name, "'"));
+}
+
+void Module::set_attribute(const std::string& name, Tensor value) {
+  check_name("attribute", name);
+  EMBER_CHECK(!parameters_.contains(name) && !buffers_.contains(name), type_name_, ".set_attribute: '", name,
+              "' is a registered ", parameters_.contains(name) ? "parameter" : "buffer",
+              "; remove it first (a plain attribute may not shadow it)");
+  if (auto* member = bound_members_.find(name)) **member = value;
+  plain_attributes_.insert_or_assign(name, std::move(value));
+}
+
+void Module::remove_attribute(const std::string& name) {
+  EMBER_CHECK(plain_attributes_.contains(name), type_name_, ".remove_attribute: no plain attribute '", name, "'");
+  plain_attributes_.erase(name);
 }
 
 // ---- traversal ----
@@ -238,6 +288,18 @@ Tensor Module::run_forward_hooks(const TensorList& inputs, Tensor output) {
     if (replaced) output = std::move(*replaced);
   }
   return output;
+}
+
+std::vector<std::pair<int, ForwardPreHook*>> Module::forward_pre_hooks() {
+  std::vector<std::pair<int, ForwardPreHook*>> out;
+  if (hooks_)
+    for (auto& [id, hook] : hooks_->pre) out.emplace_back(id, &hook);
+  return out;
+}
+
+void Module::remove_forward_pre_hook(int id) {
+  EMBER_CHECK(hooks_ != nullptr, type_name_, ".remove_forward_pre_hook: no hook with id ", id);
+  HookHandle(hooks_, id).remove();
 }
 
 void HookHandle::remove() const {

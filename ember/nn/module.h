@@ -68,6 +68,13 @@ class HookHandle {
   int id_ = -1;
 };
 
+// Note [Tensor attributes]: a layer's forward reads its tensors through fields (fc->weight), as
+// LibTorch's layers do, not through a lookup by name. Python code can rebind such an attribute
+// (`module.weight = orig * mask`, which is how pruning works), and ember offers the same through
+// bind_attribute: a layer declares which field holds which named tensor, and set_attribute
+// re-points that field. Parameters stay where they are registered (optimizers keep holding them);
+// only what forward reads changes. A module that does not bind a field cannot be pruned by name,
+// which prune says, rather than pruning a tensor its forward never reads.
 class Module : public std::enable_shared_from_this<Module> {
  public:
   explicit Module(std::string type_name = "Module");
@@ -129,6 +136,22 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor* find_parameter(const std::string& name);
   Tensor* find_buffer(const std::string& name);
   std::shared_ptr<Module> find_module(const std::string& name) const;
+  // Takes a parameter or buffer out of the module and returns it (an error when absent).
+  Tensor remove_parameter(const std::string& name);
+  Tensor remove_buffer(const std::string& name);
+
+  // ---- tensor attributes (Note [Tensor attributes]) ----
+  // Declares `member` as the field this module's forward reads for `name` (layers: weight, bias).
+  // The member must live as long as the module (a field of it).
+  void bind_attribute(const std::string& name, Tensor& member);
+  bool has_attribute_binding(const std::string& name) const;
+  // What Python's getattr(module, name) gives for a tensor: the bound member, else the parameter,
+  // the buffer or the plain attribute of that name (an error when there is none).
+  Tensor attribute(const std::string& name) const;
+  // Python's setattr for a plain tensor: the bound member (if any) and the plain attribute become
+  // `value`. `name` must not be a parameter or buffer.
+  void set_attribute(const std::string& name, Tensor value);
+  void remove_attribute(const std::string& name);  // drops the plain attribute; the member is kept
 
   // ---- modes, devices, dtypes ----
   virtual void train(bool on = true);  // recursive
@@ -152,6 +175,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Used by the call paths: the pre-hooks may replace `inputs` (same count); the hooks, the output.
   void run_forward_pre_hooks(TensorList& inputs);
   Tensor run_forward_hooks(const TensorList& inputs, Tensor output);
+  // The pre-hooks in order with their ids: a library finds its own by type, as PyTorch's
+  // isinstance does (pruning: `hook.target<prune::Hook>()`), and removes it by id.
+  std::vector<std::pair<int, ForwardPreHook*>> forward_pre_hooks();
+  void remove_forward_pre_hook(int id);
 
   // ---- state ----
   StateDict state_dict() const;  // parameters and persistent buffers, dotted names
@@ -184,6 +211,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::string> non_persistent_;
   OrderedDict<std::shared_ptr<ModuleSlot>> children_{"submodule"};
   std::shared_ptr<HookList> hooks_;  // made on the first registration
+  OrderedDict<Tensor*> bound_members_{"tensor attribute"};
+  OrderedDict<Tensor> plain_attributes_{"tensor attribute"};
 };
 
 namespace detail {

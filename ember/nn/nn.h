@@ -12,4 +12,5 @@
 #include "ember/nn/modules/transformer.h"
 #include "ember/nn/parallel/distributed.h"
 #include "ember/nn/parallel/pipeline.h"
+#include "ember/nn/prune.h"
 #include "ember/nn/utils.h"

@@ -25,7 +25,9 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
               o.kernel_size_[0], "x", o.kernel_size_[1]);
   weight = register_parameter(
       "weight", empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_[0], o.kernel_size_[1]}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  bind_attribute("bias", bias);  // Note [Tensor attributes]
   reset_parameters();
 }
 

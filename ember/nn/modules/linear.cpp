@@ -14,7 +14,9 @@ LinearImpl::LinearImpl(const LinearOptions& o) : Module("Linear"), options(o) {
   EMBER_CHECK(o.in_features_ >= 0 && o.out_features_ >= 0,
               "Linear: features must be >= 0, got in_features=", o.in_features_, ", out_features=", o.out_features_);
   weight = register_parameter("weight", empty({o.out_features_, o.in_features_}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
   if (o.bias_) bias = register_parameter("bias", empty({o.out_features_}));
+  bind_attribute("bias", bias);  // Note [Tensor attributes]
   reset_parameters();
 }
 
@@ -52,6 +54,7 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), o
     if (p < 0) p += o.num_embeddings_;
   }
   weight = register_parameter("weight", empty({o.num_embeddings_, o.embedding_dim_}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
   init::normal_(weight);
   if (options.padding_idx_) {
     NoGradGuard no_grad;

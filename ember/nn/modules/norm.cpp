@@ -13,7 +13,9 @@ BatchNormImpl::BatchNormImpl(const char* type_name, int64_t dims_lo, int64_t dim
   EMBER_CHECK(o.eps_ >= 0, type_name, ": eps must be >= 0, got ", o.eps_);
   if (o.affine_) {
     weight = register_parameter("weight", ones({o.num_features_}));
+    bind_attribute("weight", weight);  // Note [Tensor attributes]
     bias = register_parameter("bias", zeros({o.num_features_}));
+    bind_attribute("bias", bias);  // Note [Tensor attributes]
   }
   if (o.track_running_stats_) {
     running_mean = register_buffer("running_mean", zeros({o.num_features_}));
@@ -66,7 +68,9 @@ LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), o
   EMBER_CHECK(!o.normalized_shape_.empty(), "LayerNorm: normalized_shape must not be empty");
   if (o.elementwise_affine_) {
     weight = register_parameter("weight", ones(o.normalized_shape_));
+    bind_attribute("weight", weight);  // Note [Tensor attributes]
     bias = register_parameter("bias", zeros(o.normalized_shape_));
+    bind_attribute("bias", bias);  // Note [Tensor attributes]
   }
 }
 
@@ -85,7 +89,9 @@ GroupNormImpl::GroupNormImpl(int64_t num_groups, int64_t num_channels, double ep
               ") must be divisible by num_groups (", num_groups, ")");
   if (affine) {
     weight = register_parameter("weight", ones({num_channels}));
+    bind_attribute("weight", weight);  // Note [Tensor attributes]
     bias = register_parameter("bias", zeros({num_channels}));
+    bind_attribute("bias", bias);  // Note [Tensor attributes]
   }
 }
 
