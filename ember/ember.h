@@ -65,4 +65,5 @@
 #include "ember/tensor/error.h"
 #include "ember/tensor/generator.h"
 #include "ember/tensor/ops.h"
+#include "ember/tensor/quantized.h"
 #include "ember/tensor/tensor.h"

@@ -1,5 +1,6 @@
 // softmax, convolution, pooling and indexing, forward beside backward.
 #include "ember/autograd/function_helpers.h"
+#include "ember/tensor/quantized.h"
 
 namespace ember {
 
@@ -163,5 +164,37 @@ Tensor triangle(const char* name, Tensor (*native_fn)(const Tensor&, int64_t), c
 
 Tensor autograd::tril(const Tensor& x, int64_t diagonal) { return triangle("TrilBackward", native::tril, x, diagonal); }
 Tensor autograd::triu(const Tensor& x, int64_t diagonal) { return triangle("TriuBackward", native::triu, x, diagonal); }
+
+}  // namespace ember
+
+namespace ember {
+namespace {
+// Fake quantization: the forward is the round trip; the gradient, the straight-through estimator.
+Tensor fake_quantize(const Tensor& x, const QuantParams& p) {
+  auto [out, mask] = forward([&] { return native::fake_quantize_affine(x, p); });
+  if (needs_grad(x))
+    record_fn("FakeQuantizeBackward", {&x}, {&out}, [mask = mask](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{native::mul(g[0], native::to(mask, g[0].dtype()))};
+    });
+  return out;
+}
+}  // namespace
+
+Tensor autograd::fake_quantize_per_tensor_affine(const Tensor& x, double scale, int64_t zero_point, int64_t quant_min,
+                                                 int64_t quant_max) {
+  QuantParams p;
+  p.scale = full({1}, scale, TensorOptions().dtype(kFloat32).device(x.device()));
+  p.zero_point = full({1}, zero_point, TensorOptions().dtype(kInt32).device(x.device()));
+  p.quant_min = quant_min;
+  p.quant_max = quant_max;
+  return fake_quantize(x, p);
+}
+
+Tensor autograd::fake_quantize_per_channel_affine(const Tensor& x, const Tensor& scale, const Tensor& zero_point,
+                                                  int64_t axis, int64_t quant_min, int64_t quant_max) {
+  EMBER_CHECK(x.defined() && axis >= -x.dim() && axis < x.dim(), "fake_quantize_per_channel_affine: axis ", axis,
+              " is out of range for shape ", x.defined() ? shape_str(x.sizes()) : "(undefined)");
+  return fake_quantize(x, QuantParams{scale, zero_point, axis < 0 ? axis + x.dim() : axis, quant_min, quant_max});
+}
 
 }  // namespace ember

@@ -13,4 +13,6 @@
 #include "ember/nn/parallel/distributed.h"
 #include "ember/nn/parallel/pipeline.h"
 #include "ember/nn/prune.h"
+#include "ember/nn/quant/dynamic.h"
+#include "ember/nn/quant/observer.h"
 #include "ember/nn/utils.h"

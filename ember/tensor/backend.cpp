@@ -12,6 +12,13 @@ void Backend::unsupported(const char* kernel) const {
 }
 
 void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
+void Backend::quantize(const Tensor&, const QuantParams&, const Tensor&) { unsupported("quantize"); }
+void Backend::dequantize(const Tensor&, const QuantParams&, const Tensor&) { unsupported("dequantize"); }
+void Backend::fake_quantize(const Tensor&, const QuantParams&, const Tensor&, const Tensor&) {
+  unsupported("fake_quantize");
+}
+Tensor Backend::int8_pack_weight(const Tensor&) { unsupported("int8_pack_weight"); }
+void Backend::int8_gemm(const Tensor&, const Tensor&, const Int8Epilogue&, const Tensor&) { unsupported("int8_gemm"); }
 void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }
 void Backend::copy_across(const Tensor&, const Tensor&, bool) { unsupported("copy_across"); }
 void Backend::binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&, const Scalar&) { unsupported("binary"); }

@@ -71,6 +71,37 @@ struct RmspropParam {
   Tensor param, grad, square_avg, grad_avg, momentum_buffer, step;
 };
 
+// Note [Affine quantization]: an int8 (or uint8, int32) value q stands for the real number
+// (q - zero_point) * scale; quantizing x gives q = clamp(nearbyint(x * (1 / scale)) + zero_point,
+// quant_min, quant_max), with 1 / scale taken in float32 as PyTorch's CPU kernels do. `scale`
+// (float32) and `zero_point` (int32) hold one element (per tensor) or one per index of `axis` (per
+// channel). A fake quantization is the quantize-dequantize round trip in floating point, and its
+// gradient is the straight-through estimator: 1 where nearbyint(x / scale) + zero_point lies in
+// [quant_min, quant_max], 0 where the clamp cut it.
+struct QuantParams {
+  Tensor scale, zero_point;  // float32 [C], int32 [C], on the tensor's device; contiguous
+  int64_t axis = -1;         // -1: per tensor (C = 1)
+  int64_t quant_min = 0, quant_max = 255;
+};
+
+// Note [Int8 GEMM]: out[m, n] = Σ_k (a[m, k] - a_zero_point) w[n, k] for a uint8 activation
+// a [M, K] and an int8 weight w [N, K] that the back end packed once (int8_pack_weight: its own
+// layout, with each row's sum kept for the zero-point term). The int32 sum is exact as long as no
+// pair a[k] w[n, k] + a[k+1] w[n, k+1] leaves int16, which holds for activations in [0, 127]
+// (PyTorch's reduce_range) with any int8 weight; wider activations may saturate, as fbgemm's do.
+// The epilogue turns the int32 sum into the output: int32 as is; float32 as
+// acc * a_scale * w_scale[n] + bias[n]; uint8 requantized to (out_scale, out_zero_point). `relu`
+// clamps at zero before any rounding (a fused Linear + ReLU).
+struct Int8Epilogue {
+  int64_t a_zero_point = 0;
+  double a_scale = 1;
+  Tensor w_scale;  // float32 [1] or [N]
+  Tensor bias;     // float32 [N], or undefined
+  double out_scale = 1;
+  int64_t out_zero_point = 0;
+  bool relu = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -162,6 +193,19 @@ class Backend {
   // scale: one float32, growth_tracker: one int32. PyTorch's _amp_update_scale_.
   virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                                 double growth, double backoff, int64_t interval);
+
+  // ---- int8 quantization (Note [Affine quantization], Note [Int8 GEMM]) ----
+  // x floating -> out int8/uint8/int32 (same shape, contiguous)
+  virtual void quantize(const Tensor& x, const QuantParams& q, const Tensor& out);
+  // q int8/uint8/int32 -> out float32 (same shape, contiguous): (q - zero_point) * scale
+  virtual void dequantize(const Tensor& q, const QuantParams& p, const Tensor& out);
+  // x floating -> out (x's dtype) = the quantize-dequantize round trip; mask (bool, or undefined)
+  // = where the straight-through gradient passes. All contiguous, same shape.
+  virtual void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask);
+  // w int8 [N, K] -> this back end's packed form (an int8 tensor; only int8_gemm reads it)
+  virtual Tensor int8_pack_weight(const Tensor& w);
+  // a uint8 [M, K] (rows contiguous), w packed by int8_pack_weight -> out [M, N] int32/float32/uint8
+  virtual void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
 
   // ---- random (counter-based Philox; see tensor/generator.h) ----
   // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).

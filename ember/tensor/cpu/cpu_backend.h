@@ -1,7 +1,7 @@
 #pragma once
 // The CPU back end: the kernel interface of tensor/backend.h, implemented directly in one file
 // per family (tensor/cpu/<family>.cpp), mirrored by the CUDA back end's cuda/<family>.cu (or
-// .cpp): copy, elementwise, random, reduce, softmax, matmul, conv, pool, indexing, optim.
+// .cpp): copy, elementwise, random, reduce, softmax, matmul, conv, pool, indexing, optim, quant.
 // Shapes and contracts are those of tensor/backend.h; OpenMP parallelism with a grain size
 // (tensor/parallel.h) inside the kernels.
 #include "ember/tensor/backend.h"
@@ -15,6 +15,15 @@ class CpuBackend : public Backend {
   Allocator* allocator(int index) override;
 
   EMBER_BACKEND_KERNELS;  // each defined in its family file, named above
+  // int8 quantization (tensor/cpu/quant.cpp, tensor/cpu/int8_gemm.cpp): the CPU only, for now.
+  void quantize(const Tensor& x, const QuantParams& q, const Tensor& out) override;
+  void dequantize(const Tensor& q, const QuantParams& p, const Tensor& out) override;
+  void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask) override;
+  Tensor int8_pack_weight(const Tensor& w) override;
+  void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out) override;
 };
+
+// The portable int8 GEMM, on any build: the oracle the tests hold the AVX2 kernel to.
+void int8_gemm_reference(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
 
 }  // namespace ember::cpu

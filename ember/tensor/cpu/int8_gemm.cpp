@@ -1,0 +1,233 @@
+// The int8 GEMM of quantized Linear on the CPU (Note [Int8 GEMM]): uint8 activations times int8
+// weights into int32, with the epilogue that dequantizes (dynamic quantization) or requantizes
+// (static quantization).
+//
+// Why u8 x s8 with vpmaddubsw: AVX2 has no 8-bit multiply-accumulate into 32 bits (that is
+// AVX-VNNI's vpdpbusd). vpmaddubsw multiplies 32 unsigned bytes by 32 signed bytes and adds
+// neighbouring pairs into 16 int16 (saturating), and vpmaddwd by ones adds pairs of those into 8
+// int32: 32 multiply-adds in two instructions on the two vector ALUs, where float32 does 8 per
+// FMA, so the ceiling is 2x float32's. The pair sum a0 w0 + a1 w1 fits int16 only when
+// a <= 127 (127 * 128 * 2 = 32512): that is why PyTorch quantizes activations to 7 bits
+// (reduce_range) for this instruction, and why ember does the same. The alternative, s8 x s8 by
+// widening both to int16 for vpmaddwd, never saturates but does half the work per instruction.
+//
+// Layout of the packed weight (an int8 tensor, only this file reads it): a 64-byte header
+// (N, K, N rounded up to 16, K rounded up to 4, as int64), the int32 sum of each weight row
+// (for the zero-point term: Σ (a - z) w = Σ a w - z Σ w), then panels of 16 output columns:
+// for each group of 4 k, 16 columns x 4 bytes = two AVX2 registers, zero-padded past N and K.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/ops.h"
+#include "ember/tensor/parallel.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define EMBER_INT8_AVX2 1
+#endif
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kPanel = 16, kGroup = 4, kHeader = 64;
+
+struct Packed {
+  int64_t n, k, n_padded, k_padded;
+  const int32_t* row_sums;
+  const int8_t* panels;
+  explicit Packed(const Tensor& t) {
+    const auto* base = static_cast<const int8_t*>(t.data_ptr());
+    const auto* header = reinterpret_cast<const int64_t*>(base);
+    n = header[0], k = header[1], n_padded = header[2], k_padded = header[3];
+    row_sums = reinterpret_cast<const int32_t*>(base + kHeader);
+    panels = base + kHeader + 4 * n_padded;
+  }
+  const int8_t* panel(int64_t p) const { return panels + p * k_padded * kPanel; }
+};
+
+// What the epilogue needs per call, resolved to raw pointers.
+struct Epilogue {
+  int32_t a_zero_point;
+  const int32_t* row_sums;
+  float a_scale;
+  const float* w_scale;  // [1] or [N]
+  bool per_channel;
+  const float* bias;  // or null
+  float inv_out_scale;
+  int32_t out_zero_point;
+  bool relu;
+  DType out_dtype;
+  void* out;
+  int64_t ldo, n;
+
+  // Writes one accumulated row piece: acc[j] for columns n0 .. n0 + count.
+  void store(int64_t m, int64_t n0, int64_t count, const int32_t* acc) const {
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t col = n0 + j;
+      const int32_t raw = acc[j] - a_zero_point * row_sums[col];
+      if (out_dtype == kInt32) {
+        static_cast<int32_t*>(out)[m * ldo + col] = raw;
+        continue;
+      }
+      float v = static_cast<float>(raw) * (a_scale * w_scale[per_channel ? col : 0]);
+      if (bias) v += bias[col];
+      if (relu) v = std::max(v, 0.0f);
+      if (out_dtype == kFloat32) {
+        static_cast<float*>(out)[m * ldo + col] = v;
+      } else {
+        const int64_t q = static_cast<int64_t>(std::nearbyint(v * inv_out_scale)) + out_zero_point;
+        static_cast<uint8_t*>(out)[m * ldo + col] = static_cast<uint8_t>(std::clamp<int64_t>(q, 0, 255));
+      }
+    }
+  }
+};
+
+// Four consecutive activation bytes a[k .. k+4) as one int32, zero past the row's end.
+inline int32_t load_group(const uint8_t* row, int64_t k, int64_t K) {
+  int32_t v = 0;
+  std::memcpy(&v, row + k, static_cast<size_t>(std::min<int64_t>(kGroup, K - k)));
+  return v;
+}
+
+// The portable path (and the oracle of the AVX2 one): one output at a time from the packed layout.
+void panel_scalar(const uint8_t* a, int64_t lda, int64_t m0, int64_t rows, const Packed& w, int64_t p,
+                  const Epilogue& e) {
+  const int8_t* panel = w.panel(p);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = a + (m0 + r) * lda;
+    int32_t acc[kPanel] = {};
+    for (int64_t g = 0; g < w.k_padded / kGroup; ++g) {
+      const int64_t k = g * kGroup;
+      for (int64_t j = 0; j < kPanel; ++j)
+        for (int64_t i = 0; i < kGroup && k + i < w.k; ++i)
+          acc[j] += static_cast<int32_t>(row[k + i]) * panel[(g * kPanel + j) * kGroup + i];
+    }
+    e.store(m0 + r, p * kPanel, std::min(kPanel, w.n - p * kPanel), acc);
+  }
+}
+
+#ifdef EMBER_INT8_AVX2
+// ROWS x 16 outputs: for each group of 4 k, the 4 activation bytes of a row broadcast to all
+// lanes, times the 16 columns' 4 weights (two registers), pairs summed to int16, then to int32.
+template <int ROWS>
+void panel_avx2(const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int64_t p, const Epilogue& e) {
+  const int8_t* panel = w.panel(p);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[ROWS][2];
+  for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  const uint8_t* rows[ROWS];
+  for (int r = 0; r < ROWS; ++r) rows[r] = a + (m0 + r) * lda;
+  const int64_t full_groups = w.k / kGroup, groups = w.k_padded / kGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup + 32));
+    for (int r = 0; r < ROWS; ++r) {
+      int32_t four;
+      if (g < full_groups)
+        std::memcpy(&four, rows[r] + g * kGroup, 4);
+      else
+        four = load_group(rows[r], g * kGroup, w.k);
+      const __m256i av = _mm256_set1_epi32(four);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w0), ones));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w1), ones));
+    }
+  }
+  const int64_t n0 = p * kPanel, count = std::min(kPanel, w.n - n0);
+  for (int r = 0; r < ROWS; ++r) {
+    alignas(32) int32_t out[kPanel];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), acc[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8), acc[r][1]);
+    e.store(m0 + r, n0, count, out);
+  }
+}
+#endif
+
+Epilogue make_epilogue(const Int8Epilogue& ep, const Packed& w, const Tensor& out) {
+  Epilogue e{};
+  e.a_zero_point = static_cast<int32_t>(ep.a_zero_point);
+  e.row_sums = w.row_sums;
+  e.a_scale = static_cast<float>(ep.a_scale);
+  e.w_scale = ep.w_scale.defined() ? ep.w_scale.data_ptr<float>() : nullptr;
+  e.per_channel = ep.w_scale.defined() && ep.w_scale.numel() > 1;
+  e.bias = ep.bias.defined() ? ep.bias.data_ptr<float>() : nullptr;
+  e.inv_out_scale = 1.0f / static_cast<float>(ep.out_scale);
+  e.out_zero_point = static_cast<int32_t>(ep.out_zero_point);
+  e.relu = ep.relu;
+  e.out_dtype = out.dtype();
+  e.out = out.data_ptr();
+  e.ldo = w.n;
+  e.n = w.n;
+  return e;
+}
+
+}  // namespace
+
+// w int8 [N, K] -> the packed layout above.
+Tensor CpuBackend::int8_pack_weight(const Tensor& w) {
+  const int64_t n = w.size(0), k = w.size(1);
+  const int64_t n_padded = (n + kPanel - 1) / kPanel * kPanel, k_padded = (k + kGroup - 1) / kGroup * kGroup;
+  Tensor packed = zeros({kHeader + 4 * n_padded + n_padded * k_padded}, TensorOptions().dtype(kInt8));
+  auto* base = static_cast<int8_t*>(packed.data_ptr());
+  const int64_t header[4] = {n, k, n_padded, k_padded};
+  std::memcpy(base, header, sizeof(header));
+  auto* row_sums = reinterpret_cast<int32_t*>(base + kHeader);
+  int8_t* panels = base + kHeader + 4 * n_padded;
+  const int8_t* src = w.data_ptr<int8_t>();
+  for (int64_t row = 0; row < n; ++row) {
+    int32_t sum = 0;
+    const int64_t p = row / kPanel, j = row % kPanel;
+    for (int64_t col = 0; col < k; ++col) {
+      const int8_t v = src[row * k + col];
+      sum += v;
+      panels[p * k_padded * kPanel + ((col / kGroup) * kPanel + j) * kGroup + col % kGroup] = v;
+    }
+    row_sums[row] = sum;
+  }
+  return packed;
+}
+
+void CpuBackend::int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& ep, const Tensor& out) {
+  const Packed w(w_packed);
+  const int64_t M = a.size(0);
+  const Epilogue e = make_epilogue(ep, w, out);
+  const auto* a_data = a.data_ptr<uint8_t>();
+  const int64_t lda = a.stride(0);
+  const int64_t panels = w.n_padded / kPanel;
+  // About 256K multiply-adds per chunk before a second thread pays for its wake-up.
+  const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, M * kPanel * w.k));
+  parallel_for(0, panels, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+#ifdef EMBER_INT8_AVX2
+      int64_t m = 0;
+      for (; m + 4 <= M; m += 4) panel_avx2<4>(a_data, lda, m, w, p, e);
+      switch (M - m) {
+        case 3:
+          panel_avx2<3>(a_data, lda, m, w, p, e);
+          break;
+        case 2:
+          panel_avx2<2>(a_data, lda, m, w, p, e);
+          break;
+        case 1:
+          panel_avx2<1>(a_data, lda, m, w, p, e);
+          break;
+        default:
+          break;
+      }
+#else
+      panel_scalar(a_data, lda, 0, M, w, p, e);
+#endif
+    }
+  });
+}
+
+// The portable path, callable on any build: what the tests compare the AVX2 kernel with.
+void int8_gemm_reference(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& ep, const Tensor& out) {
+  const Packed w(w_packed);
+  const Epilogue e = make_epilogue(ep, w, out);
+  for (int64_t p = 0; p < w.n_padded / kPanel; ++p)
+    panel_scalar(a.data_ptr<uint8_t>(), a.stride(0), 0, a.size(0), w, p, e);
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,125 @@
+// Affine quantization on the CPU (Note [Affine quantization]): quantize, dequantize and the fake
+// quantization of QAT with its straight-through mask. float32 in, one pass, per tensor or per
+// channel. The rounding is nearbyint(x * (1 / scale)) as PyTorch's CPU kernels compute it.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/parallel.h"
+
+namespace ember::cpu {
+namespace {
+
+// The channel layout of a contiguous tensor around `axis`: flat index i is in channel (i / inner) % C.
+struct Channels {
+  int64_t count = 1, inner = 1;
+  Channels(const Tensor& x, int64_t axis) {
+    if (axis < 0) return;
+    count = x.size(axis);
+    for (int64_t d = axis + 1; d < x.dim(); ++d) inner *= x.size(d);
+  }
+};
+
+// f(i, inverse scale, zero point) for every element, in parallel.
+template <class F>
+void for_each_quantized(int64_t n, const QuantParams& p, const Channels& ch, const F& f) {
+  const std::vector<float> scale = p.scale.to_vector<float>();  // 1 / float(scale), as PyTorch
+  const int32_t* zero_point = p.zero_point.data_ptr<int32_t>();
+  parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
+    if (ch.count == 1) {
+      const float inv = 1.0f / scale[0];
+      const int32_t z = zero_point[0];
+      for (int64_t i = begin; i < end; ++i) f(i, inv, z);
+      return;
+    }
+    for (int64_t i = begin; i < end;) {  // runs of one channel
+      const int64_t c = (i / ch.inner) % ch.count;
+      const int64_t run_end = std::min(end, (i / ch.inner + 1) * ch.inner);
+      const float inv = 1.0f / scale[c];
+      const int32_t z = zero_point[c];
+      for (; i < run_end; ++i) f(i, inv, z);
+    }
+  });
+}
+
+template <class Q>
+void quantize_as(const Tensor& x, const QuantParams& p, const Tensor& out) {
+  const float* in = x.data_ptr<float>();
+  Q* q = out.data_ptr<Q>();
+  const int64_t lo = p.quant_min, hi = p.quant_max;
+  for_each_quantized(x.numel(), p, Channels(x, p.axis), [&](int64_t i, float inv, int32_t z) {
+    const int64_t v = static_cast<int64_t>(std::nearbyint(in[i] * inv)) + z;
+    q[i] = static_cast<Q>(std::clamp(v, lo, hi));
+  });
+}
+
+// (q - z) * scale, in the scales' own precision: per-channel scales come as float64 from
+// PyTorch's observers, and PyTorch multiplies in double before rounding to float.
+template <class Q, class S>
+void dequantize_as(const Tensor& q, const QuantParams& p, const Tensor& out) {
+  const Q* in = q.data_ptr<Q>();
+  float* y = out.data_ptr<float>();
+  const S* scale = p.scale.data_ptr<S>();
+  const int32_t* zero_point = p.zero_point.data_ptr<int32_t>();
+  const Channels ch(q, p.axis);
+  parallel_for(0, q.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t c = ch.count == 1 ? 0 : (i / ch.inner) % ch.count;
+      y[i] = static_cast<float>(static_cast<S>(static_cast<int64_t>(in[i]) - zero_point[c]) * scale[c]);
+    }
+  });
+}
+
+template <class Q>
+void dequantize_as(const Tensor& q, const QuantParams& p, const Tensor& out) {
+  if (p.scale.dtype() == kFloat64)
+    dequantize_as<Q, double>(q, p, out);
+  else
+    dequantize_as<Q, float>(q, p, out);
+}
+
+}  // namespace
+
+void CpuBackend::quantize(const Tensor& x, const QuantParams& p, const Tensor& out) {
+  switch (out.dtype()) {
+    case kInt8:
+      return quantize_as<int8_t>(x, p, out);
+    case kUInt8:
+      return quantize_as<uint8_t>(x, p, out);
+    case kInt32:
+      return quantize_as<int32_t>(x, p, out);
+    default:
+      throw Error(detail::concat("quantize: cannot quantize to ", out.dtype()));
+  }
+}
+
+void CpuBackend::dequantize(const Tensor& q, const QuantParams& p, const Tensor& out) {
+  switch (q.dtype()) {
+    case kInt8:
+      return dequantize_as<int8_t>(q, p, out);
+    case kUInt8:
+      return dequantize_as<uint8_t>(q, p, out);
+    case kInt32:
+      return dequantize_as<int32_t>(q, p, out);
+    default:
+      throw Error(detail::concat("dequantize: cannot dequantize ", q.dtype()));
+  }
+}
+
+void CpuBackend::fake_quantize(const Tensor& x, const QuantParams& p, const Tensor& out, const Tensor& mask) {
+  const float* in = x.data_ptr<float>();
+  float* y = out.data_ptr<float>();
+  bool* pass = mask.defined() ? mask.data_ptr<bool>() : nullptr;
+  const std::vector<float> scale = p.scale.to_vector<float>();
+  const int64_t lo = p.quant_min, hi = p.quant_max;
+  const Channels ch(x, p.axis);
+  for_each_quantized(x.numel(), p, ch, [&](int64_t i, float inv, int32_t z) {
+    const int64_t v = static_cast<int64_t>(std::nearbyint(in[i] * inv)) + z;
+    const float s = scale[ch.count == 1 ? 0 : (i / ch.inner) % ch.count];
+    y[i] = static_cast<float>(std::clamp(v, lo, hi) - z) * s;
+    if (pass) pass[i] = v >= lo && v <= hi;
+  });
+}
+
+}  // namespace ember::cpu

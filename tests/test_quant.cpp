@@ -1,0 +1,239 @@
+// INT8 quantization: quantized tensors, observers, fake quantization and the dynamic quantized
+// Linear against PyTorch (tests/reference/quant.bin, tools/gen_reference_quant.py), and the
+// AVX2 int8 GEMM against the portable one and an int32 reference, exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+using testing::all_close;
+using testing::ref_tensor;
+using testing::reference_quant;
+namespace q = quantization;
+
+const Tensor& R(const std::string& name) { return ref_tensor(reference_quant(), name); }
+
+TEST(Quantize, PerTensorMatchesPyTorchToTheLastInteger) {
+  const Tensor x = R("q.x");
+  struct Case {
+    const char* name;
+    double scale;
+    int64_t zero_point;
+    QDType dtype;
+  };
+  for (const Case& c : {Case{"quint8", 0.25, 10, QDType::QUInt8}, Case{"qint8", 0.07, -3, QDType::QInt8},
+                        Case{"qint32", 0.001, 5, QDType::QInt32}}) {
+    SCOPED_TRACE(c.name);
+    const QTensor qx = quantize_per_tensor(x, c.scale, c.zero_point, c.dtype);
+    EXPECT_TRUE(all_close(qx.int_repr(), R(std::string("q.") + c.name + ".int"), 0, 0));  // ties to even
+    EXPECT_TRUE(all_close(qx.dequantize(), R(std::string("q.") + c.name + ".deq"), 0, 0));
+    EXPECT_EQ(qx.q_zero_point(), c.zero_point);
+    EXPECT_FLOAT_EQ(qx.q_scale(), c.scale);
+  }
+}
+
+TEST(Quantize, PerChannelMatchesPyTorch) {
+  const Tensor w = R("q.w");
+  const QTensor a =
+      quantize_per_channel(w, tensor<double>({0.1, 0.02, 0.3}), tensor<int64_t>({0, 5, -2}), 0, QDType::QInt8);
+  EXPECT_TRUE(all_close(a.int_repr(), R("q.per_channel0.int"), 0, 0));
+  EXPECT_TRUE(all_close(a.dequantize(), R("q.per_channel0.deq"), 0, 0));
+  EXPECT_EQ(a.qscheme(), QScheme::PerChannelAffine);
+  EXPECT_EQ(a.q_per_channel_axis(), 0);
+  const QTensor b = quantize_per_channel(w, tensor<double>({0.05, 0.01, 0.2, 0.03}),
+                                         tensor<int64_t>({100, 120, 128, 140}), 1, QDType::QUInt8);
+  EXPECT_TRUE(all_close(b.int_repr(), R("q.per_channel1.int"), 0, 0));
+  EXPECT_TRUE(all_close(b.dequantize(), R("q.per_channel1.deq"), 0, 0));
+  EXPECT_EQ(b.nbytes(), 24 + 4 * 4 + 4 * 4);  // the bytes, the scales and the zero points
+}
+
+TEST(Quantize, PrintsLikePyTorchAndRejectsBadParameters) {
+  std::ostringstream s;
+  s << quantize_per_tensor(tensor<float>({-1, 0, 1, 2}), 1.0, 2, QDType::QUInt8);
+  EXPECT_EQ(s.str(),
+            "tensor([-1.,  0.,  1.,  2.], size=(4,), dtype=quint8, quantization_scheme=per_tensor_affine, scale=1, "
+            "zero_point=2)");
+  const Tensor x = ones({2, 3});
+  EXPECT_ERROR_CONTAINS(quantize_per_tensor(x, 0.0, 0, QDType::QUInt8), "scales must be positive and finite");
+  EXPECT_ERROR_CONTAINS(quantize_per_tensor(x, 0.1, 300, QDType::QUInt8), "zero_point 300 is outside quint8");
+  EXPECT_ERROR_CONTAINS(quantize_per_tensor(x.to(kFloat64), 0.1, 0, QDType::QInt8), "expects a float32 tensor");
+  EXPECT_ERROR_CONTAINS(quantize_per_channel(x, ones({2}), zeros({2}), 1, QDType::QInt8), "expects 3 scales");
+  EXPECT_ERROR_CONTAINS(quantize_per_channel(x, ones({2}), zeros({2}), 2, QDType::QInt8), "axis 2 is out of range");
+  EXPECT_ERROR_CONTAINS(quantize_per_tensor(x, 0.1, 0, QDType::QInt8).q_per_channel_scales(), "use q_scale");
+}
+
+TEST(Observers, QParamsMatchPyTorch) {
+  struct Case {
+    const char* name;
+    std::shared_ptr<q::ObserverImpl> observer;
+  };
+  using O = q::ObserverOptions;
+  const std::vector<Case> cases = {
+      {"minmax", std::make_shared<q::MinMaxObserverImpl>()},
+      {"minmax_sym", std::make_shared<q::MinMaxObserverImpl>(
+                         O().with_dtype(QDType::QInt8).with_qscheme(QScheme::PerTensorSymmetric))},
+      {"minmax_sym_quint8", std::make_shared<q::MinMaxObserverImpl>(O().with_qscheme(QScheme::PerTensorSymmetric))},
+      {"minmax_reduce", std::make_shared<q::MinMaxObserverImpl>(O().with_reduce_range(true))},
+      {"moving", std::make_shared<q::MovingAverageMinMaxObserverImpl>()},
+      {"moving_custom", std::make_shared<q::MovingAverageMinMaxObserverImpl>(q::default_activation_options())},
+      {"per_channel_sym", std::make_shared<q::PerChannelMinMaxObserverImpl>(
+                              O().with_dtype(QDType::QInt8).with_qscheme(QScheme::PerChannelSymmetric))},
+      {"per_channel_affine1",
+       std::make_shared<q::PerChannelMinMaxObserverImpl>(O().with_qscheme(QScheme::PerChannelAffine).with_ch_axis(1))},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto [s0, z0] = c.observer->calculate_qparams();  // nothing seen yet: (1, 0)
+    EXPECT_EQ(s0.item<float>(), 1.0f);
+    EXPECT_EQ(z0.item<int32_t>(), 0);
+    for (int i = 0; i < 3; ++i) (*c.observer)(R("obs.batch" + std::to_string(i)));
+    const std::string n = std::string("obs.") + c.name;
+    EXPECT_TRUE(all_close(c.observer->min_val, R(n + ".min"), 0, 0));
+    EXPECT_TRUE(all_close(c.observer->max_val, R(n + ".max"), 0, 0));
+    auto [scale, zero_point] = c.observer->calculate_qparams();
+    EXPECT_TRUE(all_close(scale, R(n + ".scale"), 0, 0));
+    EXPECT_TRUE(all_close(zero_point, R(n + ".zero_point"), 0, 0));
+  }
+  // PyTorch's derived example (REFERENCE-pytorch.md §10): [-1, 3] -> s = 4/255, z = 64; symmetric s = 3/127.5.
+  q::MinMaxObserver affine;
+  affine(tensor<float>({-1, 3}));
+  auto [s, z] = affine->calculate_qparams();
+  EXPECT_FLOAT_EQ(s.item<float>(), 4.0f / 255);
+  EXPECT_EQ(z.item<int32_t>(), 64);
+}
+
+TEST(FakeQuantize, ForwardAndStraightThroughGradientMatchPyTorch) {
+  Tensor x = R("fq.x").clone().requires_grad_();
+  Tensor out = fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 127);
+  EXPECT_TRUE(all_close(out, R("fq.out"), 0, 0));
+  out.backward(R("fq.gout"));
+  EXPECT_TRUE(all_close(x.grad(), R("fq.grad"), 0, 0));  // 0 where the clamp cut, gout elsewhere
+
+  Tensor w = R("fq.pc.x").clone().requires_grad_();
+  Tensor pc = fake_quantize_per_channel_affine(w, tensor<float>({0.05f, 0.1f, 0.02f}), tensor<int32_t>({0, -1, 2}), 0,
+                                               -128, 127);
+  EXPECT_TRUE(all_close(pc, R("fq.pc.out"), 0, 0));
+  pc.sum().backward();
+  EXPECT_TRUE(all_close(w.grad(), R("fq.pc.grad"), 0, 0));
+
+  q::FakeQuantize module;  // PyTorch's default_fake_quant
+  Tensor y;
+  for (int i = 0; i < 3; ++i) y = module(R("obs.batch" + std::to_string(i)));
+  EXPECT_TRUE(all_close(module->scale, R("fqm.scale"), 0, 0));
+  EXPECT_TRUE(all_close(module->zero_point, R("fqm.zero_point"), 0, 0));
+  EXPECT_TRUE(all_close(y, R("fqm.out"), 0, 0));
+  EXPECT_ERROR_CONTAINS(fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255), "zero_point 300 is outside [0, 255]");
+}
+
+// An int32 reference: Σ_k (a - za) w, from the unpacked tensors.
+Tensor int32_reference(const Tensor& a, int64_t za, const Tensor& w) {
+  const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
+  std::vector<int32_t> out(static_cast<size_t>(M * N));
+  const uint8_t* ap = a.data_ptr<uint8_t>();
+  const int8_t* wp = w.data_ptr<int8_t>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int32_t acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += (static_cast<int32_t>(ap[m * K + k]) - za) * wp[n * K + k];
+      out[m * N + n] = acc;
+    }
+  return tensor(out, Shape{M, N});
+}
+
+TEST(Int8Gemm, EqualsAnInt32ReferenceExactlyOnEveryShapeEdge) {
+  manual_seed(11);
+  // Rows not a multiple of 4, columns not of 16, depths not of 4; extreme values included.
+  for (auto [M, N, K] :
+       std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {5, 17, 7}, {4, 16, 4}, {9, 33, 130}, {64, 48, 256}}) {
+    SCOPED_TRACE(::testing::Message() << M << "x" << N << "x" << K);
+    Tensor a = randint(0, 128, {M, K}).to(kUInt8);  // 7-bit activations (Note [Int8 GEMM])
+    Tensor w = randint(-128, 128, {N, K}).to(kInt8);
+    if (K >= 2) {
+      NoGradGuard g;
+      a.select(0, 0).fill_(127);
+      w.select(0, 0).fill_(-128);  // the worst pair sum: 2 * 127 * -128, still inside int16
+    }
+    const Tensor packed = native::int8_pack_weight(w);
+    Int8Epilogue e;
+    e.a_zero_point = 3;
+    const Tensor expected = int32_reference(a, 3, w);
+    EXPECT_TRUE(all_close(native::int8_gemm(a, packed, N, e, kInt32), expected, 0, 0));
+    Tensor portable = empty({M, N}, TensorOptions().dtype(kInt32));
+    cpu::int8_gemm_reference(a, packed, e, portable);
+    EXPECT_TRUE(all_close(portable, expected, 0, 0));
+    // The float epilogue: s_a s_w[n] acc + bias[n].
+    e.a_scale = 0.02;
+    e.w_scale = rand({N}) + 0.01;
+    e.bias = randn({N});
+    const Tensor y = native::int8_gemm(a, packed, N, e, kFloat32);
+    EXPECT_TRUE(all_close(y, expected.to(kFloat32) * (e.w_scale * 0.02f) + e.bias, 1e-5, 1e-5));
+  }
+}
+
+TEST(DynamicQuantizedLinear, MatchesPyTorchWithinItsRounding) {
+  nn::Linear lin(40, 12);
+  StateDict state("key");
+  state.insert("weight", R("dyn.state.weight"));
+  state.insert("bias", R("dyn.state.bias"));
+  lin->load_state_dict(state);
+  const Tensor x = R("dyn.x");
+  const Tensor y_float = lin(x).detach();
+  for (bool per_channel : {false, true}) {
+    const std::string n = per_channel ? "dyn.per_channel" : "dyn.per_tensor";
+    SCOPED_TRACE(n);
+    q::DynamicQuantizedLinearImpl qlin(*lin, per_channel);
+    EXPECT_TRUE(all_close(qlin.weight, R(n + ".weight_int"), 0, 0));  // the int8 weight: exact
+    EXPECT_TRUE(all_close(qlin.weight_scale, R(n + ".weight_scale"), 1e-7, 0));
+    const Tensor y = qlin.forward(x);
+    // Exactly the GEMM of the two quantized operands (activations quantized as fbgemm chooses).
+    const auto qp =
+        q::choose_quantization_params(x.amin().item<float>(), x.amax().item<float>(), 0, 255, qlin.reduce_range);
+    const Tensor xq = quantize_per_tensor(x, qp.scale, qp.zero_point, QDType::QUInt8).dequantize();
+    const Tensor exact =
+        xq.to(kFloat64).matmul(qlin.weight_quantized().dequantize().to(kFloat64).t()) + qlin.bias.to(kFloat64);
+    EXPECT_TRUE(all_close(y.to(kFloat64), exact, 1e-5, 1e-5));
+    // PyTorch's (onednn, 7-bit activations too): the same integers, so equal to float rounding
+    // (1.2e-7 measured; one activation step would be s_x s_w = 5e-5).
+    EXPECT_TRUE(all_close(y, R(n + ".out"), 1e-6, 1e-6));
+    EXPECT_LT((y - y_float).abs().amax().item<double>(), 0.05);  // and close to float32
+  }
+}
+
+TEST(DynamicQuantizedLinear, QuantizeDynamicSwapsLinearsAndRoundTripsItsState) {
+  manual_seed(3);
+  nn::Sequential net(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4));
+  const Tensor x = randn({5, 8});
+  const Tensor y_float = net(x).detach();
+  auto model = q::quantize_dynamic(net.module());
+  EXPECT_EQ(net->find_module("0")->type_name(), "DynamicQuantizedLinear");
+  EXPECT_EQ(net->find_module("2")->type_name(), "DynamicQuantizedLinear");
+  const Tensor y = net(x);
+  EXPECT_LT((y - y_float).abs().amax().item<double>(), 0.05);
+  EXPECT_FALSE(y.requires_grad());
+  // The state (int8 weights, scales, zero points, bias) loads into another quantized model; the
+  // packed weight follows the loaded values.
+  nn::Sequential other(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4));
+  q::quantize_dynamic(other.module());
+  other(x);  // packs its own weights first
+  other->load_state_dict(net->state_dict());
+  EXPECT_TRUE(all_close(other(x), y, 0, 0));
+  int64_t bytes = 0;
+  for (const auto& item : net->state_dict())
+    bytes += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+  EXPECT_EQ(bytes, (8 * 16 + 16 * 4) + 4 * (16 + 4) + 2 * (4 + 4));  // int8 weights, float bias, scale + zero point
+  // A root Linear is replaced by the result.
+  auto root = q::quantize_dynamic(nn::Linear(3, 2).module());
+  EXPECT_EQ(root->type_name(), "DynamicQuantizedLinear");
+  EXPECT_ERROR_CONTAINS(q::quantize_dynamic(net.module(), {"Conv2d"}), "only Linear has one");
+  EXPECT_ERROR_CONTAINS(net(randn({2, 3})), "expects input [..., 8]");
+}
+
+}  // namespace
+}  // namespace ember
