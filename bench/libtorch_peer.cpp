@@ -1,7 +1,8 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim]   ("optim": only the optimizer section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant]   (only the optimizer or the int8 section)
+#include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
 #include <malloc.h>
@@ -157,6 +158,49 @@ int optimizer_section() {
   return 0;
 }
 
+// ---- int8: the dynamic quantized Linear against LibTorch's quantized::linear_dynamic ----
+
+// LibTorch's dynamic int8 Linear as torch.ao.nn.quantized.dynamic.Linear runs it: the weight
+// quantized (qint8, per channel, the same integers as ember's), packed once by
+// quantized::linear_prepack on the current engine (onednn in Debian's build), then
+// apply_dynamic(x, reduce_range = true) per call.
+int quant_section() {
+  namespace q = ember::quantization;
+  std::printf("quantized engine: %s\n\n", c10::toString(at::globalContext().qEngine()).c_str());
+  std::printf(
+      "| int8 dynamic Linear | ember float32 | ember int8 | LibTorch float32 | LibTorch int8 | ember int8 vs "
+      "LibTorch int8 | int8 speed-up, ember / LibTorch |\n|---|---|---|---|---|---|---|\n");
+  const auto prepack = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_prepack", "");
+  for (auto [batch, in, out] :
+       std::vector<std::array<int64_t, 3>>{{64, 1024, 1024}, {256, 1024, 1024}, {1, 1024, 1024}, {64, 4096, 1024}}) {
+    ember::manual_seed(0);
+    ember::nn::Linear fp(in, out);
+    q::DynamicQuantizedLinearImpl int8(*fp, /*per_channel=*/true);
+    const ember::Tensor x = ember::randn({batch, in});
+    ember::NoGradGuard no_grad;
+    torch::NoGradGuard torch_no_grad;
+    const torch::Tensor tx = as_torch(x), tw = as_torch(fp->weight.detach()), tb = as_torch(fp->bias.detach());
+    const torch::Tensor scales = as_torch(int8.weight_scale).to(torch::kFloat64);
+    const torch::Tensor qw =
+        torch::quantize_per_channel(tw, scales, torch::zeros({out}, torch::kLong), 0, torch::kQInt8);
+    torch::jit::Stack stack{qw, c10::optional<at::Tensor>(tb)};
+    prepack.callBoxed(&stack);
+    const auto packed = stack[0].toCustomClass<LinearPackedParamsBase>();
+    // The same integers up to the activation's rounding: an element that lands on the other side
+    // of a tie moves an output by one step s_x * |w| (~2e-3 here), not more.
+    check("int8 dynamic Linear", int8.forward(x), packed->apply_dynamic(tx, /*reduce_range=*/true), 5e-3);
+    const auto t =
+        ember::bench::interleaved_medians({[&] { fp(x); }, [&] { int8.forward(x); }, [&] { torch::linear(tx, tw, tb); },
+                                           [&] { packed->apply_dynamic(tx, true); }},
+                                          21);
+    std::printf("| %lld→%lld, batch %lld | %.3f ms | %.3f ms | %.3f ms | %.3f ms | %.2f | %.2f / %.2f |\n",
+                static_cast<long long>(in), static_cast<long long>(out), static_cast<long long>(batch), t[0] * 1e3,
+                t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[3] / t[1], t[0] / t[1], t[2] / t[3]);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,6 +216,7 @@ int main(int argc, char** argv) {
   ember::manual_seed(0);
   std::printf("ember vs LibTorch %s, %d threads\n\n", TORCH_VERSION, threads);
   if (argc > 2 && std::string(argv[2]) == "optim") return optimizer_section();
+  if (argc > 2 && std::string(argv[2]) == "quant") return quant_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");

@@ -143,6 +143,24 @@ TEST(Semantics, NaNPropagates) {
   EXPECT_EQ((x == x).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
 }
 
+// The vector path of a contiguous float max/min (eight lanes and a NaN flag): equal to a plain
+// loop for every length around the vector width, and a NaN anywhere (body or tail) wins.
+TEST(Semantics, FloatMaxMinVectorPathMatchesALoopAndPropagatesNaN) {
+  manual_seed(4);
+  for (int64_t n : {1, 7, 8, 9, 16, 17, 100, 300000}) {
+    const Tensor x = randn({n});
+    const std::vector<float> v = x.to_vector<float>();
+    EXPECT_EQ(x.amax().item<float>(), *std::max_element(v.begin(), v.end())) << n;
+    EXPECT_EQ(x.amin().item<float>(), *std::min_element(v.begin(), v.end())) << n;
+    for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+      Tensor y = x.clone();
+      y.narrow(0, at, 1).fill_(std::numeric_limits<float>::quiet_NaN());
+      EXPECT_TRUE(std::isnan(y.amax().item<float>())) << n << " " << at;
+      EXPECT_TRUE(std::isnan(y.amin().item<float>())) << n << " " << at;
+    }
+  }
+}
+
 TEST(Semantics, InPlace) {
   Tensor a = ones({2, 3});
   a.add_(tensor({1.0, 2.0, 3.0}));  // float64 operand, result cast back to float32

@@ -23,7 +23,7 @@
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_INT8_AVX2 1
 #endif
@@ -109,33 +109,86 @@ void panel_scalar(const uint8_t* a, int64_t lda, int64_t m0, int64_t rows, const
 }
 
 #ifdef EMBER_INT8_AVX2
+// The epilogue of a full 16-column row piece in vector registers (float32 or int32 outputs; the
+// rest go through Epilogue::store).
+struct PanelEpilogue {
+  __m256i zero_term[2];  // a_zero_point * Σ_k w[n, k]
+  __m256 scale[2], bias[2];
+  bool vector;  // false: leave it to Epilogue::store
+  PanelEpilogue(const Epilogue& e, int64_t n0, int64_t count) {
+    vector = count == kPanel && (e.out_dtype == kFloat32 || e.out_dtype == kInt32);
+    if (!vector) return;
+    const __m256i z = _mm256_set1_epi32(e.a_zero_point);
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + 8 * h;
+      zero_term[h] = _mm256_mullo_epi32(z, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.row_sums + n)));
+      if (e.out_dtype != kFloat32) continue;
+      const __m256 a_scale = _mm256_set1_ps(e.a_scale);
+      scale[h] = _mm256_mul_ps(a_scale, e.per_channel ? _mm256_loadu_ps(e.w_scale + n) : _mm256_set1_ps(e.w_scale[0]));
+      bias[h] = e.bias ? _mm256_loadu_ps(e.bias + n) : _mm256_setzero_ps();
+    }
+  }
+  void store(const Epilogue& e, int64_t m, int64_t n0, const __m256i acc[2]) const {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = _mm256_sub_epi32(acc[h], zero_term[h]);
+      if (e.out_dtype == kInt32) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int32_t*>(e.out) + m * e.ldo + n0 + 8 * h), raw);
+        continue;
+      }
+      // (a multiply, then an add: the same roundings as Epilogue::store, so both paths agree bit for bit)
+      __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale[h]), bias[h]);
+      if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
+      _mm256_storeu_ps(static_cast<float*>(e.out) + m * e.ldo + n0 + 8 * h, v);
+    }
+  }
+};
+
 // ROWS x 16 outputs: for each group of 4 k, the 4 activation bytes of a row broadcast to all
-// lanes, times the 16 columns' 4 weights (two registers), pairs summed to int16, then to int32.
+// lanes (a load, vbroadcastss), times the 16 columns' 4 weights (two registers), pairs summed
+// to int16 (vpmaddubsw), then to int32 (vpmaddwd by ones).
 template <int ROWS>
-void panel_avx2(const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int64_t p, const Epilogue& e) {
+void panel_avx2(const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int64_t p, const Epilogue& e,
+                const PanelEpilogue& pe) {
   const int8_t* panel = w.panel(p);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[ROWS][2];
+#pragma GCC unroll 8
   for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   const uint8_t* rows[ROWS];
+#pragma GCC unroll 8
   for (int r = 0; r < ROWS; ++r) rows[r] = a + (m0 + r) * lda;
-  const int64_t full_groups = w.k / kGroup, groups = w.k_padded / kGroup;
-  for (int64_t g = 0; g < groups; ++g) {
+  // (Written out, not through a lambda: taking the accumulators' address made GCC keep them in
+  // memory, storing and reloading every register each group.)
+  const int64_t full_groups = w.k / kGroup;
+  for (int64_t g = 0; g < full_groups; ++g) {
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup));
     const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup + 32));
+#pragma GCC unroll 8
     for (int r = 0; r < ROWS; ++r) {
-      int32_t four;
-      if (g < full_groups)
-        std::memcpy(&four, rows[r] + g * kGroup, 4);
-      else
-        four = load_group(rows[r], g * kGroup, w.k);
-      const __m256i av = _mm256_set1_epi32(four);
+      const __m256i av = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(rows[r] + g * kGroup)));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w0), ones));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w1), ones));
+    }
+  }
+  if (full_groups * kGroup < w.k) {  // the last, partial group of k
+    const int64_t g = full_groups;
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + g * kPanel * kGroup + 32));
+#pragma GCC unroll 8
+    for (int r = 0; r < ROWS; ++r) {
+      const __m256i av = _mm256_set1_epi32(load_group(rows[r], g * kGroup, w.k));
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w0), ones));
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(av, w1), ones));
     }
   }
   const int64_t n0 = p * kPanel, count = std::min(kPanel, w.n - n0);
-  for (int r = 0; r < ROWS; ++r) {
+#pragma GCC unroll 8
+  for (int r = 0; r < ROWS; ++r) {  // (unrolled, so that acc is never indexed at run time: registers only)
+    if (pe.vector) {
+      const __m256i pair[2] = {acc[r][0], acc[r][1]};  // a copy: acc's address must not escape
+      pe.store(e, m0 + r, n0, pair);
+      continue;
+    }
     alignas(32) int32_t out[kPanel];
     _mm256_store_si256(reinterpret_cast<__m256i*>(out), acc[r][0]);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out + 8), acc[r][1]);
@@ -200,17 +253,18 @@ void CpuBackend::int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Ep
   parallel_for(0, panels, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
 #ifdef EMBER_INT8_AVX2
+      const PanelEpilogue pe(e, p * kPanel, std::min(kPanel, w.n - p * kPanel));
       int64_t m = 0;
-      for (; m + 4 <= M; m += 4) panel_avx2<4>(a_data, lda, m, w, p, e);
+      for (; m + 4 <= M; m += 4) panel_avx2<4>(a_data, lda, m, w, p, e, pe);
       switch (M - m) {
         case 3:
-          panel_avx2<3>(a_data, lda, m, w, p, e);
+          panel_avx2<3>(a_data, lda, m, w, p, e, pe);
           break;
         case 2:
-          panel_avx2<2>(a_data, lda, m, w, p, e);
+          panel_avx2<2>(a_data, lda, m, w, p, e, pe);
           break;
         case 1:
-          panel_avx2<1>(a_data, lda, m, w, p, e);
+          panel_avx2<1>(a_data, lda, m, w, p, e, pe);
           break;
         default:
           break;

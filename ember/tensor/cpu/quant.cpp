@@ -2,8 +2,13 @@
 // quantization of QAT with its straight-through mask. float32 in, one pass, per tensor or per
 // channel. The rounding is nearbyint(x * (1 / scale)) as PyTorch's CPU kernels compute it.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/parallel.h"
@@ -43,14 +48,54 @@ void for_each_quantized(int64_t n, const QuantParams& p, const Channels& ch, con
   });
 }
 
+// nearbyint(x * inv) + z clamped to [lo, hi], for n contiguous elements of one channel. The
+// vector path converts with vcvtps2dq, which rounds half to even as nearbyint does (the default
+// rounding mode); the product is first clamped to where an int32 holds it.
+template <class Q>
+void quantize_run(const float* x, Q* q, int64_t n, float inv, int32_t z, int64_t lo, int64_t hi) {
+  constexpr float kLimit = 2147483520.0f;  // the largest float below 2^31
+  int64_t i = 0;
+#ifdef __AVX2__
+  const __m256 vinv = _mm256_set1_ps(inv), vmin = _mm256_set1_ps(-kLimit), vmax = _mm256_set1_ps(kLimit);
+  const __m256i vz = _mm256_set1_epi32(z);
+  const __m256i vlo = _mm256_set1_epi32(static_cast<int32_t>(std::max<int64_t>(lo, INT32_MIN)));
+  const __m256i vhi = _mm256_set1_epi32(static_cast<int32_t>(std::min<int64_t>(hi, INT32_MAX)));
+  alignas(32) int32_t block[8];
+  for (; i + 8 <= n; i += 8) {
+    const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), vmin), vmax);
+    __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(r), vz);  // (int32 wraps only past qint32's own range)
+    v = _mm256_min_epi32(_mm256_max_epi32(v, vlo), vhi);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(block), v);
+    for (int j = 0; j < 8; ++j) q[i + j] = static_cast<Q>(block[j]);
+  }
+#endif
+  for (; i < n; ++i) {
+    const float r = std::clamp(x[i] * inv, -kLimit, kLimit);
+    const int64_t v = static_cast<int64_t>(std::nearbyint(r)) + z;
+    q[i] = static_cast<Q>(std::clamp(v, lo, hi));
+  }
+}
+
 template <class Q>
 void quantize_as(const Tensor& x, const QuantParams& p, const Tensor& out) {
   const float* in = x.data_ptr<float>();
   Q* q = out.data_ptr<Q>();
-  const int64_t lo = p.quant_min, hi = p.quant_max;
-  for_each_quantized(x.numel(), p, Channels(x, p.axis), [&](int64_t i, float inv, int32_t z) {
-    const int64_t v = static_cast<int64_t>(std::nearbyint(in[i] * inv)) + z;
-    q[i] = static_cast<Q>(std::clamp(v, lo, hi));
+  const std::vector<float> scale = p.scale.to_vector<float>();
+  const int32_t* zero_point = p.zero_point.data_ptr<int32_t>();
+  const Channels ch(x, p.axis);
+  // Runs of one channel: the whole tensor per tensor, `inner` elements per channel otherwise.
+  const int64_t run = ch.count == 1 ? x.numel() : ch.inner, runs = x.numel() / std::max<int64_t>(run, 1);
+  if (runs <= 1) {
+    parallel_for(0, x.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+      quantize_run(in + b, q + b, e - b, 1.0f / scale[0], zero_point[0], p.quant_min, p.quant_max);
+    });
+    return;
+  }
+  parallel_for(0, runs, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(run, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t c = r % ch.count;
+      quantize_run(in + r * run, q + r * run, run, 1.0f / scale[c], zero_point[c], p.quant_min, p.quant_max);
+    }
   });
 }
 
