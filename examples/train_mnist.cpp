@@ -3,9 +3,13 @@
 //   train_mnist                          # built-in synthetic digits, no files needed
 //   train_mnist --data ../shared/data/mnist --model cnn --epochs 3 --workers 2
 //   mpirun -np 2 train_mnist --distributed       # data parallel: each rank its shard, DDP
+//   train_mnist --prune 0.7 --quantize dynamic   # then pruned + fine-tuned, then int8, each reported
 //   train_mnist --help
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -21,7 +25,8 @@ namespace {
 
 struct Config {
   std::string data_dir, model = "mlp", optimizer = "sgd", schedule = "none", device = "cpu", save, resume, metrics;
-  std::string amp = "none", profile;
+  std::string amp = "none", profile, prune_method = "l1", quantize;
+  double prune = 0;
   int profile_steps = 20;
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
@@ -68,6 +73,77 @@ std::pair<double, double> evaluate(nn::Sequential& model, const std::shared_ptr<
   return {sums[0] / static_cast<double>(ds->size()), sums[1] / static_cast<double>(ds->size())};
 }
 
+// What a compressed model costs and keeps: test accuracy, inference time per batch of 500 on the
+// CPU, bytes of its checkpoint on disk, and the share of weights that are zero.
+struct ModelReport {
+  double accuracy = 0, ms_per_batch = 0, zero_fraction = 0;
+  int64_t bytes = 0;
+};
+
+ModelReport report_model(nn::Sequential& model, const std::shared_ptr<const data::Dataset>& test, const char* label) {
+  ModelReport r;
+  r.accuracy = evaluate(model, test, Device(kCPU), "none").second;
+  // The forward alone, on batches loaded beforehand: what the compression changes.
+  static std::vector<Tensor> batches;
+  if (batches.empty())
+    for (const data::Batch& b : data::DataLoader(test, data::DataLoaderOptions().batch_size(500)))
+      batches.push_back(b.data);
+  model->eval();
+  NoGradGuard no_grad;
+  for (const Tensor& x : batches) model(x);  // warm-up (packs int8 weights, fills the allocator's cache)
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int round = 0; round < 3; ++round)
+    for (const Tensor& x : batches) model(x);
+  r.ms_per_batch = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3 /
+                   (3.0 * static_cast<double>(batches.size()));
+  model->train();
+  const std::string path = "/tmp/ember_train_mnist_report.safetensors";
+  save(model->state_dict(), path);
+  r.bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  std::filesystem::remove(path);
+  r.zero_fraction = nn::utils::prune::sparsity(*model).global.fraction();  // of the float parameters
+  std::printf("%-28s test accuracy %.4f | %6.2f ms per batch of 500 | checkpoint %8lld bytes | %5.1f %% zeros\n", label,
+              r.accuracy, r.ms_per_batch, static_cast<long long>(r.bytes), 100.0 * r.zero_fraction);
+  return r;
+}
+
+// Technique 8, pruning: masks on the trained weights, one epoch of fine-tuning with the masks in
+// place (the pruned weights get no gradient), then the masks made permanent.
+void prune_and_finetune(const Config& c, nn::Sequential& model, optim::Optimizer& opt, data::DataLoader& loader,
+                        const std::shared_ptr<const data::Dataset>& test) {
+  namespace prune = nn::utils::prune;
+  report_model(model, test, "before pruning:");
+  std::vector<prune::Target> weights;
+  for (const auto& item : model->named_modules())
+    if (item.value->as<nn::LinearImpl>() || item.value->as<nn::Conv2dImpl>()) weights.push_back({item.value, "weight"});
+  for (size_t i = 0; i < weights.size(); ++i) {
+    nn::Module& m = *weights[i].module;
+    if (c.prune_method == "l1") prune::l1_unstructured(m, "weight", c.prune);
+    // Channels: every layer but the last, whose outputs are the classes.
+    if (c.prune_method == "ln-structured" && i + 1 < weights.size()) prune::ln_structured(m, "weight", c.prune, 2, 0);
+  }
+  if (c.prune_method == "global") prune::global_unstructured(weights, prune::L1Unstructured(c.prune));
+  std::printf("pruned %s, amount %.2f\n", c.prune_method.c_str(), c.prune);
+  report_model(model, test, "pruned, before fine-tuning:");
+  model->train();
+  for (const data::Batch& b : loader) {  // one epoch of fine-tuning
+    opt.zero_grad();
+    nn::functional::cross_entropy(model(b.data), b.target).backward();
+    opt.step();
+  }
+  for (auto& w : weights)
+    if (prune::find_hook(*w.module, "weight")) prune::remove(*w.module, "weight");
+  report_model(model, test, "pruned, fine-tuned 1 epoch:");
+}
+
+// Technique 8, int8: the trained model's Linear layers as DynamicQuantizedLinear (int8 weights,
+// activations quantized per batch), side by side with the float32 model.
+void quantize_and_report(const Config& c, nn::Sequential& model, const std::shared_ptr<const data::Dataset>& test) {
+  report_model(model, test, "float32:");
+  quantization::quantize_dynamic(model.module(), {"Linear"}, /*per_channel=*/true);
+  report_model(model, test, (c.quantize + " int8:").c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +182,16 @@ int main(int argc, char** argv) {
                  "profile the first --profile-steps batches: a Chrome trace to this file (chrome://tracing, "
                  "Perfetto) and a table of the ops' times");
   app.add_option("--profile-steps", c.profile_steps, "batches to profile")->check(CLI::PositiveNumber);
+  app.add_option("--prune", c.prune,
+                 "after training: prune this share of the weights, fine-tune one epoch, report (technique 8)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--prune-method", c.prune_method,
+                 "l1 (smallest |w| per layer), global (one L1 threshold over all layers) or ln-structured (whole "
+                 "output channels by L2 norm)")
+      ->check(CLI::IsMember({"l1", "global", "ln-structured"}));
+  app.add_option("--quantize", c.quantize,
+                 "after training: int8 model, compared with float32 (dynamic; static and qat are planned)")
+      ->check(CLI::IsMember({"dynamic"}));
   app.add_option("--expect-accuracy", c.expect_accuracy, "exit with status 1 below this test accuracy (for CI)");
   CLI11_PARSE(app, argc, argv);
 
@@ -276,6 +362,13 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("test accuracy %.4f\n", accuracy);
+    if ((c.prune > 0 || !c.quantize.empty()) && rank == 0) {
+      EMBER_CHECK(device.is_cpu(), "--prune/--quantize: run on the CPU (int8 kernels are CPU-only for now)");
+      std::printf("\n");
+      if (c.prune > 0) prune_and_finetune(c, model, *opt, loader, test_set);
+      if (!c.quantize.empty()) quantize_and_report(c, model, test_set);
+      accuracy = evaluate(model, test_set, device, "none").second;  // what --expect-accuracy checks
+    }
     if (rank == 0 && c.expect_accuracy >= 0 && accuracy < c.expect_accuracy) {
       std::fprintf(stderr, "test accuracy %.4f is below the expected %.4f\n", accuracy, c.expect_accuracy);
       return 1;
