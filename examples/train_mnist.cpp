@@ -134,6 +134,11 @@ void prune_and_finetune(const Config& c, nn::Sequential& model, optim::Optimizer
   for (auto& w : weights)
     if (prune::find_hook(*w.module, "weight")) prune::remove(*w.module, "weight");
   report_model(model, test, "pruned, fine-tuned 1 epoch:");
+  if (c.prune_method == "ln-structured") {  // dead channels out: smaller dense layers, the same outputs
+    const prune::ShrinkReport shrunk = prune::shrink(*model);
+    std::cout << shrunk;
+    report_model(model, test, "shrunk:");
+  }
 }
 
 // Technique 8, int8: the trained model's Linear layers as DynamicQuantizedLinear (int8 weights,

@@ -183,3 +183,66 @@ TEST(Prune, BadCallsAreClearErrors) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace prune = nn::utils::prune;
+using testing::all_close;
+
+TEST(PruneShrink, AStructurallyPrunedMlpBecomesSmallerWithTheSameOutputs) {
+  manual_seed(21);
+  nn::Sequential net(nn::Linear(6, 8), nn::ReLU(), nn::Linear(8, 5), nn::Tanh(), nn::Linear(5, 3));
+  prune::ln_structured(*net->find_module("0"), "weight", 0.5, 2, 0);
+  prune::ln_structured(*net->find_module("2"), "weight", 2, 1, 0);
+  const Tensor x = randn({4, 6});
+  const Tensor before = net(x).detach();
+  const prune::ShrinkReport report = prune::shrink(*net);
+  ASSERT_EQ(report.pairs.size(), 2u);
+  EXPECT_EQ(report.pairs[0].removed, 4);
+  EXPECT_EQ(report.pairs[1].removed, 2);
+  EXPECT_EQ(net->find_module("0")->as<nn::LinearImpl>()->weight.sizes(), (Shape{4, 6}));
+  EXPECT_EQ(net->find_module("2")->as<nn::LinearImpl>()->weight.sizes(), (Shape{3, 4}));
+  EXPECT_EQ(net->find_module("4")->as<nn::LinearImpl>()->weight.sizes(), (Shape{3, 3}));
+  EXPECT_EQ(report.parameters_before, (6 * 8 + 8) + (8 * 5 + 5) + (5 * 3 + 3));
+  EXPECT_EQ(report.parameters_after, (6 * 4 + 4) + (4 * 3 + 3) + (3 * 3 + 3));
+  // The dead channels' biases (through ReLU and Tanh) moved into the next layers' biases.
+  EXPECT_TRUE(all_close(net(x), before, 1e-5, 1e-6));
+  EXPECT_FALSE(prune::is_pruned(*net));
+}
+
+TEST(PruneShrink, ACnnThroughBatchNormPoolingAndFlattenKeepsItsOutputs) {
+  manual_seed(22);
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(3, 8, 3).padding(1)), nn::BatchNorm2d(8), nn::ReLU(),
+                     nn::MaxPool2d(2), nn::Conv2d(8, 6, 3), nn::ReLU(), nn::Flatten(), nn::Linear(6 * 2 * 2, 4));
+  for (int i = 0; i < 3; ++i) net(randn({5, 3, 8, 8}));  // running statistics that are not 0 and 1
+  net->eval();
+  prune::ln_structured(*net->find_module("0"), "weight", 0.5, 2, 0);
+  prune::ln_structured(*net->find_module("4"), "weight", 0.5, 1, 0);
+  const Tensor x = randn({2, 3, 8, 8});
+  const Tensor before = net(x).detach();
+  const prune::ShrinkReport report = prune::shrink(*net);
+  EXPECT_EQ(net->find_module("0")->as<nn::Conv2dImpl>()->weight.sizes(), (Shape{4, 3, 3, 3}));
+  EXPECT_EQ(net->find_module("1")->as<nn::BatchNormImpl>()->running_mean.sizes(), (Shape{4}));
+  EXPECT_EQ(net->find_module("4")->as<nn::Conv2dImpl>()->weight.sizes(), (Shape{3, 4, 3, 3}));
+  EXPECT_EQ(net->find_module("7")->as<nn::LinearImpl>()->weight.sizes(), (Shape{4, 3 * 2 * 2}));
+  EXPECT_TRUE(all_close(net(x), before, 1e-5, 1e-5)) << report;
+}
+
+TEST(PruneShrink, WhatItCannotFollowExactlyStaysAndIsReported) {
+  manual_seed(23);
+  // The second convolution pads: a dead channel's nonzero constant would meet zeros at the borders.
+  nn::Sequential net(nn::Conv2d(2, 4, 3), nn::Sigmoid(), nn::Conv2d(nn::Conv2dOptions(4, 3, 3).padding(1)));
+  prune::ln_structured(*net->find_module("0"), "weight", 2, 2, 0);
+  const Tensor x = randn({1, 2, 7, 7});
+  const Tensor before = net(x).detach();
+  const prune::ShrinkReport report = prune::shrink(*net);
+  ASSERT_EQ(report.pairs.size(), 1u);
+  EXPECT_NE(report.pairs[0].skipped.find("pads with zeros"), std::string::npos);
+  EXPECT_EQ(net->find_module("0")->as<nn::Conv2dImpl>()->weight.size(0), 4);
+  EXPECT_TRUE(all_close(net(x), before, 0, 0));
+  EXPECT_ERROR_CONTAINS(prune::shrink(*nn::Linear(2, 2)), "expects a Sequential");
+}
+
+}  // namespace
+}  // namespace ember

@@ -118,4 +118,27 @@ struct Sparsity {
 Sparsity sparsity(Module& module);
 std::ostream& operator<<(std::ostream& os, const Sparsity& s);
 
+// ---- pruning that saves compute (nn/prune_shrink.cpp) ----
+
+// Physically removes dead output channels: in a Sequential, each Linear or Conv2d whose weight has
+// rows (output channels) that are all zero loses them, and so does the next Linear or Conv2d's
+// input, with the elementwise layers, BatchNorm, pooling and Flatten between the two followed (a
+// dead channel's constant output, its bias through those layers, is folded into the next layer's
+// bias). The result computes the same outputs with smaller dense layers. Pruned tensors are made
+// permanent first (remove). Dropout counts as inference's identity. A pair it cannot follow
+// exactly (another layer type between them, grouped convolutions, a padded convolution after a
+// channel whose constant is not zero, a padded AvgPool2d) is left as it is and said in the report;
+// the last layer's outputs are the model's and stay.
+struct ShrinkReport {
+  struct Pair {
+    std::string producer, consumer;  // child names in the Sequential
+    int64_t channels = 0, removed = 0;
+    std::string skipped;  // why nothing was removed, or empty
+  };
+  std::vector<Pair> pairs;
+  int64_t parameters_before = 0, parameters_after = 0;
+};
+ShrinkReport shrink(Module& sequential);
+std::ostream& operator<<(std::ostream& os, const ShrinkReport& r);
+
 }  // namespace ember::nn::utils::prune

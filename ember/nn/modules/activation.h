@@ -83,6 +83,8 @@ class FlattenImpl : public Module {
   void pretty_print(std::ostream& os) const override {
     os << "Flatten(start_dim=" << start_dim_ << ", end_dim=" << end_dim_ << ")";
   }
+  int64_t start_dim() const { return start_dim_; }
+  int64_t end_dim() const { return end_dim_; }
 
  private:
   int64_t start_dim_, end_dim_;
