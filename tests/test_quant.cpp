@@ -237,3 +237,125 @@ TEST(DynamicQuantizedLinear, QuantizeDynamicSwapsLinearsAndRoundTripsItsState) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace q = quantization;
+using testing::all_close;
+
+TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
+  manual_seed(31);
+  struct Case {
+    int64_t n, c, h, w, o, k, stride, pad, dilation;
+  };
+  for (const Case& t : {Case{2, 3, 9, 8, 5, 3, 1, 1, 1}, Case{1, 1, 7, 7, 17, 3, 2, 0, 1}, Case{3, 4, 10, 9, 8, 2, 1, 2, 2}}) {
+    SCOPED_TRACE(::testing::Message() << t.c << "->" << t.o << " k" << t.k << " s" << t.stride << " p" << t.pad);
+    const Tensor x = randint(0, 128, {t.n, t.c, t.h, t.w}).to(kUInt8);
+    const Tensor w = randint(-128, 128, {t.o, t.c, t.k, t.k}).to(kInt8);
+    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({t.o, -1}));
+    const Tensor w_scale = rand({t.o}) * 0.01 + 0.001, bias = randn({t.o});
+    Int8Epilogue e;
+    e.a_zero_point = 40;
+    e.a_scale = 0.05;
+    e.w_scale = w_scale;
+    e.bias = bias;
+    Conv2dParams p;
+    p.stride = {t.stride, t.stride};
+    p.padding = {t.pad, t.pad};
+    p.dilation = {t.dilation, t.dilation};
+    const Tensor y = native::int8_conv2d(x, packed, t.o, {t.k, t.k}, p, e, kFloat32);
+    // The padding stands for 0.0: the zero point, not the integer 0.
+    const Tensor xf = (x.to(kFloat64) - 40) * 0.05;
+    const Tensor wf = w.to(kFloat64) * w_scale.to(kFloat64).view({t.o, 1, 1, 1});
+    const Tensor expected = conv2d(xf, wf, bias.to(kFloat64), {t.stride, t.stride}, {t.pad, t.pad},
+                                   {t.dilation, t.dilation});
+    EXPECT_TRUE(all_close(y.to(kFloat64), expected, 1e-5, 1e-4));
+    // uint8 out: the same values requantized, clamped to the 7-bit range.
+    e.out_scale = 0.1;
+    e.out_zero_point = 60;
+    e.out_quant_max = 127;
+    const Tensor yq = native::int8_conv2d(x, packed, t.o, {t.k, t.k}, p, e, kUInt8);
+    const Tensor requantized =
+        quantize_per_tensor(expected.to(kFloat32), 0.1, 60, QDType::QUInt8).int_repr().to(kInt32).clamp(0, 127);
+    EXPECT_LE((yq.to(kInt32) - requantized.to(kInt32)).abs().amax().item<int32_t>(), 1);  // float rounding at ties
+  }
+}
+
+nn::Sequential small_cnn() {
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(4, 8, 3), nn::ReLU(), nn::Flatten(), nn::Linear(8 * 2 * 2, 16), nn::ReLU(),
+                        nn::Dropout(0.1), nn::Linear(16, 3));
+}
+
+double relative_error(const Tensor& a, const Tensor& b) { return ((a - b).norm() / b.norm()).item<double>(); }
+
+TEST(StaticQuantization, PrepareCalibrateConvertKeepsTheOutputsOfACnn) {
+  manual_seed(32);
+  nn::Sequential net = small_cnn();
+  net->eval();
+  const Tensor x = randn({16, 1, 8, 8});
+  const Tensor y_float = net(x).detach();
+  EXPECT_ERROR_CONTAINS(q::convert(*net), "was not prepared");
+  q::prepare(*net);
+  EXPECT_ERROR_CONTAINS(q::convert(*net), "saw no data");
+  for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}));  // calibration
+  EXPECT_TRUE(all_close(net(x), y_float, 0, 0));       // observers only watch
+  nn::Sequential int8 = q::convert(*net);
+  // Quantize, ConvReLU2d, MaxPool, ConvReLU2d, Flatten, LinearReLU, Linear, DeQuantize (Dropout dropped).
+  std::ostringstream printed;
+  printed << *int8;
+  EXPECT_NE(printed.str().find("QuantizedConvReLU2d(1, 4, kernel_size=(3, 3)"), std::string::npos) << printed.str();
+  EXPECT_EQ(int8->size(), 8u);
+  const Tensor y = int8(x);
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_LT(relative_error(y, y_float), 0.05);
+  EXPECT_EQ(y.argmax(1).eq(y_float.argmax(1)).sum().item<int64_t>() >= 14, true);
+  // The activations in between are uint8; a float input to an inner layer is a clear error.
+  EXPECT_EQ((*int8)[0]->forward(x).dtype(), kUInt8);
+  EXPECT_ERROR_CONTAINS((*int8)[1]->forward(x), "expects the uint8 activations of a converted model");
+  // Weights stored as int8: a quarter of the float32 bytes, plus scales.
+  int64_t bytes = 0;
+  for (const auto& item : int8->state_dict()) {
+    if (item.key.find(".weight") != std::string::npos && item.key.find("scale") == std::string::npos &&
+        item.key.find("zero_point") == std::string::npos)
+      EXPECT_EQ(item.value.dtype(), kInt8) << item.key;
+    bytes += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+  }
+  EXPECT_LT(bytes, 4 * (4 * 9 + 8 * 36 + 32 * 16 + 16 * 3));
+}
+
+TEST(StaticQuantization, LayersWithoutAnInt8FormAreNamed) {
+  nn::Sequential net(nn::Linear(4, 4), nn::Tanh(), nn::Linear(4, 2));
+  q::prepare(*net);
+  net(randn({3, 4}));
+  EXPECT_ERROR_CONTAINS(q::convert(*net), "(1) Tanh has no int8 form");
+  EXPECT_ERROR_CONTAINS(q::prepare(*net), "is prepared already");
+}
+
+TEST(QuantizationAwareTraining, TrainsThroughFakeQuantizationAndConvertsToTheSameOutputs) {
+  manual_seed(33);
+  nn::Sequential net(nn::Linear(6, 32), nn::ReLU(), nn::Linear(32, 3));
+  q::prepare_qat(*net);
+  EXPECT_NE((*net)[0]->as<q::QatLinearImpl>(), nullptr);
+  // A small regression: the loss goes down through the straight-through estimator.
+  const Tensor x = randn({64, 6}), target = randn({64, 3});
+  optim::Adam opt(net->parameters(), optim::AdamOptions(1e-2));
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::mse_loss(net(x), target);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  EXPECT_LT(last, 0.7 * first);
+  net->eval();
+  const Tensor y_qat = net(x).detach();
+  nn::Sequential int8 = q::convert(*net);
+  // The int8 model computes what training simulated, up to an activation step or so.
+  EXPECT_LT(relative_error(int8(x), y_qat), 0.03);
+}
+
+}  // namespace
+}  // namespace ember

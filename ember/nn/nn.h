@@ -15,4 +15,5 @@
 #include "ember/nn/prune.h"
 #include "ember/nn/quant/dynamic.h"
 #include "ember/nn/quant/observer.h"
+#include "ember/nn/quant/static.h"
 #include "ember/nn/utils.h"

@@ -19,6 +19,10 @@ void Backend::fake_quantize(const Tensor&, const QuantParams&, const Tensor&, co
 }
 Tensor Backend::int8_pack_weight(const Tensor&) { unsupported("int8_pack_weight"); }
 void Backend::int8_gemm(const Tensor&, const Tensor&, const Int8Epilogue&, const Tensor&) { unsupported("int8_gemm"); }
+void Backend::int8_conv2d(const Tensor&, const Tensor&, std::array<int64_t, 2>, const Conv2dParams&, const Int8Epilogue&,
+                          const Tensor&) {
+  unsupported("int8_conv2d");
+}
 void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }
 void Backend::copy_across(const Tensor&, const Tensor&, bool) { unsupported("copy_across"); }
 void Backend::binary(BinaryOp, const Tensor&, const Tensor&, const Tensor&, const Scalar&) { unsupported("binary"); }

@@ -99,6 +99,7 @@ struct Int8Epilogue {
   Tensor bias;     // float32 [N], or undefined
   double out_scale = 1;
   int64_t out_zero_point = 0;
+  int64_t out_quant_min = 0, out_quant_max = 255;  // the uint8 output's range (0..127: 7 bits for the next GEMM)
   bool relu = false;
 };
 
@@ -206,6 +207,12 @@ class Backend {
   virtual Tensor int8_pack_weight(const Tensor& w);
   // a uint8 [M, K] (rows contiguous), w packed by int8_pack_weight -> out [M, N] int32/float32/uint8
   virtual void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
+  // input uint8 [N, C, H, W] (its zero point: e.a_zero_point, which also pads), weight packed from
+  // input uint8 [N, C, H, W] (its zero point: e.a_zero_point, which also pads), weight packed from
+  // [O, kh * kw * C] (taps, then channels: the weight permuted to [O, kh, kw, C]) -> out [N, O, Ho, Wo]
+  // uint8 or float32; groups 1
+  virtual void int8_conv2d(const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel,
+                           const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out);
 
   // ---- random (counter-based Philox; see tensor/generator.h) ----
   // out: contiguous. Element i takes its numbers from the Philox block (offset + i / lanes).

@@ -21,6 +21,8 @@ class CpuBackend : public Backend {
   void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask) override;
   Tensor int8_pack_weight(const Tensor& w) override;
   void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out) override;
+  void int8_conv2d(const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel, const Conv2dParams& p,
+                   const Int8Epilogue& e, const Tensor& out) override;
 };
 
 // The portable int8 GEMM, on any build: the oracle the tests hold the AVX2 kernel to.

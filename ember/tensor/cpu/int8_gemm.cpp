@@ -57,6 +57,7 @@ struct Epilogue {
   const float* bias;  // or null
   float inv_out_scale;
   int32_t out_zero_point;
+  int64_t out_quant_min, out_quant_max;
   bool relu;
   DType out_dtype;
   void* out;
@@ -77,8 +78,9 @@ struct Epilogue {
       if (out_dtype == kFloat32) {
         static_cast<float*>(out)[m * ldo + col] = v;
       } else {
-        const int64_t q = static_cast<int64_t>(std::nearbyint(v * inv_out_scale)) + out_zero_point;
-        static_cast<uint8_t*>(out)[m * ldo + col] = static_cast<uint8_t>(std::clamp<int64_t>(q, 0, 255));
+        const float r = std::clamp(v * inv_out_scale, -1e9f, 1e9f);
+        const int64_t q = static_cast<int64_t>(std::nearbyint(r)) + out_zero_point;
+        static_cast<uint8_t*>(out)[m * ldo + col] = static_cast<uint8_t>(std::clamp(q, out_quant_min, out_quant_max));
       }
     }
   }
@@ -113,22 +115,28 @@ void panel_scalar(const uint8_t* a, int64_t lda, int64_t m0, int64_t rows, const
 // rest go through Epilogue::store).
 struct PanelEpilogue {
   __m256i zero_term[2];  // a_zero_point * Σ_k w[n, k]
-  __m256 scale[2], bias[2];
+  __m256 scale[2], bias[2], inv_out_scale;
+  __m256i out_zero_point, out_min, out_max;
   bool vector;  // false: leave it to Epilogue::store
   PanelEpilogue(const Epilogue& e, int64_t n0, int64_t count) {
-    vector = count == kPanel && (e.out_dtype == kFloat32 || e.out_dtype == kInt32);
+    vector = count == kPanel;
     if (!vector) return;
     const __m256i z = _mm256_set1_epi32(e.a_zero_point);
     for (int h = 0; h < 2; ++h) {
       const int64_t n = n0 + 8 * h;
       zero_term[h] = _mm256_mullo_epi32(z, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.row_sums + n)));
-      if (e.out_dtype != kFloat32) continue;
+      if (e.out_dtype == kInt32) continue;
       const __m256 a_scale = _mm256_set1_ps(e.a_scale);
       scale[h] = _mm256_mul_ps(a_scale, e.per_channel ? _mm256_loadu_ps(e.w_scale + n) : _mm256_set1_ps(e.w_scale[0]));
       bias[h] = e.bias ? _mm256_loadu_ps(e.bias + n) : _mm256_setzero_ps();
     }
+    inv_out_scale = _mm256_set1_ps(e.inv_out_scale);
+    out_zero_point = _mm256_set1_epi32(e.out_zero_point);
+    out_min = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min));
+    out_max = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max));
   }
   void store(const Epilogue& e, int64_t m, int64_t n0, const __m256i acc[2]) const {
+    __m256 v[2];
     for (int h = 0; h < 2; ++h) {
       const __m256i raw = _mm256_sub_epi32(acc[h], zero_term[h]);
       if (e.out_dtype == kInt32) {
@@ -136,10 +144,22 @@ struct PanelEpilogue {
         continue;
       }
       // (a multiply, then an add: the same roundings as Epilogue::store, so both paths agree bit for bit)
-      __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale[h]), bias[h]);
-      if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
-      _mm256_storeu_ps(static_cast<float*>(e.out) + m * e.ldo + n0 + 8 * h, v);
+      v[h] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale[h]), bias[h]);
+      if (e.relu) v[h] = _mm256_max_ps(v[h], _mm256_setzero_ps());
+      if (e.out_dtype == kFloat32) _mm256_storeu_ps(static_cast<float*>(e.out) + m * e.ldo + n0 + 8 * h, v[h]);
     }
+    if (e.out_dtype != kUInt8) return;
+    // Requantize: nearest-even (vcvtps2dq) of v / out_scale, + zero point, clamped; 16 int32 -> 16 bytes.
+    __m256i q[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256 limit = _mm256_set1_ps(1e9f);  // inside int32: a far outlier still clamps to the right end
+      const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[h], inv_out_scale), -limit), limit);
+      q[h] = _mm256_add_epi32(_mm256_cvtps_epi32(r), out_zero_point);
+      q[h] = _mm256_min_epi32(_mm256_max_epi32(q[h], out_min), out_max);
+    }
+    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);  // columns in order
+    const __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(e.out) + m * e.ldo + n0), bytes);
   }
 };
 
@@ -207,6 +227,8 @@ Epilogue make_epilogue(const Int8Epilogue& ep, const Packed& w, const Tensor& ou
   e.bias = ep.bias.defined() ? ep.bias.data_ptr<float>() : nullptr;
   e.inv_out_scale = 1.0f / static_cast<float>(ep.out_scale);
   e.out_zero_point = static_cast<int32_t>(ep.out_zero_point);
+  e.out_quant_min = std::max<int64_t>(ep.out_quant_min, 0);
+  e.out_quant_max = std::min<int64_t>(ep.out_quant_max, 255);
   e.relu = ep.relu;
   e.out_dtype = out.dtype();
   e.out = out.data_ptr();

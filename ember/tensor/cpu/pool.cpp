@@ -31,7 +31,7 @@ inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64
   if constexpr (KH > 0) {
     i0 = 0, i1 = KH, j0 = 0, j1 = KW;
   }
-  M best = -std::numeric_limits<M>::infinity();
+  M best = std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::lowest();
   int any_nan = 0;
   for (int64_t i = i0; i < i1; ++i)
     for (int64_t j = j0; j < j1; ++j) {
@@ -154,6 +154,7 @@ void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of
 
 // in [N, C, H, W] -> out, indices [N, C, Ho, Wo]
 void CpuBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
+  if (in.dtype() == kUInt8) return max_pool_typed<uint8_t>(in, out, indices, p);  // quantized models' activations
   EMBER_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { max_pool_typed<scalar_t>(in, out, indices, p); });
 }
 // grad_out, indices [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)

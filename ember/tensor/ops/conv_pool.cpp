@@ -20,11 +20,12 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return out;
 }
 
-Tensor check_nchw(const Tensor& x, const char* op) {
+Tensor check_nchw(const Tensor& x, const char* op, bool allow_uint8 = false) {
   ops::check_defined(x, op);
   EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
               shape_str(x.sizes()));
-  EMBER_CHECK(x.is_floating_point(), op, ": expected a floating point input, got ", x.dtype());
+  EMBER_CHECK(x.is_floating_point() || (allow_uint8 && x.dtype() == kUInt8), op,
+              ": expected a floating point input", allow_uint8 ? " (or uint8)" : "", ", got ", x.dtype());
   return contiguous(x.dim() == 3 ? unsqueeze(x, 0) : x);
 }
 
@@ -100,7 +101,10 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, std::arr
                                                    std::optional<std::array<int64_t, 2>> stride,
                                                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
                                                    bool ceil_mode) {
-  const Tensor x = check_nchw(input, "max_pool2d");
+  // uint8 too: the activations of statically quantized models (max is monotonic, so the pool of
+  // the integers is the pool of the values). The CPU only, for now.
+  const Tensor x = check_nchw(input, "max_pool2d", /*allow_uint8=*/true);
+  EMBER_CHECK(x.dtype() != kUInt8 || x.is_cpu(), "max_pool2d: uint8 inputs are CPU-only, got one on ", x.device());
   const Pool2dParams p = pool_params(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
   const Shape shape = pooled_shape(x, p, "max_pool2d");
   Tensor out = ops::empty_on(shape, x.dtype(), x.device());

@@ -175,6 +175,37 @@ Tensor int8_gemm(const Tensor& a, const Tensor& w_packed, int64_t n, const Int8E
   return out;
 }
 
+Tensor int8_conv2d(const Tensor& input, const Tensor& w_packed, int64_t out_channels, std::array<int64_t, 2> kernel,
+                   const Conv2dParams& p, const Int8Epilogue& e, DType out_dtype) {
+  ops::check_defined(input, "int8_conv2d");
+  EMBER_CHECK(input.dim() == 4 && input.dtype() == kUInt8, "int8_conv2d: expects a uint8 [N, C, H, W] input, got ",
+              input.dtype(), " of shape ", shape_str(input.sizes()));
+  EMBER_CHECK(out_dtype == kUInt8 || out_dtype == kFloat32, "int8_conv2d: the output must be uint8 or float32, got ",
+              out_dtype);
+  EMBER_CHECK(p.groups == 1, "int8_conv2d: groups must be 1, got ", p.groups);
+  EMBER_CHECK(e.a_zero_point >= 0 && e.a_zero_point <= 255, "int8_conv2d: the input zero point ", e.a_zero_point,
+              " is not a uint8");
+  int64_t out_hw[2];
+  for (int d = 0; d < 2; ++d) {
+    EMBER_CHECK(kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0,
+                "int8_conv2d: kernel, stride and dilation must be positive and padding >= 0");
+    const int64_t extent = p.dilation[d] * (kernel[d] - 1) + 1;
+    out_hw[d] = (input.size(2 + d) + 2 * p.padding[d] - extent) / p.stride[d] + 1;
+    EMBER_CHECK(input.size(2 + d) + 2 * p.padding[d] >= extent, "int8_conv2d: the input of shape ",
+                shape_str(input.sizes()), " is smaller than the kernel");
+  }
+  EMBER_CHECK(!e.bias.defined() || (e.bias.dtype() == kFloat32 && e.bias.numel() == out_channels),
+              "int8_conv2d: the bias must be float32 [", out_channels, "]");
+  EMBER_CHECK(e.w_scale.defined() && (e.w_scale.numel() == 1 || e.w_scale.numel() == out_channels),
+              "int8_conv2d: expects one weight scale or ", out_channels);
+  Int8Epilogue ep = e;
+  ep.w_scale = contiguous(to(e.w_scale, input.device(), kFloat32, false, false));
+  if (ep.bias.defined()) ep.bias = contiguous(ep.bias);
+  Tensor out = ops::empty_on({input.size(0), out_channels, out_hw[0], out_hw[1]}, out_dtype, input.device());
+  if (out.numel() > 0) backend(input.device()).int8_conv2d(contiguous(input), w_packed, kernel, p, ep, out);
+  return out;
+}
+
 }  // namespace native
 
 // ---- QTensor ----

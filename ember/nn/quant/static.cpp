@@ -1,0 +1,327 @@
+#include "ember/nn/quant/static.h"
+
+#include <ostream>
+
+#include "ember/autograd/grad_mode.h"
+#include "ember/nn/modules/activation.h"
+
+namespace ember::quantization {
+namespace {
+
+Tensor scalar_buffer(double v) { return full({1}, v); }
+Tensor int_buffer(int64_t v) { return full({1}, v, TensorOptions().dtype(kInt32)); }
+
+QuantParams as_quant_params(const ActivationParams& a) {
+  QuantParams p;
+  p.scale = scalar_buffer(a.scale);
+  p.zero_point = int_buffer(a.zero_point);
+  p.quant_min = a.quant_min;
+  p.quant_max = a.quant_max;
+  return p;
+}
+
+void check_uint8(const Tensor& x, const nn::Module& m) {
+  EMBER_CHECK(x.defined() && x.dtype() == kUInt8, m.type_name(),
+              ": expects the uint8 activations of a converted model (its Quantize layer makes them from float32), "
+              "got ",
+              x.defined() ? dtype_name(x.dtype()) : "an undefined tensor");
+}
+
+// qint8, symmetric, per output channel: PyTorch's default_per_channel_weight_observer.
+ObserverOptions weight_options() {
+  return ObserverOptions().with_dtype(QDType::QInt8).with_qscheme(QScheme::PerChannelSymmetric).with_ch_axis(0);
+}
+// Activations: [0, 127], 7 bits (Note [Static int8 chains]).
+ObserverOptions activation_options() { return ObserverOptions().with_range(0, 127); }
+
+// The int8 weight and its per-channel scales; `scale` given (QAT: the fake quantizer's) or observed.
+std::pair<Tensor, Tensor> quantized_weight(const Tensor& weight, Tensor scale) {
+  NoGradGuard no_grad;
+  const Tensor w = weight.detach().to(Device(kCPU), kFloat32).contiguous();
+  if (!scale.defined()) {
+    PerChannelMinMaxObserverImpl observer(weight_options());
+    observer(w);
+    scale = observer.calculate_qparams().first;
+  }
+  const Tensor zero = zeros({scale.numel()}, TensorOptions().dtype(kInt32));
+  const QTensor q = quantize_per_channel(w, scale, zero, 0, QDType::QInt8);
+  return {q.int_repr(), q.q_per_channel_scales().to(kFloat32)};
+}
+
+Int8Epilogue epilogue(const ActivationParams& in, const ActivationParams& out, const Tensor& w_scale,
+                      const Tensor& bias, bool relu) {
+  Int8Epilogue e;
+  e.a_zero_point = in.zero_point;
+  e.a_scale = in.scale;
+  e.w_scale = w_scale;
+  e.bias = bias;
+  e.out_scale = out.scale;
+  e.out_zero_point = out.zero_point;
+  e.out_quant_min = out.quant_min;
+  e.out_quant_max = out.quant_max;
+  e.relu = relu;
+  return e;
+}
+
+void register_params(nn::Module& m, const ActivationParams& in, const ActivationParams& out) {
+  m.register_buffer("scale", scalar_buffer(out.scale));
+  m.register_buffer("zero_point", int_buffer(out.zero_point));
+  m.register_buffer("input_scale", scalar_buffer(in.scale));
+  m.register_buffer("input_zero_point", int_buffer(in.zero_point));
+}
+
+std::string pair_str(const Int2& v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
+
+std::ostream& operator<<(std::ostream& os, const ActivationParams& a) {
+  return os << "scale=" << a.scale << ", zero_point=" << a.zero_point;
+}
+
+}  // namespace
+
+// ---- the edges ----
+
+QuantizeImpl::QuantizeImpl(ActivationParams p) : Module("Quantize"), params(p) {
+  register_buffer("scale", scalar_buffer(p.scale));
+  register_buffer("zero_point", int_buffer(p.zero_point));
+}
+Tensor QuantizeImpl::forward(const Tensor& x) {
+  EMBER_CHECK(x.defined() && x.is_floating_point(), "Quantize: expects a floating tensor");
+  return native::quantize_affine(x.detach().to(kFloat32), as_quant_params(params), kUInt8);
+}
+void QuantizeImpl::pretty_print(std::ostream& os) const { os << "Quantize(" << params << ", dtype=quint8)"; }
+
+DeQuantizeImpl::DeQuantizeImpl(ActivationParams p) : Module("DeQuantize"), params(p) {}
+Tensor DeQuantizeImpl::forward(const Tensor& q) {
+  check_uint8(q, *this);
+  return native::dequantize_affine(q, as_quant_params(params));
+}
+void DeQuantizeImpl::pretty_print(std::ostream& os) const { os << "DeQuantize()"; }
+
+// ---- the int8 layers ----
+
+QuantizedLinearImpl::QuantizedLinearImpl(const nn::LinearImpl& linear, const Tensor& scale, ActivationParams in,
+                                         ActivationParams out, bool relu)
+    : Module("QuantizedLinear"),
+      in_features(linear.options.in_features_),
+      out_features(linear.options.out_features_),
+      input(in),
+      output(out),
+      relu(relu) {
+  auto [w, s] = quantized_weight(linear.weight, scale);
+  weight = register_buffer("weight", w);
+  weight_scale = register_buffer("weight_scale", s);
+  weight_zero_point = register_buffer("weight_zero_point", zeros({s.numel()}, TensorOptions().dtype(kInt32)));
+  if (linear.bias.defined()) bias = register_buffer("bias", linear.bias.detach().to(kFloat32).clone());
+  register_params(*this, in, out);
+  packed_ = native::int8_pack_weight(weight);
+}
+
+Tensor QuantizedLinearImpl::forward(const Tensor& x) {
+  check_uint8(x, *this);
+  EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "QuantizedLinear: expects input [..., ", in_features,
+              "], got shape ", shape_str(x.sizes()));
+  Shape shape = x.sizes();
+  shape.back() = out_features;
+  const Tensor rows = x.reshape({-1, in_features});
+  return native::int8_gemm(rows, packed_, out_features, epilogue(input, output, weight_scale, bias, relu), kUInt8)
+      .reshape(shape);
+}
+
+void QuantizedLinearImpl::pretty_print(std::ostream& os) const {
+  os << (relu ? "QuantizedLinearReLU" : "QuantizedLinear") << "(in_features=" << in_features
+     << ", out_features=" << out_features << ", " << output << ", qscheme=per_channel_affine)";
+}
+
+QuantizedConv2dImpl::QuantizedConv2dImpl(const nn::Conv2dImpl& conv, const Tensor& scale, ActivationParams in,
+                                         ActivationParams out, bool relu)
+    : Module("QuantizedConv2d"), options(conv.options), input(in), output(out), relu(relu) {
+  EMBER_CHECK(conv.options.groups_ == 1, "QuantizedConv2d: grouped convolutions have no int8 form yet (groups ",
+              conv.options.groups_, ")");
+  auto [w, s] = quantized_weight(conv.weight, scale);  // [O, C, kh, kw]
+  weight = register_buffer("weight", w);
+  weight_scale = register_buffer("weight_scale", s);
+  weight_zero_point = register_buffer("weight_zero_point", zeros({s.numel()}, TensorOptions().dtype(kInt32)));
+  if (conv.bias.defined()) bias = register_buffer("bias", conv.bias.detach().to(kFloat32).clone());
+  register_params(*this, in, out);
+  // The kernel's column order: taps, then channels (tensor/cpu/int8_conv.cpp).
+  packed_ = native::int8_pack_weight(weight.permute({0, 2, 3, 1}).contiguous().view({w.size(0), -1}));
+}
+
+Tensor QuantizedConv2dImpl::forward(const Tensor& x) {
+  check_uint8(x, *this);
+  EMBER_CHECK(x.dim() == 4 && x.size(1) == options.in_channels_, "QuantizedConv2d: expects input [N, ",
+              options.in_channels_, ", H, W], got shape ", shape_str(x.sizes()));
+  Conv2dParams p;
+  p.stride = options.stride_;
+  p.padding = options.padding_;
+  p.dilation = options.dilation_;
+  return native::int8_conv2d(x, packed_, options.out_channels_, options.kernel_size_, p,
+                             epilogue(input, output, weight_scale, bias, relu), kUInt8);
+}
+
+void QuantizedConv2dImpl::pretty_print(std::ostream& os) const {
+  os << (relu ? "QuantizedConvReLU2d" : "QuantizedConv2d") << "(" << options.in_channels_ << ", "
+     << options.out_channels_ << ", kernel_size=" << pair_str(options.kernel_size_)
+     << ", stride=" << pair_str(options.stride_);
+  if (options.padding_ != Int2{0, 0}) os << ", padding=" << pair_str(options.padding_);
+  os << ", " << output << ")";
+}
+
+Tensor QuantizedReLUImpl::forward(const Tensor& q) {
+  check_uint8(q, *this);
+  return maximum(q, full({}, zero_point, TensorOptions().dtype(kUInt8)));
+}
+
+Tensor QuantizedMaxPool2dImpl::forward(const Tensor& q) {
+  check_uint8(q, *this);
+  return max_pool2d(q, options.kernel_size_, options.stride_, options.padding_, options.dilation_, options.ceil_mode_);
+}
+
+// ---- quantization-aware training ----
+
+namespace {
+template <class Qat, class Float>
+void copy_state(Qat& qat, const Float& f) {
+  NoGradGuard no_grad;
+  qat.weight.copy_(f.weight);
+  if (f.bias.defined()) qat.bias.copy_(f.bias);
+}
+}  // namespace
+
+QatLinearImpl::QatLinearImpl(const nn::LinearImpl& linear) : LinearImpl(linear.options) {
+  copy_state(*this, linear);
+  weight_fake_quant = register_module("weight_fake_quant", std::make_shared<FakeQuantizeImpl>(weight_options()));
+}
+Tensor QatLinearImpl::forward(const Tensor& x) { return linear(x, (*weight_fake_quant)(weight), bias); }
+
+QatConv2dImpl::QatConv2dImpl(const nn::Conv2dImpl& conv) : Conv2dImpl(conv.options) {
+  copy_state(*this, conv);
+  weight_fake_quant = register_module("weight_fake_quant", std::make_shared<FakeQuantizeImpl>(weight_options()));
+}
+Tensor QatConv2dImpl::forward(const Tensor& x) {
+  return conv2d(x, (*weight_fake_quant)(weight), bias, options.stride_, options.padding_, options.dilation_,
+                options.groups_);
+}
+
+// ---- prepare and convert ----
+
+namespace {
+
+// The activation post-process (an observer, or a FakeQuantize) of a module's output, called by a
+// forward hook; the first layer also gets one for its input ("input_post_process").
+template <class Make>
+void attach(nn::SequentialImpl& model, const Make& make) {
+  const auto children = model.children();
+  EMBER_CHECK(!children.empty(), "quantization.prepare: the Sequential is empty");
+  for (const auto& child : children) {
+    EMBER_CHECK(child->find_module("activation_post_process") == nullptr, "quantization.prepare: ",
+                child->type_name(), " is prepared already");
+    auto post = child->register_module("activation_post_process", make());
+    child->register_forward_hook([post](nn::Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
+      return (*post)(out);
+    });
+  }
+  auto pre = children.front()->register_module("input_post_process", make());
+  children.front()->register_forward_pre_hook(
+      [pre](nn::Module&, const TensorList& inputs) -> std::optional<TensorList> {
+        return TensorList{(*pre)(inputs.at(0))};
+      });
+}
+
+ActivationParams params_of(nn::Module& post, const char* where) {
+  ActivationParams a;
+  Tensor scale, zero_point;
+  if (auto* fq = post.as<FakeQuantizeImpl>()) {
+    scale = fq->scale;
+    zero_point = fq->zero_point;
+    a.quant_min = fq->observer().quant_min();
+    a.quant_max = fq->observer().quant_max();
+  } else if (auto* obs = post.as<ObserverImpl>()) {
+    std::tie(scale, zero_point) = obs->calculate_qparams();
+    a.quant_min = obs->quant_min();
+    a.quant_max = obs->quant_max();
+    EMBER_CHECK(std::isfinite(obs->min_val.item<float>()), "quantization.convert: the observer of ", where,
+                " saw no data; run calibration batches through the prepared model first");
+  } else {
+    throw Error(::ember::detail::concat("quantization.convert: ", where, " has no observer"));
+  }
+  a.scale = scale.item<double>();
+  a.zero_point = zero_point.item<int64_t>();
+  EMBER_CHECK(a.quant_max <= 127, "quantization.convert: activations of ", where, " use [", a.quant_min, ", ",
+              a.quant_max, "]; int8 layers need 7 bits (Note [Int8 GEMM])");
+  return a;
+}
+
+nn::Module& post_of(nn::Module& m, const std::string& name) {
+  auto post = m.find_module("activation_post_process");
+  EMBER_CHECK(post != nullptr, "quantization.convert: layer (", name, ") ", m.type_name(),
+              " was not prepared (call prepare or prepare_qat first)");
+  return *post;
+}
+
+}  // namespace
+
+void prepare(nn::SequentialImpl& model) {
+  attach(model, [] { return std::make_shared<MinMaxObserverImpl>(activation_options()); });
+}
+
+void prepare_qat(nn::SequentialImpl& model) {
+  for (const auto& item : model.named_children()) {
+    if (auto* lin = item.value->as<nn::LinearImpl>(); lin && !item.value->as<QatLinearImpl>())
+      model.replace_module(item.key, std::make_shared<QatLinearImpl>(*lin));
+    else if (auto* conv = item.value->as<nn::Conv2dImpl>(); conv && !item.value->as<QatConv2dImpl>())
+      model.replace_module(item.key, std::make_shared<QatConv2dImpl>(*conv));
+  }
+  attach(model, [] {
+    return std::make_shared<FakeQuantizeImpl>(default_activation_options());  // [0, 255] halved: [0, 127]
+  });
+}
+
+nn::Sequential convert(nn::SequentialImpl& model) {
+  NoGradGuard no_grad;
+  const auto children = model.named_children();
+  EMBER_CHECK(children.size() > 0, "quantization.convert: the Sequential is empty");
+  const std::vector<std::string> names = children.keys();
+  auto first = children.values().front();
+  auto input_post = first->find_module("input_post_process");
+  EMBER_CHECK(input_post != nullptr, "quantization.convert: the model was not prepared (call prepare or prepare_qat)");
+  ActivationParams current = params_of(*input_post, "the input");
+  nn::Sequential out;
+  out->push_back(std::make_shared<QuantizeImpl>(current));
+  for (size_t i = 0; i < names.size(); ++i) {
+    nn::Module& m = *children[names[i]];
+    const std::string where = "(" + names[i] + ") " + m.type_name();
+    const bool fuse_relu = i + 1 < names.size() && children[names[i + 1]]->as<nn::ReLUImpl>() != nullptr;
+    if (m.as<nn::LinearImpl>() || m.as<nn::Conv2dImpl>()) {
+      nn::Module& post = fuse_relu ? post_of(*children[names[i + 1]], names[i + 1]) : post_of(m, names[i]);
+      const ActivationParams produced = params_of(post, where.c_str());
+      Tensor weight_scale;
+      if (auto* qat = m.as<QatLinearImpl>()) weight_scale = qat->weight_fake_quant->scale;
+      if (auto* qat = m.as<QatConv2dImpl>()) weight_scale = qat->weight_fake_quant->scale;
+      if (weight_scale.defined() && weight_scale.numel() == 1) weight_scale = Tensor();  // never ran: observe now
+      if (auto* lin = m.as<nn::LinearImpl>())
+        out->push_back(std::make_shared<QuantizedLinearImpl>(*lin, weight_scale, current, produced, fuse_relu));
+      else
+        out->push_back(std::make_shared<QuantizedConv2dImpl>(*m.as<nn::Conv2dImpl>(), weight_scale, current, produced,
+                                                             fuse_relu));
+      current = produced;
+      if (fuse_relu) ++i;
+    } else if (m.as<nn::ReLUImpl>()) {
+      out->push_back(std::make_shared<QuantizedReLUImpl>(current.zero_point));
+    } else if (auto* pool = m.as<nn::MaxPool2dImpl>()) {
+      out->push_back(std::make_shared<QuantizedMaxPool2dImpl>(pool->options));
+    } else if (auto* flat = m.as<nn::FlattenImpl>()) {
+      out->push_back(nn::Flatten(flat->start_dim(), flat->end_dim()));
+    } else if (m.as<nn::DropoutImpl>() || m.as<nn::IdentityImpl>()) {
+      continue;  // inference: identity
+    } else {
+      throw Error(::ember::detail::concat("quantization.convert: ", where,
+                                          " has no int8 form (int8 layers: Linear, Conv2d, ReLU, MaxPool2d, Flatten)"));
+    }
+  }
+  out->push_back(std::make_shared<DeQuantizeImpl>(current));
+  out->eval();
+  return out;
+}
+
+}  // namespace ember::quantization
