@@ -11,6 +11,7 @@
 
 #include <ember/ember.h>
 
+#include "models.h"
 #include "timing.h"
 
 namespace {
@@ -51,6 +52,54 @@ void linear_rows(int64_t batch, int64_t in, int64_t out) {
   std::fflush(stdout);
 }
 
+// The MNIST CNN of train_mnist, float32 against its static int8 form (calibrated on random
+// batches; accuracy is train_mnist's to report), layer by layer on a batch of 500.
+void cnn_rows() {
+  manual_seed(0);
+  nn::Sequential fp = ember::bench::small_cnn();
+  fp->eval();
+  const Tensor x = randn({500, 1, 28, 28});
+  NoGradGuard no_grad;
+  const Tensor y_fp = fp(x);
+  // A calibrated copy: prepare() hooks observers onto the layers it is given.
+  nn::Sequential prepared = ember::bench::small_cnn();
+  prepared->load_state_dict(fp->state_dict());
+  prepared->eval();
+  q::prepare(*prepared);
+  for (int i = 0; i < 4; ++i) prepared(randn({500, 1, 28, 28}));
+  nn::Sequential int8 = q::convert(*prepared);
+  const Tensor y_q = int8(x);
+  const double agree = y_q.argmax(1).eq(y_fp.argmax(1)).to(kFloat32).mean().item<double>();
+  if (!(agree > 0.9)) {
+    std::printf("static int8 CNN: only %.3f of the predictions agree with float32\n", agree);
+    std::exit(1);
+  }
+  std::printf("\n| MNIST CNN, batch 500 | float32 | static int8 | float32 / int8 |\n|---|---|---|---|\n");
+  // Layer by layer: the int8 model has no separate ReLUs (fused) but a Quantize and a DeQuantize.
+  auto layer_times = [](nn::Sequential& model, const Tensor& input) {
+    std::vector<std::pair<std::string, double>> out;
+    Tensor h = input;
+    for (size_t i = 0; i < model->size(); ++i) {
+      auto layer = (*model)[i];
+      const Tensor in = h;
+      out.emplace_back(layer->type_name(), ember::bench::median_seconds([&] { h = (*layer)(in); }, 7, 1));
+    }
+    return out;
+  };
+  const auto tf = layer_times(fp, x), tq = layer_times(int8, x);
+  double total_f = 0, total_q = 0;
+  for (const auto& [name, t] : tf) total_f += t;
+  for (const auto& [name, t] : tq) total_q += t;
+  const auto whole = ember::bench::interleaved_medians({[&] { fp(x); }, [&] { int8(x); }}, 7);
+  std::printf("| whole forward | %.1f ms | %.1f ms | %.2f |\n", whole[0] * 1e3, whole[1] * 1e3, whole[0] / whole[1]);
+  std::printf("| sum of the layers | %.1f ms | %.1f ms | %.2f |\n", total_f * 1e3, total_q * 1e3, total_f / total_q);
+  std::printf("\nper layer, float32: ");
+  for (const auto& [name, t] : tf) std::printf("%s %.1f ms, ", name.c_str(), t * 1e3);
+  std::printf("\nper layer, int8:    ");
+  for (const auto& [name, t] : tq) std::printf("%s %.1f ms, ", name.c_str(), t * 1e3);
+  std::printf("\nprediction agreement with float32 on random inputs: %.3f\n", agree);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,5 +124,6 @@ int main(int argc, char** argv) {
   std::printf("\nLinear 1024→1024 state: float32 %lld bytes, int8 %lld bytes (%.2fx smaller)\n",
               static_cast<long long>(bytes(fp->state_dict())), static_cast<long long>(bytes(int8.state_dict())),
               static_cast<double>(bytes(fp->state_dict())) / static_cast<double>(bytes(int8.state_dict())));
+  cnn_rows();
   return 0;
 }

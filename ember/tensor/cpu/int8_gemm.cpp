@@ -135,7 +135,8 @@ struct PanelEpilogue {
     out_min = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min));
     out_max = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max));
   }
-  void store(const Epilogue& e, int64_t m, int64_t n0, const __m256i acc[2]) const {
+  // (Not inlined: in the GEMM loop's function its registers pushed an accumulator out to the stack.)
+  __attribute__((noinline)) void store(const Epilogue& e, int64_t m, int64_t n0, const __m256i acc[2]) const {
     __m256 v[2];
     for (int h = 0; h < 2; ++h) {
       const __m256i raw = _mm256_sub_epi32(acc[h], zero_term[h]);
