@@ -100,6 +100,30 @@ void cnn_rows() {
   std::printf("\nprediction agreement with float32 on random inputs: %.3f\n", agree);
 }
 
+// Unstructured sparsity: the dense Linear against SparseLinear (CSR) on the same pruned weights,
+// to find the crossover that prune::sparsify uses (kSparseLinearCrossover).
+void csr_rows() {
+  namespace prune = nn::utils::prune;
+  std::printf("\n| Linear 1024→1024, batch 64 | dense | CSR | dense / CSR |\n|---|---|---|---|\n");
+  for (double sparsity : {0.5, 0.7, 0.8, 0.9, 0.95, 0.99}) {
+    manual_seed(0);
+    nn::Linear lin(1024, 1024);
+    prune::l1_unstructured(*lin, "weight", sparsity);
+    prune::remove(*lin, "weight");
+    prune::SparseLinearImpl sparse(*lin);
+    const Tensor x = randn({64, 1024});
+    NoGradGuard no_grad;
+    const double err = (sparse.forward(x) - lin(x)).abs().amax().item<double>();
+    if (!(err < 1e-3)) {
+      std::printf("CSR Linear disagrees with the dense one by %g\n", err);
+      std::exit(1);
+    }
+    const auto t = ember::bench::interleaved_medians({[&] { lin(x); }, [&] { sparse.forward(x); }}, 15);
+    std::printf("| %.0f %% zeros | %.3f ms | %.3f ms | %.2f |\n", 100 * sparsity, t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,5 +149,6 @@ int main(int argc, char** argv) {
               static_cast<long long>(bytes(fp->state_dict())), static_cast<long long>(bytes(int8.state_dict())),
               static_cast<double>(bytes(fp->state_dict())) / static_cast<double>(bytes(int8.state_dict())));
   cnn_rows();
+  csr_rows();
   return 0;
 }

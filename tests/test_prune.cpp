@@ -246,3 +246,53 @@ TEST(PruneShrink, WhatItCannotFollowExactlyStaysAndIsReported) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace prune = nn::utils::prune;
+using testing::all_close;
+
+TEST(PruneSparse, ACsrLinearEqualsTheDenseOneOnEveryShapeEdge) {
+  manual_seed(24);
+  for (auto [batch, in, out] :
+       std::vector<std::array<int64_t, 3>>{{1, 5, 3}, {63, 17, 9}, {64, 40, 33}, {130, 64, 70}}) {
+    SCOPED_TRACE(::testing::Message() << batch << "x" << in << "->" << out);
+    nn::Linear lin(in, out);
+    prune::l1_unstructured(*lin, "weight", 0.8);
+    const Tensor x = randn({batch, in});
+    const Tensor dense = lin(x).detach();
+    prune::remove(*lin, "weight");
+    prune::SparseLinearImpl sparse(*lin);
+    EXPECT_EQ(sparse.values.numel(), in * out - static_cast<int64_t>(std::nearbyint(0.8 * in * out)));
+    EXPECT_TRUE(all_close(sparse.forward(x), dense, 1e-5, 1e-5));
+  }
+  // A row with nothing stored gives its bias; a 3-D input keeps its leading dims.
+  nn::Linear lin(4, 2);
+  {
+    NoGradGuard g;
+    lin->weight.select(0, 1).zero_();
+  }
+  prune::SparseLinearImpl sparse(*lin);
+  const Tensor x = randn({2, 3, 4});
+  EXPECT_TRUE(all_close(sparse.forward(x), lin(x).detach(), 1e-5, 1e-6));
+  EXPECT_ERROR_CONTAINS(sparse.forward(randn({2, 5})), "expects input [..., 4]");
+  EXPECT_ERROR_CONTAINS(native::csr_linear(randn({2, 4}), sparse.crow, sparse.col + 10, sparse.values, sparse.bias, 2),
+                        "out of range for 4 input features");
+}
+
+TEST(PruneSparse, SparsifySwapsOnlyTheLayersAboveTheThreshold) {
+  manual_seed(25);
+  nn::Sequential net(nn::Linear(32, 32), nn::ReLU(), nn::Linear(32, 8));
+  prune::l1_unstructured(*net->find_module("0"), "weight", 0.95);
+  prune::l1_unstructured(*net->find_module("2"), "weight", 0.5);
+  const Tensor x = randn({6, 32});
+  const Tensor before = net(x).detach();
+  EXPECT_EQ(prune::sparsify(*net, 0.9), 1);
+  EXPECT_EQ(net->find_module("0")->type_name(), "SparseLinear");
+  EXPECT_EQ(net->find_module("2")->type_name(), "Linear");
+  EXPECT_TRUE(all_close(net(x), before, 1e-5, 1e-6));
+}
+
+}  // namespace
+}  // namespace ember

@@ -12,6 +12,9 @@ void Backend::unsupported(const char* kernel) const {
 }
 
 void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
+void Backend::csr_linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("csr_linear");
+}
 void Backend::quantize(const Tensor&, const QuantParams&, const Tensor&) { unsupported("quantize"); }
 void Backend::dequantize(const Tensor&, const QuantParams&, const Tensor&) { unsupported("dequantize"); }
 void Backend::fake_quantize(const Tensor&, const QuantParams&, const Tensor&, const Tensor&) {
@@ -19,8 +22,8 @@ void Backend::fake_quantize(const Tensor&, const QuantParams&, const Tensor&, co
 }
 Tensor Backend::int8_pack_weight(const Tensor&) { unsupported("int8_pack_weight"); }
 void Backend::int8_gemm(const Tensor&, const Tensor&, const Int8Epilogue&, const Tensor&) { unsupported("int8_gemm"); }
-void Backend::int8_conv2d(const Tensor&, const Tensor&, std::array<int64_t, 2>, const Conv2dParams&, const Int8Epilogue&,
-                          const Tensor&) {
+void Backend::int8_conv2d(const Tensor&, const Tensor&, std::array<int64_t, 2>, const Conv2dParams&,
+                          const Int8Epilogue&, const Tensor&) {
   unsupported("int8_conv2d");
 }
 void Backend::fill(const Tensor&, const Scalar&) { unsupported("fill"); }

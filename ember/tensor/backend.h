@@ -195,6 +195,11 @@ class Backend {
   virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                                 double growth, double backoff, int64_t interval);
 
+  // ---- sparse ----
+  // out [M, N] = x [M, K] @ Wᵀ + bias, W [N, K] in CSR (crow [N + 1], col [nnz], values [nnz]); float32
+  virtual void csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const Tensor& values,
+                          const Tensor& bias, const Tensor& out);
+
   // ---- int8 quantization (Note [Affine quantization], Note [Int8 GEMM]) ----
   // x floating -> out int8/uint8/int32 (same shape, contiguous)
   virtual void quantize(const Tensor& x, const QuantParams& q, const Tensor& out);

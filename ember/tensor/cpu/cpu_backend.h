@@ -15,7 +15,10 @@ class CpuBackend : public Backend {
   Allocator* allocator(int index) override;
 
   EMBER_BACKEND_KERNELS;  // each defined in its family file, named above
-  // int8 quantization (tensor/cpu/quant.cpp, tensor/cpu/int8_gemm.cpp): the CPU only, for now.
+  // Sparse (tensor/cpu/sparse.cpp) and int8 quantization (tensor/cpu/quant.cpp, int8_gemm.cpp,
+  // int8_conv.cpp): the CPU only, for now.
+  void csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& bias,
+                  const Tensor& out) override;
   void quantize(const Tensor& x, const QuantParams& q, const Tensor& out) override;
   void dequantize(const Tensor& q, const QuantParams& p, const Tensor& out) override;
   void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask) override;

@@ -127,4 +127,36 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return reshape(addmm(bias, x2, t(weight)), out_shape);
 }
 
+Tensor csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const Tensor& values, const Tensor& bias,
+                  int64_t out_features) {
+  ops::check_defined(x, "csr_linear");
+  EMBER_CHECK(x.dtype() == kFloat32 && x.is_cpu() && x.dim() >= 1,
+              "csr_linear: expects a float32 CPU input of at least 1 dimension, got ", x.dtype(), " on ", x.device());
+  EMBER_CHECK(crow.defined() && crow.dtype() == kInt64 && crow.dim() == 1 && crow.numel() == out_features + 1,
+              "csr_linear: crow must be int64 [", out_features + 1, "]");
+  EMBER_CHECK(col.defined() && values.defined() && col.dtype() == kInt64 && values.dtype() == kFloat32 &&
+                  col.dim() == 1 && values.dim() == 1 && col.numel() == values.numel(),
+              "csr_linear: col (int64) and values (float32) must be 1-D and of one length");
+  EMBER_CHECK(!bias.defined() || (bias.dtype() == kFloat32 && bias.numel() == out_features),
+              "csr_linear: the bias must be float32 [", out_features, "]");
+  const int64_t in_features = x.size(-1);
+  const std::vector<int64_t> rows = crow.to_vector<int64_t>();
+  EMBER_CHECK(rows.front() == 0 && rows.back() == col.numel(), "csr_linear: crow must run from 0 to nnz (", col.numel(),
+              ")");
+  for (size_t i = 1; i < rows.size(); ++i)
+    EMBER_CHECK(rows[i] >= rows[i - 1], "csr_linear: crow must not decrease (row ", i - 1, ")");
+  for (int64_t c : col.to_vector<int64_t>())
+    EMBER_CHECK(c >= 0 && c < in_features, "csr_linear: column ", c, " is out of range for ", in_features,
+                " input features");
+  Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
+  out_shape.push_back(out_features);
+  const Tensor x2 = contiguous(reshape(x, {-1, in_features}));
+  Tensor out = ops::empty_on({x2.size(0), out_features}, kFloat32, x.device());
+  if (out.numel() > 0)
+    backend(x.device())
+        .csr_linear(x2, contiguous(crow), contiguous(col), contiguous(values), bias.defined() ? contiguous(bias) : bias,
+                    out);
+  return reshape(out, out_shape);
+}
+
 }  // namespace ember::native
