@@ -57,6 +57,7 @@
 #include "ember/data/transforms.h"
 #include "ember/distributed/process_group.h"
 #include "ember/io/checkpoint.h"
+#include "ember/io/quantized.h"
 #include "ember/nn/nn.h"
 #include "ember/optim/optim.h"
 #include "ember/tensor/allocator.h"

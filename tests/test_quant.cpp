@@ -249,7 +249,8 @@ TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
   struct Case {
     int64_t n, c, h, w, o, k, stride, pad, dilation;
   };
-  for (const Case& t : {Case{2, 3, 9, 8, 5, 3, 1, 1, 1}, Case{1, 1, 7, 7, 17, 3, 2, 0, 1}, Case{3, 4, 10, 9, 8, 2, 1, 2, 2}}) {
+  for (const Case& t :
+       {Case{2, 3, 9, 8, 5, 3, 1, 1, 1}, Case{1, 1, 7, 7, 17, 3, 2, 0, 1}, Case{3, 4, 10, 9, 8, 2, 1, 2, 2}}) {
     SCOPED_TRACE(::testing::Message() << t.c << "->" << t.o << " k" << t.k << " s" << t.stride << " p" << t.pad);
     const Tensor x = randint(0, 128, {t.n, t.c, t.h, t.w}).to(kUInt8);
     const Tensor w = randint(-128, 128, {t.o, t.c, t.k, t.k}).to(kInt8);
@@ -268,8 +269,8 @@ TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
     // The padding stands for 0.0: the zero point, not the integer 0.
     const Tensor xf = (x.to(kFloat64) - 40) * 0.05;
     const Tensor wf = w.to(kFloat64) * w_scale.to(kFloat64).view({t.o, 1, 1, 1});
-    const Tensor expected = conv2d(xf, wf, bias.to(kFloat64), {t.stride, t.stride}, {t.pad, t.pad},
-                                   {t.dilation, t.dilation});
+    const Tensor expected =
+        conv2d(xf, wf, bias.to(kFloat64), {t.stride, t.stride}, {t.pad, t.pad}, {t.dilation, t.dilation});
     EXPECT_TRUE(all_close(y.to(kFloat64), expected, 1e-5, 1e-4));
     // uint8 out: the same values requantized, clamped to the 7-bit range.
     e.out_scale = 0.1;
@@ -300,7 +301,7 @@ TEST(StaticQuantization, PrepareCalibrateConvertKeepsTheOutputsOfACnn) {
   q::prepare(*net);
   EXPECT_ERROR_CONTAINS(q::convert(*net), "saw no data");
   for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}));  // calibration
-  EXPECT_TRUE(all_close(net(x), y_float, 0, 0));       // observers only watch
+  EXPECT_TRUE(all_close(net(x), y_float, 0, 0));          // observers only watch
   nn::Sequential int8 = q::convert(*net);
   // Quantize, ConvReLU2d, MaxPool, ConvReLU2d, Flatten, LinearReLU, Linear, DeQuantize (Dropout dropped).
   std::ostringstream printed;
@@ -355,6 +356,56 @@ TEST(QuantizationAwareTraining, TrainsThroughFakeQuantizationAndConvertsToTheSam
   nn::Sequential int8 = q::convert(*net);
   // The int8 model computes what training simulated, up to an activation step or so.
   EXPECT_LT(relative_error(int8(x), y_qat), 0.03);
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+TEST(QuantizedSafetensors, RoundTripsAndRefusesInconsistentFiles) {
+  manual_seed(34);
+  const std::string path = ::testing::TempDir() + "ember_quantized.safetensors";
+  const QTensor a = quantize_per_tensor(randn({3, 4}), 0.05, 7, QDType::QUInt8);
+  const QTensor b =
+      quantize_per_channel(randn({2, 5}), tensor<double>({0.1, 0.02}), tensor<int64_t>({0, -3}), 0, QDType::QInt8);
+  OrderedDict<QTensor> tensors("quantized tensor");
+  tensors.insert("a", a);
+  tensors.insert("layer.weight", b);
+  io::save_quantized(tensors, path);
+  const OrderedDict<QTensor> back = io::load_quantized(path);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_TRUE(testing::all_close(back["a"].int_repr(), a.int_repr(), 0, 0));
+  EXPECT_EQ(back["a"].q_scale(), a.q_scale());
+  EXPECT_EQ(back["a"].q_zero_point(), 7);
+  EXPECT_EQ(back["layer.weight"].dtype(), QDType::QInt8);
+  EXPECT_EQ(back["layer.weight"].q_per_channel_axis(), 0);
+  EXPECT_EQ(back["layer.weight"].q_per_channel_scales().dtype(), kFloat64);  // kept as given
+  EXPECT_TRUE(testing::all_close(back["layer.weight"].dequantize(), b.dequantize(), 0, 0));
+  // Any safetensors reader sees three plain tensors per quantized one.
+  EXPECT_EQ(load(path).size(), 6u);
+
+  auto write = [&](OrderedDict<Tensor> parts, std::map<std::string, std::string> meta) {
+    io::write_safetensors(path, parts, meta);
+  };
+  OrderedDict<Tensor> parts("tensor");
+  parts.insert("q", a.int_repr());
+  parts.insert("q.scale", full({1}, 0.05));
+  write(parts, {{"q.qdtype", "quint8"}, {"q.axis", "-1"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "'.scale' and '.zero_point' must all be present");
+  parts.insert("q.zero_point", full({1}, 7, TensorOptions().dtype(kInt32)));
+  write(parts, {{"q.qdtype", "qint9"}, {"q.axis", "-1"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "unknown quantized dtype 'qint9'");
+  write(parts, {{"q.qdtype", "quint8"}, {"q.axis", "x"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "the axis 'x' is not an integer");
+  write(parts, {{"q.qdtype", "quint8"}, {"q.axis", "5"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "axis 5 is out of range");
+  write(parts, {{"q.qdtype", "qint8"}, {"q.axis", "-1"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "a qint8 tensor stores int8, got uint8");
+  parts.insert_or_assign("q.scale", full({1}, -1.0));
+  write(parts, {{"q.qdtype", "quint8"}, {"q.axis", "-1"}});
+  EXPECT_ERROR_CONTAINS(io::load_quantized(path), "scales must be positive");
 }
 
 }  // namespace
