@@ -146,7 +146,7 @@ void prune_and_finetune(const Config& c, nn::Sequential& model, optim::Optimizer
 
 // Technique 8, int8, side by side with the float32 model:
 //   dynamic: Linear layers with int8 weights, activations quantized per batch;
-//   static:  observers calibrated on 10 training batches, then every layer int8 with uint8
+//   static:  histogram observers calibrated on 10 training batches, then every layer int8 with uint8
 //            activations between them (Note [Static int8 chains]);
 //   qat:     one epoch of training through fake quantization first, then the same conversion.
 void quantize_and_report(const Config& c, nn::Sequential& model, data::DataLoader& loader,
@@ -159,7 +159,7 @@ void quantize_and_report(const Config& c, nn::Sequential& model, data::DataLoade
     return;
   }
   if (c.quantize == "static") {
-    quantization::prepare(*model);
+    quantization::prepare(*model, quantization::Calibration::Histogram);  // as PyTorch's x86 qconfig
     model->eval();
     NoGradGuard no_grad;
     int batches = 0;

@@ -326,6 +326,18 @@ TEST(StaticQuantization, PrepareCalibrateConvertKeepsTheOutputsOfACnn) {
   EXPECT_LT(bytes, 4 * (4 * 9 + 8 * 36 + 32 * 16 + 16 * 3));
 }
 
+TEST(StaticQuantization, HistogramCalibrationKeepsTheOutputsToo) {
+  manual_seed(35);
+  nn::Sequential net = small_cnn();
+  net->eval();
+  const Tensor x = randn({16, 1, 8, 8});
+  const Tensor y_float = net(x).detach();
+  q::prepare(*net, q::Calibration::Histogram);
+  for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}));
+  nn::Sequential int8 = q::convert(*net);
+  EXPECT_LT(relative_error(int8(x), y_float), 0.06);
+}
+
 TEST(StaticQuantization, LayersWithoutAnInt8FormAreNamed) {
   nn::Sequential net(nn::Linear(4, 4), nn::Tanh(), nn::Linear(4, 2));
   q::prepare(*net);
@@ -406,6 +418,42 @@ TEST(QuantizedSafetensors, RoundTripsAndRefusesInconsistentFiles) {
   parts.insert_or_assign("q.scale", full({1}, -1.0));
   write(parts, {{"q.qdtype", "quint8"}, {"q.axis", "-1"}});
   EXPECT_ERROR_CONTAINS(io::load_quantized(path), "scales must be positive");
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+namespace q = quantization;
+using testing::all_close;
+const Tensor& RQ(const std::string& name) { return testing::ref_tensor(testing::reference_quant(), name); }
+
+TEST(Observers, HistogramObserverMatchesPyTorch) {
+  using O = q::ObserverOptions;
+  const std::vector<std::pair<std::string, O>> cases = {
+      {"affine", O()},
+      {"sym", O().with_dtype(QDType::QInt8).with_qscheme(QScheme::PerTensorSymmetric)},
+      {"reduce", O().with_reduce_range(true)}};
+  for (const auto& [name, options] : cases) {
+    SCOPED_TRACE(name);
+    q::HistogramObserverImpl observer(options);
+    for (int i = 0; i < 3; ++i) {
+      observer(RQ("hist.batch" + std::to_string(i)));
+      // The first batch's histogram spans int(min) .. int(max), as PyTorch 1.13's histc call does.
+      if (i == 0) EXPECT_TRUE(all_close(observer.histogram, RQ("hist." + name + ".histogram0"), 0, 0));
+    }
+    EXPECT_TRUE(all_close(observer.min_val, RQ("hist." + name + ".min"), 0, 0));
+    EXPECT_TRUE(all_close(observer.max_val, RQ("hist." + name + ".max"), 0, 0));
+    // Later batches are merged through the upsampled old histogram: equal to rounding.
+    EXPECT_TRUE(all_close(observer.histogram, RQ("hist." + name + ".histogram"), 1e-6, 1e-4));
+    auto [scale, zero_point] = observer.calculate_qparams();
+    EXPECT_TRUE(all_close(scale, RQ("hist." + name + ".scale"), 1e-6, 0));
+    EXPECT_TRUE(all_close(zero_point, RQ("hist." + name + ".zero_point"), 0, 0));
+  }
+  EXPECT_ERROR_CONTAINS(q::HistogramObserverImpl(O().with_qscheme(QScheme::PerChannelAffine)),
+                        "per tensor schemes only");
 }
 
 }  // namespace

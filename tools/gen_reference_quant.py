@@ -126,6 +126,25 @@ def quantization():
         ref.put(f"obs.{name}.scale", scale.float())
         ref.put(f"obs.{name}.zero_point", zp.to(torch.int32))
 
+    # The histogram observer (2048 bins, L2 search) over three batches of different ranges, and the
+    # same with a symmetric qint8 scheme and with 7 bits.
+    hist_batches = [torch.randn(500) * 2 + 0.3, torch.randn(700) * 4 - 1, torch.rand(300) * 6 - 2]
+    for i, b in enumerate(hist_batches):
+        ref.put(f"hist.batch{i}", b)
+    for name, o in {"affine": obs.HistogramObserver(),
+                    "sym": obs.HistogramObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric),
+                    "reduce": obs.HistogramObserver(reduce_range=True)}.items():
+        for i, b in enumerate(hist_batches):
+            o(b)
+            if i == 0:
+                ref.put(f"hist.{name}.histogram0", o.histogram)
+        scale, zp = o.calculate_qparams()
+        ref.put(f"hist.{name}.histogram", o.histogram)
+        ref.put(f"hist.{name}.min", o.min_val)
+        ref.put(f"hist.{name}.max", o.max_val)
+        ref.put(f"hist.{name}.scale", scale.float())
+        ref.put(f"hist.{name}.zero_point", zp.to(torch.int32))
+
     # Fake quantization: forward and the straight-through gradient, with values cut by the clamp.
     x = torch.randn(40) * 4
     gout = torch.linspace(0.5, 1.5, 40)

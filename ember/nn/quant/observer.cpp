@@ -89,7 +89,11 @@ Tensor ObserverImpl::forward(const Tensor& x) {
 }
 
 std::pair<Tensor, Tensor> ObserverImpl::calculate_qparams() const {
-  const std::vector<float> mins = min_val.to_vector<float>(), maxs = max_val.to_vector<float>();
+  return qparams_from(min_val.to_vector<float>(), max_val.to_vector<float>());
+}
+
+std::pair<Tensor, Tensor> ObserverImpl::qparams_from(const std::vector<float>& mins,
+                                                     const std::vector<float>& maxs) const {
   const bool seen =
       !mins.empty() && !(mins.size() == 1 && std::isinf(mins[0]) && mins[0] > 0 && std::isinf(maxs[0]) && maxs[0] < 0);
   if (!seen) return {full({1}, 1.0), full({1}, 0, TensorOptions().dtype(kInt32))};

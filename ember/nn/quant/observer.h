@@ -42,7 +42,7 @@ class ObserverImpl : public nn::Module {
   ObserverImpl(std::string type_name, ObserverOptions options);
   Tensor forward(const Tensor& x) override;
   // (scale float32 [C], zero point int32 [C]); C = 1 per tensor.
-  std::pair<Tensor, Tensor> calculate_qparams() const;
+  virtual std::pair<Tensor, Tensor> calculate_qparams() const;
   const ObserverOptions& options() const { return options_; }
   int64_t quant_min() const { return quant_min_; }
   int64_t quant_max() const { return quant_max_; }
@@ -53,6 +53,8 @@ class ObserverImpl : public nn::Module {
  protected:
   // The range of this batch: per tensor ([1] each) or per channel ([C] each).
   virtual std::pair<Tensor, Tensor> batch_range(const Tensor& x) const;
+  // PyTorch's _calculate_qparams on these ranges (one per channel).
+  std::pair<Tensor, Tensor> qparams_from(const std::vector<float>& mins, const std::vector<float>& maxs) const;
   ObserverOptions options_;
   int64_t quant_min_, quant_max_;
   bool moving_average_ = false;
@@ -77,7 +79,26 @@ class PerChannelMinMaxObserverImpl : public ObserverImpl {
  protected:
   std::pair<Tensor, Tensor> batch_range(const Tensor& x) const override;
 };
+// A running histogram of everything seen (2048 bins), whose qparams come from the range that
+// minimises the L2 error of quantizing it (PyTorch's HistogramObserver and its
+// _non_linear_param_search, which trims outliers). Per tensor only. Buffers: eps, min_val,
+// max_val, histogram. As in PyTorch 1.13, each batch's histogram spans the integer parts of its
+// range (histc's min=int(min), max=int(max)), so values outside them are not counted; ember
+// follows it to give the same qparams.
+class HistogramObserverImpl : public ObserverImpl {
+ public:
+  explicit HistogramObserverImpl(ObserverOptions options = {}, int64_t bins = 2048, int64_t upsample_rate = 128);
+  Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> calculate_qparams() const override;
+  Tensor histogram;
+  int64_t bins, upsample_rate;
+
+ private:
+  std::pair<float, float> search_range() const;
+};
+
 EMBER_MODULE(MinMaxObserver);
+EMBER_MODULE(HistogramObserver);
 EMBER_MODULE(MovingAverageMinMaxObserver);
 EMBER_MODULE(PerChannelMinMaxObserver);
 

@@ -214,12 +214,11 @@ void attach(nn::SequentialImpl& model, const Make& make) {
   const auto children = model.children();
   EMBER_CHECK(!children.empty(), "quantization.prepare: the Sequential is empty");
   for (const auto& child : children) {
-    EMBER_CHECK(child->find_module("activation_post_process") == nullptr, "quantization.prepare: ",
-                child->type_name(), " is prepared already");
+    EMBER_CHECK(child->find_module("activation_post_process") == nullptr, "quantization.prepare: ", child->type_name(),
+                " is prepared already");
     auto post = child->register_module("activation_post_process", make());
-    child->register_forward_hook([post](nn::Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
-      return (*post)(out);
-    });
+    child->register_forward_hook(
+        [post](nn::Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> { return (*post)(out); });
   }
   auto pre = children.front()->register_module("input_post_process", make());
   children.front()->register_forward_pre_hook(
@@ -261,8 +260,12 @@ nn::Module& post_of(nn::Module& m, const std::string& name) {
 
 }  // namespace
 
-void prepare(nn::SequentialImpl& model) {
-  attach(model, [] { return std::make_shared<MinMaxObserverImpl>(activation_options()); });
+void prepare(nn::SequentialImpl& model, Calibration calibration) {
+  attach(model, [calibration]() -> std::shared_ptr<nn::Module> {
+    if (calibration == Calibration::Histogram)
+      return std::make_shared<HistogramObserverImpl>(ObserverOptions().with_reduce_range(true));  // [0, 127]
+    return std::make_shared<MinMaxObserverImpl>(activation_options());
+  });
 }
 
 void prepare_qat(nn::SequentialImpl& model) {
@@ -302,8 +305,8 @@ nn::Sequential convert(nn::SequentialImpl& model) {
       if (auto* lin = m.as<nn::LinearImpl>())
         out->push_back(std::make_shared<QuantizedLinearImpl>(*lin, weight_scale, current, produced, fuse_relu));
       else
-        out->push_back(std::make_shared<QuantizedConv2dImpl>(*m.as<nn::Conv2dImpl>(), weight_scale, current, produced,
-                                                             fuse_relu));
+        out->push_back(
+            std::make_shared<QuantizedConv2dImpl>(*m.as<nn::Conv2dImpl>(), weight_scale, current, produced, fuse_relu));
       current = produced;
       if (fuse_relu) ++i;
     } else if (m.as<nn::ReLUImpl>()) {

@@ -105,8 +105,12 @@ class QatConv2dImpl : public nn::Conv2dImpl {
   std::shared_ptr<FakeQuantizeImpl> weight_fake_quant;
 };
 
-// Observers (MinMax, [0, 127]) on the input and on every layer's output of `model`.
-void prepare(nn::SequentialImpl& model);
+// How calibration picks each activation's range: its min and max (PyTorch's default_qconfig), or
+// the range that minimises the L2 quantization error of its histogram, trimming outliers
+// (get_default_qconfig("x86")). Both [0, 127].
+enum class Calibration { MinMax, Histogram };
+// Observers on the input and on every layer's output of `model`.
+void prepare(nn::SequentialImpl& model, Calibration calibration = Calibration::MinMax);
 // Linear and Conv2d become their QAT forms (copies of their weights: make the optimizer after
 // this), and FakeQuantize modules go on the input and every layer's output.
 void prepare_qat(nn::SequentialImpl& model);
