@@ -419,5 +419,68 @@ TEST(CudaNccl, OneRankGroupCollectivesAndDdp) {
   EXPECT_TRUE(testing::all_close(g, model->parameters()[0].grad().cpu(), 1e-6, 1e-7));
 }
 
+// ---- int8 on CUDA (cuda/quant.cu, cuBLASLt's int8 GEMM): the CPU's results, integers exactly ----
+
+TEST(CudaQuant, QuantizeDequantizeAndFakeQuantizeMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(41);
+  const Tensor x = randn({6, 5, 7}) * 3;
+  const Device gpu(kCUDA);
+  for (int64_t axis : {-1, 1}) {
+    QuantParams p;
+    p.axis = axis;
+    p.scale = axis < 0 ? full({1}, 0.05) : rand({5}) * 0.1 + 0.01;
+    p.zero_point = axis < 0 ? full({1}, 3, TensorOptions(kInt32)) : randint(-5, 5, {5}).to(kInt32);
+    p.quant_min = -128;
+    p.quant_max = 127;
+    QuantParams pg = p;
+    pg.scale = p.scale.to(gpu);
+    pg.zero_point = p.zero_point.to(gpu);
+    const Tensor q = native::quantize_affine(x, p, kInt8), qg = native::quantize_affine(x.to(gpu), pg, kInt8);
+    EXPECT_TRUE(testing::all_close(qg.cpu(), q, 0, 0));
+    EXPECT_TRUE(testing::all_close(native::dequantize_affine(qg, pg).cpu(), native::dequantize_affine(q, p), 0, 0));
+    auto [f, m] = native::fake_quantize_affine(x, p);
+    auto [fg, mg] = native::fake_quantize_affine(x.to(gpu), pg);
+    EXPECT_TRUE(testing::all_close(fg.cpu(), f, 0, 0));
+    EXPECT_TRUE(testing::all_close(mg.cpu(), m, 0, 0));
+  }
+}
+
+TEST(CudaQuant, Int8GemmMatchesTheCpuOnEveryShapeEdge) {
+  REQUIRE_GPU();
+  manual_seed(42);
+  const Device gpu(kCUDA);
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {5, 17, 7}, {64, 48, 256}, {33, 100, 130}}) {
+    SCOPED_TRACE(::testing::Message() << M << "x" << N << "x" << K);
+    const Tensor a = randint(0, 128, {M, K}).to(kUInt8), w = randint(-128, 128, {N, K}).to(kInt8);
+    Int8Epilogue e;
+    e.a_zero_point = 60;
+    e.a_scale = 0.02;
+    e.w_scale = rand({N}) + 0.01;
+    e.bias = randn({N});
+    e.out_scale = 0.3;
+    e.out_zero_point = 10;
+    e.out_quant_max = 127;
+    Int8Epilogue eg = e;
+    eg.w_scale = e.w_scale.to(gpu);
+    eg.bias = e.bias.to(gpu);
+    const Tensor pw = native::int8_pack_weight(w), pwg = native::int8_pack_weight(w.to(gpu));
+    for (DType out : {kInt32, kFloat32, kUInt8})
+      EXPECT_TRUE(testing::all_close(native::int8_gemm(a.to(gpu), pwg, N, eg, out).cpu(),
+                                     native::int8_gemm(a, pw, N, e, out), 0, 0))
+          << out;
+  }
+}
+
+TEST(CudaQuant, ADynamicQuantizedLinearRunsOnTheGpu) {
+  REQUIRE_GPU();
+  manual_seed(43);
+  nn::Linear lin(64, 32);
+  quantization::DynamicQuantizedLinearImpl cpu_layer(*lin, true), gpu_layer(*lin, true);
+  gpu_layer.to(Device(kCUDA));
+  const Tensor x = randn({9, 64});
+  EXPECT_TRUE(testing::all_close(gpu_layer.forward(x.to(Device(kCUDA))).cpu(), cpu_layer.forward(x), 0, 0));
+}
+
 }  // namespace
 }  // namespace ember

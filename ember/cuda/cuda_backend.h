@@ -19,6 +19,13 @@ class CudaBackend final : public Backend {
   void copy_across(const Tensor& src, const Tensor& dst, bool non_blocking) override;
   // matmul.cpp: Linear's bias added by cuBLASLt's epilogue as the product is written
   void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
+  // quant.cu: affine quantization and the int8 GEMM (cuBLASLt's int8 kernels, matmul.cpp) with
+  // the CPU's epilogue; the int8 convolution is CPU-only for now.
+  void quantize(const Tensor& x, const QuantParams& q, const Tensor& out) override;
+  void dequantize(const Tensor& q, const QuantParams& p, const Tensor& out) override;
+  void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask) override;
+  Tensor int8_pack_weight(const Tensor& w) override;
+  void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out) override;
 };
 
 // Host-only checks of the library bindings, for machines without a GPU (the libraries alone

@@ -322,4 +322,36 @@ void CudaBackend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias
   if (!gemm_bias_epilogue(a, b, bias, out)) Backend::gemm_bias(a, b, bias, out);
 }
 
+// acc [M, N] int32 = a [M, K] int8 @ w [N, K]ᵀ int8, both row-major with K a multiple of 4: as
+// in gemm, accᵀ (N x M, column-major) = wᵀ(stored [K, N], op T) · aᵀ (stored [K, M], op N), the
+// "TN" form cuBLASLt's int8 tensor-core (IMMA) kernels take, int32 accumulation and scaling.
+void int8_matmul_tn(const Tensor& a, const Tensor& w, const Tensor& acc) {
+  const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
+  EMBER_CHECK(K % 4 == 0 && w.size(1) == K, "int8 matmul on CUDA: K must be a multiple of 4 (got ", K, ")");
+  const int device = acc.device().index;
+  LtCall call;
+  const CublasLt& lt = cublas_lt();
+  EMBER_CUBLAS_CHECK(lt.desc_create(&call.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+  set(call.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set(call.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[0], CUDA_R_8I, K, N, K));
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[1], CUDA_R_8I, K, M, K));
+  EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[2], CUDA_R_32I, N, M, N));
+  EMBER_CUBLAS_CHECK(lt.preference_create(&call.preference));
+  set(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kLtWorkspaceBytes);
+  cublasLtHandle_t h = lt_handle_for(device);
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  EMBER_CUBLAS_CHECK(lt.heuristic(h, call.desc, call.layouts[0], call.layouts[1], call.layouts[2], call.layouts[2],
+                                  call.preference, 1, &best, &found));
+  EMBER_CHECK(found > 0, "int8 matmul on CUDA: cuBLASLt has no int8 kernel for ", M, "x", K, " @ ", K, "x", N);
+  const Tensor workspace =
+      empty({static_cast<int64_t>(best.workspaceSize)}, TensorOptions(kUInt8).device(acc.device()));
+  const int32_t alpha = 1, beta = 0;
+  EMBER_CUBLAS_CHECK(lt.matmul(h, call.desc, &alpha, w.data_ptr(), call.layouts[0], a.data_ptr(), call.layouts[1],
+                               &beta, acc.data_ptr(), call.layouts[2], acc.data_ptr(), call.layouts[2], &best.algo,
+                               best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
+                               stream_handle(device)));
+}
+
 }  // namespace ember::cuda

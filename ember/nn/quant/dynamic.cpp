@@ -48,20 +48,21 @@ const Tensor& DynamicQuantizedLinearImpl::packed() {
 Tensor DynamicQuantizedLinearImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "DynamicQuantizedLinear: expects input [..., ",
               in_features, "], got ", x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
-  EMBER_CHECK(x.is_floating_point() && x.is_cpu(), "DynamicQuantizedLinear: expects a floating CPU tensor, got ",
-              x.dtype(), " on ", x.device(), " (int8 kernels are CPU-only for now)");
+  EMBER_CHECK(x.is_floating_point(), "DynamicQuantizedLinear: expects a floating tensor, got ", x.dtype());
+  EMBER_CHECK(x.device() == weight.device(), "DynamicQuantizedLinear: the input is on ", x.device(), ", the layer on ",
+              weight.device(), " (move it with to())");
   NoGradGuard no_grad;
   const Tensor rows = x.detach().to(kFloat32).reshape({-1, in_features}).contiguous();
   Shape out_shape = x.sizes();
   out_shape.back() = out_features;
-  if (rows.size(0) == 0) return zeros(out_shape);
+  if (rows.size(0) == 0) return zeros(out_shape, TensorOptions().device(x.device()));
   // 1. The batch's own range -> uint8 parameters (fbgemm's choice, 7 bits with reduce_range).
   const TensorQParams qp =
       choose_quantization_params(rows.amin().item<float>(), rows.amax().item<float>(), 0, 255, reduce_range);
   // 2. Quantize the activation, 3. multiply in int8, 4. dequantize and add the bias in one epilogue.
   QuantParams act;
-  act.scale = full({1}, qp.scale);
-  act.zero_point = full({1}, qp.zero_point, TensorOptions().dtype(kInt32));
+  act.scale = full({1}, qp.scale, TensorOptions().device(x.device()));
+  act.zero_point = full({1}, qp.zero_point, TensorOptions().dtype(kInt32).device(x.device()));
   act.quant_min = 0;
   act.quant_max = 255;
   const Tensor xq = native::quantize_affine(rows, act, kUInt8);
