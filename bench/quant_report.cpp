@@ -68,6 +68,7 @@ void cnn_rows() {
   q::prepare(*prepared);
   for (int i = 0; i < 4; ++i) prepared(randn({500, 1, 28, 28}));
   nn::Sequential int8 = q::convert(*prepared);
+  nn::Sequential mixed = q::convert(*prepared, q::ConvertOptions().keep_shallow_first_layer());
   const Tensor y_q = int8(x);
   const double agree = y_q.argmax(1).eq(y_fp.argmax(1)).to(kFloat32).mean().item<double>();
   if (!(agree > 0.9)) {
@@ -90,8 +91,10 @@ void cnn_rows() {
   double total_f = 0, total_q = 0;
   for (const auto& [name, t] : tf) total_f += t;
   for (const auto& [name, t] : tq) total_q += t;
-  const auto whole = ember::bench::interleaved_medians({[&] { fp(x); }, [&] { int8(x); }}, 7);
+  const auto whole = ember::bench::interleaved_medians({[&] { fp(x); }, [&] { int8(x); }, [&] { mixed(x); }}, 7);
   std::printf("| whole forward | %.1f ms | %.1f ms | %.2f |\n", whole[0] * 1e3, whole[1] * 1e3, whole[0] / whole[1]);
+  std::printf("| whole forward, first conv float32 (keep_shallow_first_layer) | %.1f ms | %.1f ms | %.2f |\n",
+              whole[0] * 1e3, whole[2] * 1e3, whole[0] / whole[2]);
   std::printf("| sum of the layers | %.1f ms | %.1f ms | %.2f |\n", total_f * 1e3, total_q * 1e3, total_f / total_q);
   std::printf("\nper layer, float32: ");
   for (const auto& [name, t] : tf) std::printf("%s %.1f ms, ", name.c_str(), t * 1e3);

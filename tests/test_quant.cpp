@@ -326,6 +326,25 @@ TEST(StaticQuantization, PrepareCalibrateConvertKeepsTheOutputsOfACnn) {
   EXPECT_LT(bytes, 4 * (4 * 9 + 8 * 36 + 32 * 16 + 16 * 3));
 }
 
+TEST(StaticQuantization, AShallowFirstLayerCanStayFloat) {
+  manual_seed(36);
+  nn::Sequential net = small_cnn();
+  net->eval();
+  const Tensor x = randn({16, 1, 8, 8});
+  const Tensor y_float = net(x).detach();
+  q::prepare(*net);
+  for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}));
+  // Depth 9 (1 channel, 3 x 3) is below 32: Conv2d and ReLU stay, Quantize follows them.
+  nn::Sequential mixed = q::convert(*net, q::ConvertOptions().keep_shallow_first_layer(32));
+  EXPECT_EQ((*mixed)[0]->type_name(), "Conv2d");
+  EXPECT_EQ((*mixed)[1]->type_name(), "ReLU");
+  EXPECT_EQ((*mixed)[2]->type_name(), "Quantize");
+  EXPECT_EQ((*mixed)[3]->type_name(), "QuantizedMaxPool2d");
+  EXPECT_LT(relative_error(mixed(x), y_float), 0.05);
+  // Deeper than the threshold: everything int8, as before.
+  EXPECT_EQ((*q::convert(*net, q::ConvertOptions().keep_shallow_first_layer(9)))[0]->type_name(), "Quantize");
+}
+
 TEST(StaticQuantization, HistogramCalibrationKeepsTheOutputsToo) {
   manual_seed(35);
   nn::Sequential net = small_cnn();

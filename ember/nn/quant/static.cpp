@@ -280,7 +280,35 @@ void prepare_qat(nn::SequentialImpl& model) {
   });
 }
 
-nn::Sequential convert(nn::SequentialImpl& model) {
+namespace {
+// GEMM depth of a Linear or Conv2d (0 for other modules).
+int64_t gemm_depth(nn::Module& m) {
+  if (auto* lin = m.as<nn::LinearImpl>()) return lin->options.in_features_;
+  if (auto* conv = m.as<nn::Conv2dImpl>())
+    return conv->options.in_channels_ / conv->options.groups_ * conv->options.kernel_size_[0] *
+           conv->options.kernel_size_[1];
+  return 0;
+}
+// A plain float32 copy of a (QAT or plain) Linear or Conv2d.
+std::shared_ptr<nn::Module> float_copy(nn::Module& m) {
+  std::shared_ptr<nn::Module> out;
+  if (auto* lin = m.as<nn::LinearImpl>()) {
+    auto copy = std::make_shared<nn::LinearImpl>(lin->options);
+    copy->weight.copy_(lin->weight);
+    if (lin->bias.defined()) copy->bias.copy_(lin->bias);
+    out = copy;
+  } else {
+    auto* conv = m.as<nn::Conv2dImpl>();
+    auto copy = std::make_shared<nn::Conv2dImpl>(conv->options);
+    copy->weight.copy_(conv->weight);
+    if (conv->bias.defined()) copy->bias.copy_(conv->bias);
+    out = copy;
+  }
+  return out;
+}
+}  // namespace
+
+nn::Sequential convert(nn::SequentialImpl& model, const ConvertOptions& options) {
   NoGradGuard no_grad;
   const auto children = model.named_children();
   EMBER_CHECK(children.size() > 0, "quantization.convert: the Sequential is empty");
@@ -290,8 +318,20 @@ nn::Sequential convert(nn::SequentialImpl& model) {
   EMBER_CHECK(input_post != nullptr, "quantization.convert: the model was not prepared (call prepare or prepare_qat)");
   ActivationParams current = params_of(*input_post, "the input");
   nn::Sequential out;
+  size_t start = 0;
+  const int64_t depth = gemm_depth(*first);
+  if (depth > 0 && depth < options.float_first_layer_below_depth) {  // a shallow first layer stays float32
+    out->push_back(float_copy(*first));
+    start = 1;
+    if (names.size() > 1 && children[names[1]]->as<nn::ReLUImpl>()) {
+      out->push_back(nn::ReLU());
+      start = 2;
+    }
+    EMBER_CHECK(start < names.size(), "quantization.convert: nothing is left to quantize after the first layer");
+    current = params_of(post_of(*children[names[start - 1]], names[start - 1]), "the first float32 layer");
+  }
   out->push_back(std::make_shared<QuantizeImpl>(current));
-  for (size_t i = 0; i < names.size(); ++i) {
+  for (size_t i = start; i < names.size(); ++i) {
     nn::Module& m = *children[names[i]];
     const std::string where = "(" + names[i] + ") " + m.type_name();
     const bool fuse_relu = i + 1 < names.size() && children[names[i + 1]]->as<nn::ReLUImpl>() != nullptr;
