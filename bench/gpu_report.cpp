@@ -74,6 +74,36 @@ void linear_rows() {
               flops / (ms_separate * 1e-3) / 1e12);
 }
 
+// The int8 GEMM (cuBLASLt's int8 kernels, cuda/quant.cu) at 16384x4096x4096 against bfloat16's
+// Linear above: its integers checked against the CPU's on a slice first, then the int32 GEMM
+// alone and the dynamic quantized Linear (quantize, GEMM, dequantize epilogue) timed.
+void int8_rows() {
+  manual_seed(0);
+  const int64_t m = 16384, k = 4096, n = 4096;
+  const Tensor a = randint(0, 128, {m, k}, TensorOptions(kInt64).device(kGpu)).to(kUInt8);
+  const Tensor w = randint(-128, 128, {n, k}, TensorOptions(kInt64).device(kGpu)).to(kInt8);
+  const Tensor packed = native::int8_pack_weight(w);
+  Int8Epilogue e;
+  e.a_zero_point = 64;
+  Tensor acc = native::int8_gemm(a, packed, n, e, kInt32);
+  const Tensor rows_cpu = a.narrow(0, 0, 8).cpu(), w_cpu = w.narrow(0, 0, 64).cpu();
+  const Tensor want = native::int8_gemm(rows_cpu, native::int8_pack_weight(w_cpu), 64, e, kInt32);
+  if (!check(acc.narrow(0, 0, 8).narrow(1, 0, 64).cpu().eq(want).all().item<bool>(), "int8 GEMM")) return;
+  const double macs = double(m) * k * n;
+  const double ms = time_ms([&] { acc = native::int8_gemm(a, packed, n, e, kInt32); }, 10);
+  std::printf("| int8 GEMM, int32 out (cuBLASLt) | 16384x4096x4096 | %.3f ms | %.1f TOP/s |\n", ms,
+              2.0 * macs / (ms * 1e-3) / 1e12);
+  nn::Linear fp(k, n);
+  quantization::DynamicQuantizedLinearImpl q(*fp, /*per_channel=*/true);
+  q.to(kGpu);
+  const Tensor x = randn({m, k}, kGpu);
+  Tensor y = q.forward(x);
+  if (!check(std::isfinite(y.abs().max().item<double>()), "int8 dynamic Linear")) return;
+  const double ms_q = time_ms([&] { y = q.forward(x); }, 10);
+  std::printf("| int8 dynamic Linear, float32 in and out | 16384x4096x4096 | %.3f ms | %.1f TOP/s |\n", ms_q,
+              2.0 * macs / (ms_q * 1e-3) / 1e12);
+}
+
 void memory_rows() {
   const int64_t n = int64_t{256} << 20;  // 256 M floats, 1 GiB each
   const Tensor x = full({n}, 1.0f, kGpu), y = full({n}, 2.0f, kGpu);
@@ -318,6 +348,7 @@ int main() {
     gemm_row(n, kBFloat16, false, "GEMM bfloat16");
   }
   linear_rows();
+  int8_rows();
   memory_rows();
   pinned_rows();
   conv_rows();
