@@ -283,6 +283,28 @@ bool describe_bias_gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& bi
   return true;
 }
 
+// Runs the described call with cuBLASLt's first heuristic choice, writing `out` (C = D);
+// false (nothing done) when it has no kernel for the case.
+bool run_lt(const LtCall& call, const void* alpha, const void* first, const void* second, const void* beta,
+            const Tensor& out) {
+  const CublasLt& lt = cublas_lt();
+  const int device = out.device().index;
+  cublasLtHandle_t h = lt_handle_for(device);
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t status = lt.heuristic(h, call.desc, call.layouts[0], call.layouts[1], call.layouts[2],
+                                             call.layouts[2], call.preference, 1, &best, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
+  EMBER_CUBLAS_CHECK(status);
+  const Tensor workspace =
+      empty({static_cast<int64_t>(best.workspaceSize)}, TensorOptions(kUInt8).device(out.device()));
+  EMBER_CUBLAS_CHECK(lt.matmul(h, call.desc, alpha, first, call.layouts[0], second, call.layouts[1], beta,
+                               out.data_ptr(), call.layouts[2], out.data_ptr(), call.layouts[2], &best.algo,
+                               best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
+                               stream_handle(device)));
+  return true;
+}
+
 }  // namespace
 
 bool check_bias_gemm_descriptors(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
@@ -298,23 +320,8 @@ bool gemm_bias_epilogue(const Tensor& a_in, const Tensor& b_in, const Tensor& bi
   LtCall call;
   Tensor a, b;
   if (!describe_bias_gemm(a_in, b_in, bias, out, call, a, b)) return false;
-  const CublasLt& lt = cublas_lt();
-  const int device = out.device().index;
-  cublasLtHandle_t h = lt_handle_for(device);
-  cublasLtMatmulHeuristicResult_t best{};
-  int found = 0;
-  const cublasStatus_t status = lt.heuristic(h, call.desc, call.layouts[0], call.layouts[1], call.layouts[2],
-                                             call.layouts[2], call.preference, 1, &best, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;  // no fused kernel for this case
-  EMBER_CUBLAS_CHECK(status);
-  const Tensor workspace =
-      empty({static_cast<int64_t>(best.workspaceSize)}, TensorOptions(kUInt8).device(out.device()));
   const float alpha = 1, beta = 0;
-  EMBER_CUBLAS_CHECK(lt.matmul(h, call.desc, &alpha, b.data_ptr(), call.layouts[0], a.data_ptr(), call.layouts[1],
-                               &beta, out.data_ptr(), call.layouts[2], out.data_ptr(), call.layouts[2], &best.algo,
-                               best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
-                               stream_handle(device)));
-  return true;
+  return run_lt(call, &alpha, b.data_ptr(), a.data_ptr(), &beta, out);
 }
 
 void CudaBackend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
@@ -328,7 +335,6 @@ void CudaBackend::gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias
 void int8_matmul_tn(const Tensor& a, const Tensor& w, const Tensor& acc) {
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);
   EMBER_CHECK(K % 4 == 0 && w.size(1) == K, "int8 matmul on CUDA: K must be a multiple of 4 (got ", K, ")");
-  const int device = acc.device().index;
   LtCall call;
   const CublasLt& lt = cublas_lt();
   EMBER_CUBLAS_CHECK(lt.desc_create(&call.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
@@ -339,19 +345,9 @@ void int8_matmul_tn(const Tensor& a, const Tensor& w, const Tensor& acc) {
   EMBER_CUBLAS_CHECK(lt.layout_create(&call.layouts[2], CUDA_R_32I, N, M, N));
   EMBER_CUBLAS_CHECK(lt.preference_create(&call.preference));
   set(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kLtWorkspaceBytes);
-  cublasLtHandle_t h = lt_handle_for(device);
-  cublasLtMatmulHeuristicResult_t best{};
-  int found = 0;
-  EMBER_CUBLAS_CHECK(lt.heuristic(h, call.desc, call.layouts[0], call.layouts[1], call.layouts[2], call.layouts[2],
-                                  call.preference, 1, &best, &found));
-  EMBER_CHECK(found > 0, "int8 matmul on CUDA: cuBLASLt has no int8 kernel for ", M, "x", K, " @ ", K, "x", N);
-  const Tensor workspace =
-      empty({static_cast<int64_t>(best.workspaceSize)}, TensorOptions(kUInt8).device(acc.device()));
   const int32_t alpha = 1, beta = 0;
-  EMBER_CUBLAS_CHECK(lt.matmul(h, call.desc, &alpha, w.data_ptr(), call.layouts[0], a.data_ptr(), call.layouts[1],
-                               &beta, acc.data_ptr(), call.layouts[2], acc.data_ptr(), call.layouts[2], &best.algo,
-                               best.workspaceSize ? workspace.data_ptr() : nullptr, best.workspaceSize,
-                               stream_handle(device)));
+  EMBER_CHECK(run_lt(call, &alpha, w.data_ptr(), a.data_ptr(), &beta, acc),
+              "int8 matmul on CUDA: cuBLASLt has no int8 kernel for ", M, "x", K, " @ ", K, "x", N);
 }
 
 }  // namespace ember::cuda

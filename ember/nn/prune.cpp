@@ -156,12 +156,11 @@ Tensor channel_mask(const Tensor& default_mask, const ChannelView& view, const s
   return like(kept, default_mask);
 }
 
-class LnStructuredMethod : public Method {
+// The structured methods differ only in how they score the channels along dim: the channels
+// with the highest scores are kept, `amount` of them removed, the old mask kept within them.
+class StructuredMethod : public Method {
  public:
-  LnStructuredMethod(Amount amount, double n, int64_t dim) : amount_(amount), n_(n), dim_(dim) {
-    EMBER_CHECK(!std::isnan(n) && n >= 0, "LnStructured: the norm n must be >= 0 or infinity, got ", n);
-  }
-  const char* name() const override { return "LnStructured"; }
+  StructuredMethod(Amount amount, int64_t dim) : amount_(amount), dim_(dim) {}
   PruningType type() const override { return PruningType::Structured; }
   int64_t dim() const override { return dim_; }
   Tensor compute_mask(const Tensor& t, const Tensor& default_mask) const override {
@@ -170,35 +169,42 @@ class LnStructuredMethod : public Method {
     const ChannelView view(t.sizes(), dim);
     const int64_t k = amount_.of(view.channels, name());
     if (k == 0) return default_mask.clone();
-    const std::vector<double> norms = channel_norms(host_values(t), view, n_);
-    return channel_mask(default_mask, view, extreme_k(norms, view.channels - k, /*largest=*/true));
+    return channel_mask(default_mask, view, extreme_k(scores(t, view), view.channels - k, /*largest=*/true));
   }
+
+ protected:
+  virtual std::vector<double> scores(const Tensor& t, const ChannelView& view) const = 0;
 
  private:
   Amount amount_;
-  double n_;
   int64_t dim_;
 };
 
-class RandomStructuredMethod : public Method {
+class LnStructuredMethod : public StructuredMethod {
  public:
-  RandomStructuredMethod(Amount amount, int64_t dim) : amount_(amount), dim_(dim) {}
-  const char* name() const override { return "RandomStructured"; }
-  PruningType type() const override { return PruningType::Structured; }
-  int64_t dim() const override { return dim_; }
-  Tensor compute_mask(const Tensor& t, const Tensor& default_mask) const override {
-    check_same_shape(name(), t, default_mask);
-    const int64_t dim = structured_dim(name(), t, dim_);
-    const ChannelView view(t.sizes(), dim);
-    const int64_t k = amount_.of(view.channels, name());
-    if (k == 0) return default_mask.clone();
-    const std::vector<double> prob = host_values(rand({view.channels}));
-    return channel_mask(default_mask, view, extreme_k(prob, view.channels - k, /*largest=*/true));
+  LnStructuredMethod(Amount amount, double n, int64_t dim) : StructuredMethod(amount, dim), n_(n) {
+    EMBER_CHECK(!std::isnan(n) && n >= 0, "LnStructured: the norm n must be >= 0 or infinity, got ", n);
+  }
+  const char* name() const override { return "LnStructured"; }
+
+ protected:
+  std::vector<double> scores(const Tensor& t, const ChannelView& view) const override {
+    return channel_norms(host_values(t), view, n_);
   }
 
  private:
-  Amount amount_;
-  int64_t dim_;
+  double n_;
+};
+
+class RandomStructuredMethod : public StructuredMethod {
+ public:
+  using StructuredMethod::StructuredMethod;
+  const char* name() const override { return "RandomStructured"; }
+
+ protected:
+  std::vector<double> scores(const Tensor&, const ChannelView& view) const override {
+    return host_values(rand({view.channels}));
+  }
 };
 
 class CustomFromMaskMethod : public Method {

@@ -42,8 +42,10 @@ void im2col_u8(const uint8_t* x, int64_t C, int64_t H, int64_t W, std::array<int
         const int64_t h = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
         for (int64_t j = 0; j < k[1]; ++j, row += C) {
           const int64_t w = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
-          if (h >= 0 && h < H && w >= 0 && w < W) std::memcpy(row, xt + (h * W + w) * C, static_cast<size_t>(C));
-          else std::memset(row, pad, static_cast<size_t>(C));
+          if (h >= 0 && h < H && w >= 0 && w < W)
+            std::memcpy(row, xt + (h * W + w) * C, static_cast<size_t>(C));
+          else
+            std::memset(row, pad, static_cast<size_t>(C));
         }
       }
     }

@@ -31,7 +31,8 @@ inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64
   if constexpr (KH > 0) {
     i0 = 0, i1 = KH, j0 = 0, j1 = KW;
   }
-  M best = std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::lowest();
+  M best =
+      std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::lowest();
   int any_nan = 0;
   for (int64_t i = i0; i < i1; ++i)
     for (int64_t j = j0; j < j1; ++j) {

@@ -24,8 +24,8 @@ Tensor check_nchw(const Tensor& x, const char* op, bool allow_uint8 = false) {
   ops::check_defined(x, op);
   EMBER_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape ",
               shape_str(x.sizes()));
-  EMBER_CHECK(x.is_floating_point() || (allow_uint8 && x.dtype() == kUInt8), op,
-              ": expected a floating point input", allow_uint8 ? " (or uint8)" : "", ", got ", x.dtype());
+  EMBER_CHECK(x.is_floating_point() || (allow_uint8 && x.dtype() == kUInt8), op, ": expected a floating point input",
+              allow_uint8 ? " (or uint8)" : "", ", got ", x.dtype());
   return contiguous(x.dim() == 3 ? unsqueeze(x, 0) : x);
 }
 
