@@ -8,8 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <vector>
 
 #include <ember/ember.h>
+
+#include "ember/tensor/cpu/cpu_backend.h"
 
 #include "models.h"
 #include "timing.h"
@@ -43,12 +47,20 @@ void linear_rows(int64_t batch, int64_t in, int64_t out) {
   e.w_scale = int8.weight_scale;
   e.bias = int8.bias;
 
-  const auto t = ember::bench::interleaved_medians(
-      {[&] { fp(x); }, [&] { int8.forward(x); }, [&] { native::int8_gemm(xq, packed, out, e, kFloat32); }}, 21);
+  // Where the CPU has AVX-512 VNNI, the AVX2 kernel on the same operands beside it.
+  const bool both =
+      cpu::int8_gemm_kernel() != cpu::Int8Kernel::Avx2 && cpu::int8_kernel_available(cpu::Int8Kernel::Avx2);
+  Tensor y_avx2 = empty({batch, out});
+  std::vector<std::function<void()>> work = {[&] { fp(x); }, [&] { int8.forward(x); },
+                                             [&] { native::int8_gemm(xq, packed, out, e, kFloat32); }};
+  if (both) work.push_back([&] { cpu::int8_gemm_with(cpu::Int8Kernel::Avx2, xq, packed, e, y_avx2); });
+  const auto t = ember::bench::interleaved_medians(work, 21);
   const double macs = static_cast<double>(batch) * static_cast<double>(in) * static_cast<double>(out);
-  std::printf("| Linear %lld→%lld, batch %lld | %.3f ms | %.3f ms | %.2f | %.3f ms (%.0f GMAC/s) | %.2f | %.4f |\n",
+  std::printf("| Linear %lld→%lld, batch %lld | %.3f ms | %.3f ms | %.2f | %.3f ms (%.0f GMAC/s) | %.2f | %.4f |",
               static_cast<long long>(in), static_cast<long long>(out), static_cast<long long>(batch), t[0] * 1e3,
               t[1] * 1e3, t[0] / t[1], t[2] * 1e3, macs / t[2] * 1e-9, t[0] / t[2], rel);
+  if (both) std::printf(" %.3f ms (%.0f GMAC/s) | %.2f |", t[3] * 1e3, macs / t[3] * 1e-9, t[3] / t[2]);
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -132,10 +144,13 @@ void csr_rows() {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   set_num_threads(threads);
-  std::printf("ember int8 report: %d thread(s)\n\n", threads);
+  std::printf("ember int8 report: %d thread(s), int8 GEMM kernel %s\n\n", threads,
+              cpu::int8_kernel_name(cpu::int8_gemm_kernel()));
   std::printf(
-      "| work | float32 Linear | int8 dynamic Linear | speed-up | int8 GEMM alone | speed-up | relative error |\n"
-      "|---|---|---|---|---|---|---|\n");
+      "| work | float32 Linear | int8 dynamic Linear | speed-up | int8 GEMM alone | speed-up | relative error |%s\n"
+      "|---|---|---|---|---|---|---|%s\n",
+      cpu::int8_gemm_kernel() == cpu::Int8Kernel::Avx2 ? "" : " AVX2 kernel alone | AVX2 / this |",
+      cpu::int8_gemm_kernel() == cpu::Int8Kernel::Avx2 ? "" : "---|---|");
   for (auto [batch, in, out] :
        std::vector<std::array<int64_t, 3>>{{64, 1024, 1024}, {256, 1024, 1024}, {1, 1024, 1024}, {64, 4096, 1024}})
     linear_rows(batch, in, out);

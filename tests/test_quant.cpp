@@ -147,6 +147,9 @@ Tensor int32_reference(const Tensor& a, int64_t za, const Tensor& w) {
   return tensor(out, Shape{M, N});
 }
 
+constexpr cpu::Int8Kernel kInt8Kernels[] = {cpu::Int8Kernel::Portable, cpu::Int8Kernel::Avx2,
+                                            cpu::Int8Kernel::Avx512Vnni};
+
 TEST(Int8Gemm, EqualsAnInt32ReferenceExactlyOnEveryShapeEdge) {
   manual_seed(11);
   // Rows not a multiple of 4, columns not of 16, depths not of 4; extreme values included.
@@ -165,9 +168,13 @@ TEST(Int8Gemm, EqualsAnInt32ReferenceExactlyOnEveryShapeEdge) {
     e.a_zero_point = 3;
     const Tensor expected = int32_reference(a, 3, w);
     EXPECT_TRUE(all_close(native::int8_gemm(a, packed, N, e, kInt32), expected, 0, 0));
-    Tensor portable = empty({M, N}, TensorOptions().dtype(kInt32));
-    cpu::int8_gemm_reference(a, packed, e, portable);
-    EXPECT_TRUE(all_close(portable, expected, 0, 0));
+    for (auto kernel : kInt8Kernels) {  // each kernel this CPU has, not only the fastest
+      if (!cpu::int8_kernel_available(kernel)) continue;
+      SCOPED_TRACE(cpu::int8_kernel_name(kernel));
+      Tensor out = empty({M, N}, TensorOptions().dtype(kInt32));
+      cpu::int8_gemm_with(kernel, a, packed, e, out);
+      EXPECT_TRUE(all_close(out, expected, 0, 0));
+    }
     // The float epilogue: s_a s_w[n] acc + bias[n].
     e.a_scale = 0.02;
     e.w_scale = rand({N}) + 0.01;
@@ -175,6 +182,50 @@ TEST(Int8Gemm, EqualsAnInt32ReferenceExactlyOnEveryShapeEdge) {
     const Tensor y = native::int8_gemm(a, packed, N, e, kFloat32);
     EXPECT_TRUE(all_close(y, expected.to(kFloat32) * (e.w_scale * 0.02f) + e.bias, 1e-5, 1e-5));
   }
+}
+
+TEST(Int8Gemm, EveryKernelRequantizesAlikeAndVnniIsExactOnEightBitActivations) {
+  manual_seed(12);
+  const int64_t M = 13, N = 40, K = 77;
+  Tensor a = randint(0, 128, {M, K}).to(kUInt8);
+  const Tensor w = randint(-128, 128, {N, K}).to(kInt8);
+  const Tensor packed = native::int8_pack_weight(w);
+  Int8Epilogue e;  // the static chain's epilogue: requantized to uint8, fused ReLU, 7 bits out
+  e.a_zero_point = 60;
+  e.a_scale = 0.05;
+  e.w_scale = rand({N}) * 0.01 + 0.001;
+  e.bias = randn({N});
+  e.out_scale = 0.3;
+  e.out_zero_point = 20;
+  e.out_quant_max = 127;
+  e.relu = true;
+  Tensor portable = empty({M, N}, TensorOptions().dtype(kUInt8));
+  cpu::int8_gemm_with(cpu::Int8Kernel::Portable, a, packed, e, portable);
+  EXPECT_GT(portable.to(kInt32).amax().item<int32_t>(), 100);  // the range is used, not all clamped
+  for (auto kernel : kInt8Kernels) {
+    if (!cpu::int8_kernel_available(kernel)) continue;
+    SCOPED_TRACE(cpu::int8_kernel_name(kernel));
+    Tensor out = empty({M, N}, TensorOptions().dtype(kUInt8));
+    cpu::int8_gemm_with(kernel, a, packed, e, out);
+    EXPECT_TRUE(all_close(out.to(kInt32), portable.to(kInt32), 0, 0));
+  }
+  // Full 8-bit activations: vpmaddubsw's int16 pair sum saturates (255 * 127 * 2 > 32767), as
+  // fbgemm's does; vpdpbusd has no int16 step, so the VNNI kernel stays exact.
+  if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx512Vnni)) {
+    NoGradGuard g;
+    a = randint(0, 256, {M, K}).to(kUInt8);
+    a.select(0, 0).fill_(255);
+    Tensor w_max = w.clone();
+    w_max.select(0, 0).fill_(127);
+    Int8Epilogue raw;
+    raw.a_zero_point = 0;
+    Tensor out = empty({M, N}, TensorOptions().dtype(kInt32));
+    cpu::int8_gemm_with(cpu::Int8Kernel::Avx512Vnni, a, native::int8_pack_weight(w_max), raw, out);
+    EXPECT_TRUE(all_close(out, int32_reference(a, 0, w_max), 0, 0));
+    EXPECT_EQ(out.select(0, 0).select(0, 0).item<int32_t>(), 255 * 127 * K);
+  }
+  EXPECT_ERROR_CONTAINS(cpu::int8_gemm_with(static_cast<cpu::Int8Kernel>(7), a, packed, e, portable),
+                        "not available on this CPU");
 }
 
 TEST(DynamicQuantizedLinear, MatchesPyTorchWithinItsRounding) {

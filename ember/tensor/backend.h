@@ -88,7 +88,8 @@ struct QuantParams {
 // a [M, K] and an int8 weight w [N, K] that the back end packed once (int8_pack_weight: its own
 // layout, with each row's sum kept for the zero-point term). The int32 sum is exact as long as no
 // pair a[k] w[n, k] + a[k+1] w[n, k+1] leaves int16, which holds for activations in [0, 127]
-// (PyTorch's reduce_range) with any int8 weight; wider activations may saturate, as fbgemm's do.
+// (PyTorch's reduce_range) with any int8 weight; wider activations may saturate, as fbgemm's do
+// (the CPU's AVX2 kernel; its AVX-512 VNNI kernel and cuBLASLt never saturate).
 // The epilogue turns the int32 sum into the output: int32 as is; float32 as
 // acc * a_scale * w_scale[n] + bias[n]; uint8 requantized to (out_scale, out_zero_point). `relu`
 // clamps at zero before any rounding (a fused Linear + ReLU).

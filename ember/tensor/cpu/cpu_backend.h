@@ -28,7 +28,13 @@ class CpuBackend : public Backend {
                    const Int8Epilogue& e, const Tensor& out) override;
 };
 
-// The portable int8 GEMM, on any build: the oracle the tests hold the AVX2 kernel to.
-void int8_gemm_reference(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
+// The CPU's int8 GEMM kernels (Note [Int8 GEMM]): the portable loop (the oracle, and for other
+// CPUs), AVX2's vpmaddubsw, AVX-512 VNNI's vpdpbusd. int8_gemm runs the fastest one this CPU has;
+// int8_gemm_with runs a given one, so that the tests can hold each to the others.
+enum class Int8Kernel { Portable, Avx2, Avx512Vnni };
+const char* int8_kernel_name(Int8Kernel k);
+bool int8_kernel_available(Int8Kernel k);  // built in, and supported by this CPU
+Int8Kernel int8_gemm_kernel();
+void int8_gemm_with(Int8Kernel k, const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
 
 }  // namespace ember::cpu
