@@ -224,56 +224,45 @@ void panel_avx2(const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int6
   }
 }
 
-// The VNNI kernel reads the activation in tiles of kVnniRows rows, each group of 4 bytes of the
-// tile's rows side by side ([tile][group][row] as int32, zero-padded past M and K): every
-// broadcast then comes from one pointer at a constant offset (eight or twelve row pointers do not
-// fit beside the others in x86's sixteen general registers, and GCC spilled them).
-constexpr int kVnniRows = 8;
-
-struct ActivationTiles {
-  std::vector<int32_t> data;
-  int64_t groups = 0;
-  ActivationTiles(const uint8_t* a, int64_t lda, int64_t M, int64_t K, int64_t k_padded) : groups(k_padded / kGroup) {
-    const int64_t tiles = (M + kVnniRows - 1) / kVnniRows;
-    data.assign(static_cast<size_t>(tiles * groups * kVnniRows), 0);
-    parallel_for(0, tiles, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, K)), [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t r = 0; r < kVnniRows && t * kVnniRows + r < M; ++r) {
-          const uint8_t* row = a + (t * kVnniRows + r) * lda;
-          int32_t* dst = tile(t) + r;
-          for (int64_t g = 0; g < groups; ++g) dst[g * kVnniRows] = load_group(row, g * kGroup, K);
-        }
-    });
-  }
-  int32_t* tile(int64_t t) { return data.data() + t * groups * kVnniRows; }
-  const int32_t* tile(int64_t t) const { return data.data() + t * groups * kVnniRows; }
-};
+constexpr int kVnniRows = 6;  // rows per VNNI tile (see panel_vnni)
 
 // ROWS x (16 PANELS) outputs with AVX-512 VNNI: per group of 4 k, each panel's 64 bytes in one
 // register, each row's 4 activation bytes broadcast to 16 lanes, one vpdpbusd per row and panel.
-// Two panels at once: 8 x 2 accumulators cost 2 + 8 loads per 16 vpdpbusd, where 12 x 1 costs
-// 1 + 12 per 12 — the loads, not the multiplies, bound this loop (390 against 305 GMAC/s per core
-// with everything in L1). (Compiled for AVX-512 here only; called only when the CPU has it.)
+// Two panels at once: 6 x 2 accumulators cost 2 + 6 loads per 12 vpdpbusd, where 12 x 1 costs
+// 1 + 12 per 12 — the loads, not the multiplies, bound this loop (380 against 305 GMAC/s per core
+// with everything in L1) —, and six row pointers still fit in the general registers (eight or
+// twelve spilled; packing the rows into one tile instead cost a pass over a convolution's large
+// im2col matrix). (Compiled for AVX-512 here only; called only when the CPU has it.)
 #define EMBER_VNNI_TARGET __attribute__((target("avx512f,avx512vnni")))
 template <int ROWS, int PANELS>
-EMBER_VNNI_TARGET void panel_vnni(const int32_t* tile, int64_t groups, int64_t m0, const Packed& w, int64_t p,
+EMBER_VNNI_TARGET void panel_vnni(const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int64_t p,
                                   const Epilogue& e, const PanelEpilogue* pe) {
   const int8_t* panel[PANELS];
+  const uint8_t* rows[ROWS];
   __m512i acc[ROWS][PANELS];
 #pragma GCC unroll 2
   for (int c = 0; c < PANELS; ++c) panel[c] = w.panel(p + c);
 #pragma GCC unroll 8
-  for (int r = 0; r < ROWS; ++r)
+  for (int r = 0; r < ROWS; ++r) {
+    rows[r] = a + (m0 + r) * lda;
 #pragma GCC unroll 2
     for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_setzero_si512();
+  }
+  // (One loop for every group, the last, partial one included: a second loop for it after this
+  // one made GCC copy all twelve accumulators between registers on every iteration.)
+  const int64_t full_groups = w.k / kGroup, groups = w.k_padded / kGroup;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i wv[PANELS];
 #pragma GCC unroll 2
     for (int c = 0; c < PANELS; ++c) wv[c] = _mm512_loadu_si512(panel[c] + g * kPanel * kGroup);
-    const int32_t* at = tile + g * kVnniRows;
 #pragma GCC unroll 8
     for (int r = 0; r < ROWS; ++r) {
-      const __m512i b = _mm512_set1_epi32(at[r]);
+      int32_t group;
+      if (__builtin_expect(g < full_groups, 1))
+        std::memcpy(&group, rows[r] + g * kGroup, sizeof(group));  // (folds into vpbroadcastd's load)
+      else
+        group = load_group(rows[r], g * kGroup, w.k);
+      const __m512i b = _mm512_set1_epi32(group);
 #pragma GCC unroll 2
       for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], b, wv[c]);
     }
@@ -297,27 +286,27 @@ EMBER_VNNI_TARGET void panel_vnni(const int32_t* tile, int64_t groups, int64_t m
   }
 }
 
-// The first `rows` rows (<= ROWS) of one tile against PANELS panels from p.
+// Rows m0 .. m0 + rows (rows <= ROWS) against PANELS panels from p.
 template <int ROWS, int PANELS>
-EMBER_VNNI_TARGET void rows_vnni(int64_t rows, const int32_t* tile, int64_t groups, int64_t m0, const Packed& w,
-                                 int64_t p, const Epilogue& e, const PanelEpilogue* pe) {
+EMBER_VNNI_TARGET void rows_vnni(int64_t rows, const uint8_t* a, int64_t lda, int64_t m0, const Packed& w, int64_t p,
+                                 const Epilogue& e, const PanelEpilogue* pe) {
   if constexpr (ROWS > 1) {
-    if (rows < ROWS) return rows_vnni<ROWS - 1, PANELS>(rows, tile, groups, m0, w, p, e, pe);
+    if (rows < ROWS) return rows_vnni<ROWS - 1, PANELS>(rows, a, lda, m0, w, p, e, pe);
   }
-  panel_vnni<ROWS, PANELS>(tile, groups, m0, w, p, e, pe);
+  panel_vnni<ROWS, PANELS>(a, lda, m0, w, p, e, pe);
 }
 
-// All rows against panels p (and p + 1 when two).
-void panels_vnni(const ActivationTiles& tiles, int64_t M, const Packed& w, int64_t p, int64_t count,
+// All rows against panels p (and p + 1 when count is 2).
+void panels_vnni(const uint8_t* a, int64_t lda, int64_t M, const Packed& w, int64_t p, int64_t count,
                  const Epilogue& e) {
   const PanelEpilogue pe[2] = {PanelEpilogue(e, p * kPanel, std::min(kPanel, w.n - p * kPanel)),
                                PanelEpilogue(e, (p + 1) * kPanel, std::min(kPanel, w.n - (p + 1) * kPanel))};
   for (int64_t m = 0; m < M; m += kVnniRows) {
     const int64_t rows = std::min<int64_t>(kVnniRows, M - m);
     if (count == 2)
-      rows_vnni<kVnniRows, 2>(rows, tiles.tile(m / kVnniRows), tiles.groups, m, w, p, e, pe);
+      rows_vnni<kVnniRows, 2>(rows, a, lda, m, w, p, e, pe);
     else
-      rows_vnni<kVnniRows, 1>(rows, tiles.tile(m / kVnniRows), tiles.groups, m, w, p, e, pe);
+      rows_vnni<kVnniRows, 1>(rows, a, lda, m, w, p, e, pe);
   }
 }
 #endif
@@ -421,9 +410,8 @@ void int8_gemm_with(Int8Kernel kernel, const Tensor& a, const Tensor& w_packed, 
   const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, M * kPanel * w.k));
   if (kernel == Int8Kernel::Avx512Vnni) {
 #ifdef EMBER_INT8_AVX2
-    const ActivationTiles tiles(a_data, lda, M, w.k, w.k_padded);
     parallel_for(0, (panels + 1) / 2, (grain + 1) / 2, [&](int64_t q0, int64_t q1) {  // pairs of panels
-      for (int64_t q = q0; q < q1; ++q) panels_vnni(tiles, M, w, 2 * q, std::min<int64_t>(2, panels - 2 * q), e);
+      for (int64_t q = q0; q < q1; ++q) panels_vnni(a_data, lda, M, w, 2 * q, std::min<int64_t>(2, panels - 2 * q), e);
     });
 #endif
     return;
