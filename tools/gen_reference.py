@@ -222,6 +222,7 @@ def main():
     write("ops.bin")
     entries.clear()
     grad_cases()
+    double_backward_cases()
     write("grads.bin")
     import gen_reference_nn  # layers, optimizers, schedulers, checkpoints: tests/reference/nn.bin
     gen_reference_nn.main()
@@ -290,6 +291,35 @@ def grad_cases():
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)
+
+
+def double_backward_cases():
+    """create_graph: a WGAN-GP gradient penalty through a small critic, and a Hessian-vector
+    product, with the gradients PyTorch takes through its own backward."""
+    torch.manual_seed(98)
+    d = torch.float64
+    x, w1, b1, w2, b2 = r(5, 4, dtype=d), r(6, 4, dtype=d), r(6, dtype=d), r(1, 6, dtype=d), r(1, dtype=d)
+    params = [t.clone().requires_grad_(True) for t in (w1, b1, w2, b2)]
+    xs = x.clone().requires_grad_(True)
+    critic = F.linear(torch.tanh(F.linear(xs, params[0], params[1])), params[2], params[3])
+    (gx,) = torch.autograd.grad(critic.sum(), xs, create_graph=True)
+    penalty = ((gx.norm(2, dim=1) - 1) ** 2).mean()
+    penalty.backward()
+    for name, t in zip(["x", "w1", "b1", "w2", "b2"], [x, w1, b1, w2, b2]):
+        put(f"double.gp.{name}", t)
+    put("double.gp.gx", gx)
+    put("double.gp.penalty", penalty)
+    for name, p in zip(["w1", "b1", "w2", "b2"], params):
+        put(f"double.gp.grad_{name}", p.grad if p.grad is not None else torch.zeros_like(p))  # b2: unused
+    # Hessian-vector product of f(x) = sum(softmax(x a) * log_softmax(x a)) + sum(sigmoid(x)^3)
+    x, a, v = r(3, 4, dtype=d), r(4, 5, dtype=d), r(3, 4, dtype=d)
+    xs = x.clone().requires_grad_(True)
+    y = xs @ a
+    f = (torch.softmax(y, 1) * torch.log_softmax(y, 1)).sum() + (torch.sigmoid(xs) ** 3).sum()
+    (g,) = torch.autograd.grad(f, xs, create_graph=True)
+    (hv,) = torch.autograd.grad((g * v).sum(), xs)
+    for name, t in zip(["x", "a", "v", "g", "hv"], [x, a, v, g, hv]):
+        put(f"double.hvp.{name}", t)
 
 
 def write(filename):

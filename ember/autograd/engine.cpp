@@ -1,7 +1,7 @@
 // The backward pass. Note [Engine order]: nodes run in reverse recording order (a max-heap
 // on sequence number) and only once every node that feeds them has run, so each node sees
-// the full sum of its output gradients. Everything runs on the calling thread with grad
-// mode off (ember does not build graphs of the backward pass).
+// the full sum of its output gradients. Everything runs on the calling thread, with grad mode
+// off unless create_graph asks for a graph of the backward itself (Note [Double backward]).
 #include "ember/autograd/engine.h"
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "ember/autograd/autocast.h"
+#include "ember/autograd/functions.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/meta.h"
 #include "ember/autograd/profiler.h"
@@ -29,12 +30,32 @@ struct Task {
 };
 
 thread_local Task* current_task = nullptr;  // the backward running on this thread (innermost)
+thread_local std::shared_ptr<Node> current_node;  // the node whose apply() runs now
+
+// What a node whose formula is not differentiable returns in a create_graph backward: its
+// gradients, with a producer that refuses to be differentiated (PyTorch's DelayedError).
+void mark_not_differentiable(const Node& node, std::vector<Tensor>& grads) {
+  for (Tensor& g : grads) {
+    if (!g.defined() || !g.is_floating_point()) continue;
+    g = g.detach();
+    const std::string name = node.name();
+    record(std::make_shared<FunctionNode>(name + "Backward",
+                                          [name](std::vector<Tensor>&) -> std::vector<Tensor> {
+                                            throw Error(detail::concat(
+                                                "backward: the gradient formula of ", name,
+                                                " is not differentiable in ember yet, so a gradient computed with "
+                                                "create_graph=true through ",
+                                                name, " cannot be differentiated again (Note [Double backward])"));
+                                          }),
+           {}, {&g});
+  }
+}
 
 void add_into(std::vector<Tensor>& buffer, size_t slot, Tensor g) {
   if (!buffer[slot].defined())
     buffer[slot] = std::move(g);
-  else
-    buffer[slot] = native::add(buffer[slot], g);  // out of place: the first may be shared
+  else  // out of place: the first may be shared; recorded in a create_graph backward
+    buffer[slot] = GradMode::is_enabled() ? ember::add(buffer[slot], g) : native::add(buffer[slot], g);
 }
 
 void check_finite(const Node& node, const std::vector<Tensor>& grads) {
@@ -47,17 +68,19 @@ void check_finite(const Node& node, const std::vector<Tensor>& grads) {
   }
 }
 
-void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph);
+void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+               bool create_graph);
 
 // The graph, then the callbacks it queued (which may queue more), with `task` as this thread's
 // current backward throughout.
-void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph) {
+void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+         bool create_graph) {
   struct Current {
     Task* previous;
     explicit Current(Task* t) : previous(current_task) { current_task = t; }
     ~Current() { current_task = previous; }
   } current(&task);
-  run_graph(task, roots, std::move(root_grads), retain_graph);
+  run_graph(task, roots, std::move(root_grads), retain_graph, create_graph);
   NoGradGuard no_grad;
   for (size_t i = 0; i < task.callbacks.size(); ++i) {
     auto callback = std::move(task.callbacks[i]);  // the vector may grow while it runs
@@ -65,8 +88,13 @@ void run(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_gr
   }
 }
 
-void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph) {
-  NoGradGuard no_grad;
+void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> root_grads, bool retain_graph,
+               bool create_graph) {
+  struct Mode {  // grad mode for the whole run: on only to build a graph of the backward
+    bool previous = GradMode::is_enabled();
+    explicit Mode(bool on) { GradMode::set_enabled(on); }
+    ~Mode() { GradMode::set_enabled(previous); }
+  } mode(create_graph);
   autocast::SuspendGuard no_autocast;  // each backward op keeps its forward's dtype (Note [Autocast])
   // Count, for every node reachable from the roots, how many edges lead into it.
   std::vector<Node*> stack;
@@ -132,7 +160,20 @@ void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> r
       // One event per node in a profile (Note [Profiler]); nothing otherwise.
       std::optional<profiler::RecordFunction> record;
       if (profiler::is_profiling()) record.emplace(node->name(), profiler::Event::Kind::Backward);
-      input_grads = node->apply(std::move(grads));
+      struct Running {  // what SavedTensor::unpack ties a saved output to
+        std::shared_ptr<Node> previous = std::move(current_node);
+        explicit Running(std::shared_ptr<Node> n) { current_node = std::move(n); }
+        ~Running() { current_node = std::move(previous); }
+      } running(node->shared_from_this());
+      if (create_graph && !node->differentiable_backward() && !node->is_accumulator()) {
+        {
+          NoGradGuard no_grad;
+          input_grads = node->apply(std::move(grads));
+        }
+        mark_not_differentiable(*node, input_grads);
+      } else {
+        input_grads = node->apply(std::move(grads));
+      }
     }
     if (AnomalyMode::is_enabled()) check_finite(*node, input_grads);
     if (!retain_graph && !node->is_accumulator()) {
@@ -181,15 +222,19 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& roots, std::vector<Tenso
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph) {
+std::shared_ptr<Node> running_node() { return current_node; }
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+              std::optional<bool> retain_graph, bool create_graph) {
   std::vector<Tensor> grads = grad_roots;
   const std::vector<Edge> edges = root_edges(roots, grads, "backward");
   Task task;
-  run(task, edges, std::move(grads), retain_graph);
+  run(task, edges, std::move(grads), retain_graph.value_or(create_graph), create_graph);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
   std::vector<Tensor> grads = grad_outputs;
   const std::vector<Edge> edges = root_edges(outputs, grads, "grad");
   Task task;
@@ -203,7 +248,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     keep.push_back(e.fn);
     task.captures[{e.fn.get(), e.input_nr}] = i;
   }
-  run(task, edges, std::move(grads), retain_graph);
+  run(task, edges, std::move(grads), retain_graph.value_or(create_graph), create_graph);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EMBER_CHECK(allow_unused || task.captured[i].defined(), "grad: input ", i,
+                " was not used in the graph of the outputs (pass allow_unused=true to get an undefined gradient "
+                "for it instead)");
   return task.captured;
 }
 

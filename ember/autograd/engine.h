@@ -1,6 +1,7 @@
 #pragma once
 // Running the tape backwards.
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "ember/tensor/tensor.h"
@@ -8,13 +9,18 @@
 namespace ember::autograd {
 
 // Backpropagates from `roots` (seeded with `grad_roots`; an undefined seed means ones for a
-// one-element root) and accumulates into the .grad of every leaf reached.
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
+// one-element root) and accumulates into the .grad of every leaf reached. With create_graph
+// the backward is itself recorded (Note [Double backward]), so the gradients can be
+// differentiated again; retain_graph defaults to create_graph, as in PyTorch.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
 // The gradients of `outputs` w.r.t. `inputs`, returned instead of accumulated into .grad
-// (torch.autograd.grad). An input the outputs do not depend on gets an undefined tensor.
+// (torch.autograd.grad, LibTorch's parameter order). An input the outputs do not depend on is
+// an error unless allow_unused, which gives it an undefined tensor.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false);
+                         const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
 
 // Runs `callback` when the backward now running on this thread has gone through its whole graph,
 // before backward() returns (PyTorch's Variable._execution_engine.queue_callback): what a

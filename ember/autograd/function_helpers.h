@@ -15,10 +15,18 @@ auto forward(F&& f) {
   return f();
 }
 
+// `differentiable`: the formula uses only public (recorded) ops on the gradients and on what
+// it saved, so it may run in a create_graph backward (Note [Double backward]).
 inline void record_fn(const char* name, std::initializer_list<const Tensor*> inputs,
-                      std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward) {
-  record(std::make_shared<FunctionNode>(name, std::move(backward)), inputs, outputs);
+                      std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward,
+                      bool differentiable = false) {
+  record(std::make_shared<FunctionNode>(name, std::move(backward), differentiable), inputs, outputs);
 }
+constexpr bool kDifferentiable = true;
+
+// Whether a create_graph backward is running (grad mode is on only there): formulas that use a
+// fused native kernel in an ordinary backward call the public ops instead then.
+inline bool building_graph() { return GradMode::is_enabled(); }
 
 // A gradient fitted to an input: broadcast dims summed away, cast to the input's dtype.
 inline Tensor fit(const Tensor& g, const Shape& sizes, DType dtype) {
@@ -39,7 +47,9 @@ struct Like {
 
 namespace ember {
 // The functions_*.cpp files define ember's public ops with these helpers.
+using autograd::building_graph;
 using autograd::fit;
+using autograd::kDifferentiable;
 using autograd::forward;
 using autograd::Like;
 using autograd::needs_grad;

@@ -11,6 +11,7 @@ Tensor sum_to(const Tensor& g, const Shape& sizes) {
   Shape dims;
   for (int64_t i = 0; i < g.dim(); ++i)
     if (i < lead || (sizes[i - lead] == 1 && g.size(i) != 1)) dims.push_back(i);
+  if (building_graph()) return ember::reshape(dims.empty() ? g : ember::sum(g, dims, true), sizes);
   const Tensor r = dims.empty() ? g : native::sum(g, dims, true);
   return native::reshape(r, sizes);
 }
@@ -20,7 +21,7 @@ Tensor autograd::add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (needs_grad(a, b))
     record_fn("AddBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), fit(d[0] * alpha, lb.sizes, lb.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 
@@ -29,7 +30,7 @@ Tensor autograd::sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   if (needs_grad(a, b))
     record_fn("SubBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), fit(d[0] * (-alpha.to_double()), lb.sizes, lb.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 
@@ -43,7 +44,7 @@ Tensor autograd::mul(const Tensor& a, const Tensor& b) {
                 const Tensor x = sa.unpack("mul"), y = sb.unpack("mul");
                 return std::vector<Tensor>{y.defined() ? fit(d[0] * y, la.sizes, la.dtype) : Tensor(),
                                            x.defined() ? fit(d[0] * x, lb.sizes, lb.dtype) : Tensor()};
-              });
+              }, kDifferentiable);
   return out;
 }
 
@@ -55,7 +56,7 @@ Tensor autograd::div(const Tensor& a, const Tensor& b) {
                 const Tensor bb = sb.unpack("div");
                 return std::vector<Tensor>{fit(d[0] / bb, la.sizes, la.dtype),
                                            fit(-d[0] * sa.unpack("div") / (bb * bb), lb.sizes, lb.dtype)};
-              });
+              }, kDifferentiable);
   return out;
 }
 
@@ -64,13 +65,13 @@ Tensor autograd::pow(const Tensor& a, const Tensor& b) {
   if (needs_grad(a, b))
     record_fn("PowBackward", {&a, &b}, {&out},
               [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b),
-               so = SavedTensor(out)](std::vector<Tensor>& d) {
+               so = SavedTensor::output(out)](std::vector<Tensor>& d) {
                 const Tensor x = sa.unpack("pow"), e = sb.unpack("pow"), y = so.unpack("pow");
                 const Tensor ga = d[0] * e * ember::pow(x, e - 1.0);
                 // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
                 const Tensor gb = ember::where(logical_and(x == 0.0, e >= 0.0), 0.0, d[0] * y * ember::log(x));
                 return std::vector<Tensor>{fit(ga, la.sizes, la.dtype), fit(gb, lb.sizes, lb.dtype)};
-              });
+              }, kDifferentiable);
   return out;
 }
 
@@ -87,7 +88,7 @@ Tensor extreme_of_two(const char* name, Tensor (*native_fn)(const Tensor&, const
           const Tensor x = sa.unpack(name), y = sb.unpack(name);
           const Tensor wa = native::add(wins(x, y).to(d[0].dtype()), (x == y).to(d[0].dtype()) * 0.5);
           return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
-        });
+        }, kDifferentiable);
   return out;
 }
 }  // namespace
@@ -104,7 +105,7 @@ Tensor autograd::add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a))
     record_fn("AddBackward", {&a}, {&out},
-              [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; });
+              [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; }, kDifferentiable);
   return out;
 }
 Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
@@ -115,7 +116,7 @@ Tensor autograd::mul(const Tensor& a, const Scalar& b) {
   if (needs_grad(a))
     record_fn("MulBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(d[0] * b, la.sizes, la.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 Tensor autograd::div(const Tensor& a, const Scalar& b) {
@@ -123,7 +124,7 @@ Tensor autograd::div(const Tensor& a, const Scalar& b) {
   if (needs_grad(a))
     record_fn("DivBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(d[0] / b, la.sizes, la.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 Tensor autograd::pow(const Tensor& a, const Scalar& e) {
@@ -133,15 +134,15 @@ Tensor autograd::pow(const Tensor& a, const Scalar& e) {
       const double ev = e.to_double();
       if (ev == 0) return std::vector<Tensor>{la.zeros()};
       return std::vector<Tensor>{fit(d[0] * ev * ember::pow(sa.unpack("pow"), ev - 1.0), la.sizes, la.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 Tensor autograd::pow(const Scalar& s, const Tensor& b) {
   Tensor out = forward([&] { return native::pow(s, b); });
   if (needs_grad(b))
-    record_fn("PowBackward", {&b}, {&out}, [lb = Like(b), so = SavedTensor(out), s](std::vector<Tensor>& d) {
+    record_fn("PowBackward", {&b}, {&out}, [lb = Like(b), so = SavedTensor::output(out), s](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(d[0] * so.unpack("pow") * std::log(s.to_double()), lb.sizes, lb.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 
@@ -153,7 +154,7 @@ Tensor autograd::where(const Tensor& c, const Tensor& a, const Tensor& b) {
                 const Tensor cond = sc.unpack("where");
                 return std::vector<Tensor>{fit(ember::where(cond, d[0], 0.0), la.sizes, la.dtype),
                                            fit(ember::where(cond, 0.0, d[0]), lb.sizes, lb.dtype)};
-              });
+              }, kDifferentiable);
   return out;
 }
 Tensor autograd::where(const Tensor& c, const Tensor& a, const Scalar& b) {
@@ -168,7 +169,7 @@ Tensor autograd::masked_fill(const Tensor& x, const Tensor& mask, const Scalar& 
   if (needs_grad(x))
     record_fn("MaskedFillBackward", {&x}, {&out}, [lx = Like(x), sm = SavedTensor(mask)](std::vector<Tensor>& d) {
       return std::vector<Tensor>{fit(ember::where(sm.unpack("masked_fill"), 0.0, d[0]), lx.sizes, lx.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 
@@ -181,7 +182,7 @@ Tensor autograd::clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<
       if (lo) keep = logical_and(keep, v >= *lo);
       if (hi) keep = logical_and(keep, v <= *hi);
       return std::vector<Tensor>{fit(ember::where(keep, d[0], 0.0), lx.sizes, lx.dtype)};
-    });
+    }, kDifferentiable);
   return out;
 }
 
@@ -195,9 +196,9 @@ Tensor unary(const char* name, Tensor (*native_fn)(const Tensor&), const Tensor&
   if (needs_grad(x) && out.is_floating_point())
     record_fn(name, {&x}, {&out},
               [name, backward, lx = Like(x), sx = (saves & kInput) ? SavedTensor(x) : SavedTensor(),
-               so = (saves & kOutput) ? SavedTensor(out) : SavedTensor()](std::vector<Tensor>& d) {
+               so = (saves & kOutput) ? SavedTensor::output(out) : SavedTensor()](std::vector<Tensor>& d) {
                 return std::vector<Tensor>{fit(backward(d[0], sx.unpack(name), so.unpack(name)), lx.sizes, lx.dtype)};
-              });
+              }, kDifferentiable);
   return out;
 }
 
@@ -221,7 +222,9 @@ Tensor autograd::square(const Tensor& x) {
 }
 Tensor autograd::relu(const Tensor& x) {
   return unary("ReluBackward", native::relu, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::relu_backward(d, y); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) {
+                 return building_graph() ? ember::where(y > 0.0, d, 0.0) : native::relu_backward(d, y);
+               });
 }
 Tensor autograd::exp(const Tensor& x) {
   return unary("ExpBackward", native::exp, x, kOutput,
@@ -253,11 +256,15 @@ Tensor autograd::cos(const Tensor& x) {
 }
 Tensor autograd::tanh(const Tensor& x) {
   return unary("TanhBackward", native::tanh, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::tanh_backward(d, y); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) {
+                 return building_graph() ? d * (1.0 - y * y) : native::tanh_backward(d, y);
+               });
 }
 Tensor autograd::sigmoid(const Tensor& x) {
   return unary("SigmoidBackward", native::sigmoid, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) { return native::sigmoid_backward(d, y); });
+               [](const Tensor& d, const Tensor&, const Tensor& y) {
+                 return building_graph() ? d * y * (1.0 - y) : native::sigmoid_backward(d, y);
+               });
 }
 Tensor autograd::silu(const Tensor& x) {
   return unary("SiluBackward", native::silu, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
@@ -305,7 +312,7 @@ Tensor autograd::softplus(const Tensor& x, const Scalar& beta, const Scalar& thr
                 const Tensor bx = sx.unpack("softplus") * beta;
                 const Tensor g = ember::where(bx > threshold, d[0], d[0] * ember::sigmoid(bx));
                 return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
-              });
+              }, kDifferentiable);
   return out;
 }
 

@@ -2,6 +2,11 @@
 #include "ember/autograd/function_helpers.h"
 
 namespace ember {
+namespace {
+// The formulas' products: recorded in a create_graph backward (Note [Double backward]).
+Tensor mm_of(const Tensor& a, const Tensor& b) { return building_graph() ? ember::mm(a, b) : native::mm(a, b); }
+Tensor bmm_of(const Tensor& a, const Tensor& b) { return building_graph() ? ember::bmm(a, b) : native::bmm(a, b); }
+}  // namespace
 
 Tensor autograd::mm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mm(a, b); });
@@ -10,9 +15,9 @@ Tensor autograd::mm(const Tensor& a, const Tensor& b) {
               [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
                sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
                 const Tensor x = sa.unpack("mm"), y = sb.unpack("mm");
-                return std::vector<Tensor>{y.defined() ? native::mm(d[0], y.t()) : Tensor(),
-                                           x.defined() ? native::mm(x.t(), d[0]) : Tensor()};
-              });
+                return std::vector<Tensor>{y.defined() ? mm_of(d[0], y.t()) : Tensor(),
+                                           x.defined() ? mm_of(x.t(), d[0]) : Tensor()};
+              }, kDifferentiable);
   return out;
 }
 
@@ -20,9 +25,9 @@ Tensor autograd::bmm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::bmm(a, b); });
   if (needs_grad(a, b))
     record_fn("BmmBackward", {&a, &b}, {&out}, [sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::bmm(d[0], sb.unpack("bmm").transpose(1, 2)),
-                                 native::bmm(sa.unpack("bmm").transpose(1, 2), d[0])};
-    });
+      return std::vector<Tensor>{bmm_of(d[0], sb.unpack("bmm").transpose(1, 2)),
+                                 bmm_of(sa.unpack("bmm").transpose(1, 2), d[0])};
+    }, kDifferentiable);
   return out;
 }
 
@@ -33,9 +38,9 @@ Tensor autograd::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, con
               [lc = Like(bias), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](std::vector<Tensor>& d) {
                 const double al = alpha.to_double();
                 return std::vector<Tensor>{fit(d[0] * beta, lc.sizes, lc.dtype),
-                                           native::mm(d[0], sb.unpack("addmm").t()) * al,
-                                           native::mm(sa.unpack("addmm").t(), d[0]) * al};
-              });
+                                           mm_of(d[0], sb.unpack("addmm").t()) * al,
+                                           mm_of(sa.unpack("addmm").t(), d[0]) * al};
+              }, kDifferentiable);
   return out;
 }
 
@@ -50,10 +55,11 @@ Tensor autograd::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
                has_bias = bias.defined()](std::vector<Tensor>& d) {
                 const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
                 const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
-                return std::vector<Tensor>{w.defined() ? native::mm(d2, w).reshape(lx.sizes) : Tensor(),
-                                           xs.defined() ? native::mm(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
-                                           has_bias ? native::sum(d2, {0}) : Tensor()};
-              });
+                return std::vector<Tensor>{w.defined() ? mm_of(d2, w).reshape(lx.sizes) : Tensor(),
+                                           xs.defined() ? mm_of(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
+                                           has_bias ? (building_graph() ? ember::sum(d2, {0}) : native::sum(d2, {0}))
+                                                    : Tensor()};
+              }, kDifferentiable);
   return out;
 }
 

@@ -22,7 +22,7 @@ Tensor autograd::sum(const Tensor& x, const Shape& dims, bool keepdim, std::opti
     record_fn("SumBackward", {&x}, {&out},
               [lx = Like(x), mask = ops::reduction_mask(x, dims, "sum"), keepdim](std::vector<Tensor>& d) {
                 return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim).to(lx.dtype).contiguous()};
-              });
+              }, kDifferentiable);
   return out;
 }
 
@@ -35,7 +35,7 @@ Tensor autograd::mean(const Tensor& x, const Shape& dims, bool keepdim) {
       if (mask[i]) count *= x.size(i);
     record_fn("MeanBackward", {&x}, {&out}, [lx = Like(x), mask, keepdim, count](std::vector<Tensor>& d) {
       return std::vector<Tensor>{(unreduce(d[0], lx.sizes, mask, keepdim) / static_cast<double>(count)).to(lx.dtype)};
-    });
+    }, kDifferentiable);
   }
   return out;
 }
@@ -67,13 +67,13 @@ Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
   Tensor out = forward([&] { return is_max ? native::amax(x, dims, keepdim) : native::amin(x, dims, keepdim); });
   if (needs_grad(x))
     record_fn(is_max ? "AmaxBackward" : "AminBackward", {&x}, {&out},
-              [lx = Like(x), sx = SavedTensor(x), so = SavedTensor(out), dims, keepdim,
+              [lx = Like(x), sx = SavedTensor(x), so = SavedTensor::output(out), dims, keepdim,
                mask = ops::reduction_mask(x, dims, "amax")](std::vector<Tensor>& d) {
                 const Tensor v = sx.unpack("amax");
                 const Tensor hit = (v == unreduce(so.unpack("amax"), lx.sizes, mask, keepdim)).to(v.dtype());
                 const Tensor count = unreduce(native::sum(hit, dims, true), lx.sizes, mask, true);
                 return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * hit / count};
-              });
+              }, kDifferentiable);
   return out;
 }
 

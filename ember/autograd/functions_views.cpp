@@ -11,7 +11,7 @@ namespace {
 Tensor reshaping(const char* name, const Tensor& self, Tensor out) {
   if (needs_grad(self))
     record_fn(name, {&self}, {&out},
-              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0].reshape(lx.sizes)}; });
+              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0].reshape(lx.sizes)}; }, kDifferentiable);
   return out;
 }
 
@@ -55,8 +55,9 @@ Tensor autograd::transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   Tensor out = forward([&] { return native::transpose(self, dim0, dim1); });
   if (needs_grad(self))
     record_fn("TransposeBackward", {&self}, {&out}, [dim0, dim1](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::transpose(d[0], dim0, dim1)};
-    });
+      return std::vector<Tensor>{building_graph() ? ember::transpose(d[0], dim0, dim1)
+                                                  : native::transpose(d[0], dim0, dim1)};
+    }, kDifferentiable);
   return out;
 }
 Tensor autograd::t(const Tensor& self) {
@@ -70,7 +71,10 @@ Tensor autograd::permute(const Tensor& self, const Shape& dims) {
     for (size_t i = 0; i < dims.size(); ++i)
       inverse[wrap_dim(dims[i], self.dim(), "permute")] = static_cast<int64_t>(i);
     record_fn("PermuteBackward", {&self}, {&out},
-              [inverse](std::vector<Tensor>& d) { return std::vector<Tensor>{native::permute(d[0], inverse)}; });
+              [inverse](std::vector<Tensor>& d) {
+                return std::vector<Tensor>{building_graph() ? ember::permute(d[0], inverse)
+                                                            : native::permute(d[0], inverse)};
+              }, kDifferentiable);
   }
   return out;
 }
@@ -78,8 +82,9 @@ Tensor autograd::movedim(const Tensor& self, int64_t source, int64_t destination
   Tensor out = forward([&] { return native::movedim(self, source, destination); });
   if (needs_grad(self))
     record_fn("MovedimBackward", {&self}, {&out}, [source, destination](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::movedim(d[0], destination, source)};
-    });
+      return std::vector<Tensor>{building_graph() ? ember::movedim(d[0], destination, source)
+                                                  : native::movedim(d[0], destination, source)};
+    }, kDifferentiable);
   return out;
 }
 
@@ -101,7 +106,7 @@ Tensor autograd::expand(const Tensor& self, const Shape& shape) {
   Tensor out = forward([&] { return native::expand(self, shape); });
   if (needs_grad(self))
     record_fn("ExpandBackward", {&self}, {&out},
-              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{sum_to(d[0], lx.sizes)}; });
+              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{sum_to(d[0], lx.sizes)}; }, kDifferentiable);
   return out;
 }
 
@@ -117,15 +122,16 @@ Tensor autograd::to(const Tensor& self, Device device, DType dtype, bool non_blo
   Tensor out = forward([&] { return native::to(self, device, dtype, non_blocking, copy); });
   if (needs_grad(self) && !out.is_same(self) && out.is_floating_point())
     record_fn("ToCopyBackward", {&self}, {&out}, [lx = Like(self)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{native::to(d[0], lx.device, lx.dtype, false, false)};
-    });
+      return std::vector<Tensor>{building_graph() ? ember::to(d[0], lx.device, lx.dtype, false, false)
+                                                  : native::to(d[0], lx.device, lx.dtype, false, false)};
+    }, kDifferentiable);
   return out;
 }
 
 Tensor autograd::clone(const Tensor& self) {
   Tensor out = forward([&] { return native::clone(self); });
   if (needs_grad(self))
-    record_fn("CloneBackward", {&self}, {&out}, [](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0]}; });
+    record_fn("CloneBackward", {&self}, {&out}, [](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0]}; }, kDifferentiable);
   return out;
 }
 

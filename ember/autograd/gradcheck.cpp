@@ -31,7 +31,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   const Tensor l = loss(leaves);
   std::vector<Tensor> wanted;
   for (const Tensor& leaf : leaves) wanted.push_back(leaf);
-  const std::vector<Tensor> analytic = grad({l}, wanted);
+  const std::vector<Tensor> analytic = grad({l}, wanted, {}, std::nullopt, false, /*allow_unused=*/true);
 
   NoGradGuard no_grad;
   for (size_t i = 0; i < leaves.size(); ++i) {
@@ -55,6 +55,33 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     }
   }
   return {};
+}
+
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& options) {
+  Tensor v;  // fixed weights for f's output, made on the first call
+  auto first_gradients = [&](const std::vector<Tensor>& x) {
+    // gradcheck calls this with grad mode on for the analytic gradient (which needs the graph
+    // of this backward) and off for its finite differences (which need only the values).
+    const bool create_graph = GradMode::is_enabled();
+    EnableGradGuard grad_on;
+    const Tensor out = f(x);
+    if (!v.defined()) {
+      NoGradGuard no_grad;
+      v = (ember::cos(arange(out.numel(), kFloat64) * 0.9 + 0.1) * 0.5 + 1.0).reshape(out.sizes());
+    }
+    const std::vector<Tensor> g =
+        grad({ember::sum(out * v)}, x, {}, std::nullopt, create_graph, /*allow_unused=*/true);
+    std::vector<Tensor> flat;
+    Tensor anchor = zeros({}, kFloat64);  // keeps the result on the tape when f is linear (zero curvature)
+    for (size_t i = 0; i < x.size(); ++i) {
+      flat.push_back((g[i].defined() ? g[i] : zeros_like(x[i])).reshape({-1}));
+      anchor = anchor + x[i].sum() * 0.0;
+    }
+    const Tensor r = ember::cat(flat) + anchor;
+    return create_graph ? r : r.detach();
+  };
+  return gradcheck(first_gradients, inputs, options);
 }
 
 }  // namespace ember::autograd

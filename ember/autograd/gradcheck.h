@@ -32,4 +32,11 @@ struct GradcheckResult {
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// gradgradcheck: second derivatives. gradcheck of x -> the gradients of sum(f(x) * v) w.r.t.
+// every input (fixed weights v), taken with create_graph, so that their own gradient comes from
+// a backward of the backward (Note [Double backward]). Throws the ember::Error of an op whose
+// backward formula is not differentiable.
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
 }  // namespace ember::autograd

@@ -1,6 +1,7 @@
 // Nodes, saved tensors, leaf accumulators and the recording of ops on the tape.
 #include <atomic>
 
+#include "ember/autograd/functions.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/meta.h"
 #include "ember/tensor/ops.h"
@@ -18,7 +19,17 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
 }
 
 SavedTensor::SavedTensor(const Tensor& t)
-    : tensor_(t.defined() ? t.detach() : t), version_(t.defined() ? t.version() : 0) {}
+    : tensor_(t.defined() ? t.detach() : t),
+      original_(t.defined() && t.requires_grad() ? t : Tensor()),
+      version_(t.defined() ? t.version() : 0) {}
+
+SavedTensor SavedTensor::output(const Tensor& out, int output_nr) {
+  SavedTensor s;
+  s.tensor_ = out.defined() ? out.detach() : out;
+  s.version_ = out.defined() ? out.version() : 0;
+  s.output_nr_ = output_nr;
+  return s;
+}
 
 Tensor SavedTensor::unpack(const std::string& op) const {
   if (tensor_.defined() && tensor_.version() != version_)
@@ -27,6 +38,18 @@ Tensor SavedTensor::unpack(const std::string& op) const {
                        "operation: [",
                        dtype_name(tensor_.dtype()), " ", shape_str(tensor_.sizes()), "], saved by ", op,
                        ", is at version ", tensor_.version(), "; expected version ", version_, " instead"));
+  if (!GradMode::is_enabled() || !tensor_.defined()) return tensor_;  // an ordinary backward
+  if (original_.defined()) return original_;
+  if (output_nr_ >= 0) {
+    if (auto node = autograd::running_node()) {
+      Tensor out = tensor_.detach();  // a fresh alias whose producer is the node running now
+      AutogradMeta& m = autograd::meta(out);
+      m.grad_fn = std::move(node);
+      m.output_nr = output_nr_;
+      m.requires_grad = true;
+      return out;
+    }
+  }
   return tensor_;
 }
 
@@ -48,6 +71,11 @@ class AccumulateGrad final : public Node {
     for (const auto& hook : m.leaf_hooks) {
       Tensor r = hook(g);
       if (r.defined()) g = r;
+    }
+    if (GradMode::is_enabled()) {  // a create_graph backward: .grad keeps its graph (and is not stolen)
+      m.grad = m.grad.defined() ? m.grad + g : g;
+      for (const auto& hook : m.post_accumulate_hooks) hook(leaf);
+      return {};
     }
     NoGradGuard no_grad;
     if (!m.grad.defined()) {

@@ -60,8 +60,8 @@ bool Tensor::retains_grad() const {
   return m && m->retains_grad;
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {

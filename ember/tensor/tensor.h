@@ -118,7 +118,10 @@ class Tensor {
   void retain_grad();    // keep .grad() for a non-leaf too
   bool retains_grad() const;
   // Backpropagates from this tensor; `gradient` defaults to 1 for a one-element tensor.
-  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // LibTorch's parameters: retain_graph defaults to create_graph; create_graph records the
+  // backward itself so that the gradients can be differentiated again (Note [Double backward]).
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
   // hook(leaf) runs right after a gradient was accumulated into this leaf's .grad().
