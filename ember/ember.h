@@ -39,6 +39,7 @@
 // elementwise ops, both share the math of ember/tensor/elementwise_math.h). Every public op
 // passes through one dispatch point, ember/autograd/dispatch.h.
 #include "ember/autograd/autocast.h"
+#include "ember/autograd/custom_function.h"
 #include "ember/autograd/dispatch.h"
 #include "ember/autograd/engine.h"
 #include "ember/autograd/functions.h"

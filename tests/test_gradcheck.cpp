@@ -214,8 +214,9 @@ std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops();
 // backward formula is a fused kernel not yet written with differentiable ops — refuses with an
 // error naming the op. Never a silently wrong value.
 bool double_backward_planned(const std::string& name) {
-  for (const char* prefix : {"prod", "max_dim", "min_dim", "slice_select", "cat", "stack", "split", "index_select",
-                             "gather", "scatter_add", "embedding", "tril", "max_pool", "conv2d", "avg_pool", "adaptive"})
+  for (const char* prefix :
+       {"prod", "max_dim", "min_dim", "slice_select", "cat", "stack", "split", "index_select", "gather", "scatter_add",
+        "embedding", "tril", "max_pool", "conv2d", "avg_pool", "adaptive"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -29,7 +29,7 @@ struct Task {
   std::vector<std::function<void()>> callbacks;  // queue_callback(): run when the graph is done
 };
 
-thread_local Task* current_task = nullptr;  // the backward running on this thread (innermost)
+thread_local Task* current_task = nullptr;        // the backward running on this thread (innermost)
 thread_local std::shared_ptr<Node> current_node;  // the node whose apply() runs now
 
 // What a node whose formula is not differentiable returns in a create_graph backward: its
@@ -224,8 +224,8 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& roots, std::vector<Tenso
 
 std::shared_ptr<Node> running_node() { return current_node; }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
-              std::optional<bool> retain_graph, bool create_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, std::optional<bool> retain_graph,
+              bool create_graph) {
   std::vector<Tensor> grads = grad_roots;
   const std::vector<Edge> edges = root_edges(roots, grads, "backward");
   Task task;

@@ -49,8 +49,8 @@ namespace ember {
 // The functions_*.cpp files define ember's public ops with these helpers.
 using autograd::building_graph;
 using autograd::fit;
-using autograd::kDifferentiable;
 using autograd::forward;
+using autograd::kDifferentiable;
 using autograd::Like;
 using autograd::needs_grad;
 using autograd::record_fn;

@@ -19,59 +19,72 @@ Tensor sum_to(const Tensor& g, const Shape& sizes) {
 Tensor autograd::add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a, b))
-    record_fn("AddBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), fit(d[0] * alpha, lb.sizes, lb.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "AddBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), fit(d[0] * alpha, lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::sub(a, b, alpha); });
   if (needs_grad(a, b))
-    record_fn("SubBackward", {&a, &b}, {&out}, [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), fit(d[0] * (-alpha.to_double()), lb.sizes, lb.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "SubBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), alpha](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype),
+                                     fit(d[0] * (-alpha.to_double()), lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::mul(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a, b))
-    record_fn("MulBackward", {&a, &b}, {&out},
-              // Each factor is saved only if the other one needs a gradient.
-              [la = Like(a), lb = Like(b), sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
-               sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
-                const Tensor x = sa.unpack("mul"), y = sb.unpack("mul");
-                return std::vector<Tensor>{y.defined() ? fit(d[0] * y, la.sizes, la.dtype) : Tensor(),
-                                           x.defined() ? fit(d[0] * x, lb.sizes, lb.dtype) : Tensor()};
-              }, kDifferentiable);
+    record_fn(
+        "MulBackward", {&a, &b}, {&out},
+        // Each factor is saved only if the other one needs a gradient.
+        [la = Like(a), lb = Like(b), sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+         sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("mul"), y = sb.unpack("mul");
+          return std::vector<Tensor>{y.defined() ? fit(d[0] * y, la.sizes, la.dtype) : Tensor(),
+                                     x.defined() ? fit(d[0] * x, lb.sizes, lb.dtype) : Tensor()};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::div(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::div(a, b); });
   if (needs_grad(a, b))
-    record_fn("DivBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-                const Tensor bb = sb.unpack("div");
-                return std::vector<Tensor>{fit(d[0] / bb, la.sizes, la.dtype),
-                                           fit(-d[0] * sa.unpack("div") / (bb * bb), lb.sizes, lb.dtype)};
-              }, kDifferentiable);
+    record_fn(
+        "DivBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          const Tensor bb = sb.unpack("div");
+          return std::vector<Tensor>{fit(d[0] / bb, la.sizes, la.dtype),
+                                     fit(-d[0] * sa.unpack("div") / (bb * bb), lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::pow(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::pow(a, b); });
   if (needs_grad(a, b))
-    record_fn("PowBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b),
-               so = SavedTensor::output(out)](std::vector<Tensor>& d) {
-                const Tensor x = sa.unpack("pow"), e = sb.unpack("pow"), y = so.unpack("pow");
-                const Tensor ga = d[0] * e * ember::pow(x, e - 1.0);
-                // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
-                const Tensor gb = ember::where(logical_and(x == 0.0, e >= 0.0), 0.0, d[0] * y * ember::log(x));
-                return std::vector<Tensor>{fit(ga, la.sizes, la.dtype), fit(gb, lb.sizes, lb.dtype)};
-              }, kDifferentiable);
+    record_fn(
+        "PowBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b),
+         so = SavedTensor::output(out)](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("pow"), e = sb.unpack("pow"), y = so.unpack("pow");
+          const Tensor ga = d[0] * e * ember::pow(x, e - 1.0);
+          // d/de x^e = x^e log x, taken as 0 where x == 0 and e >= 0 (PyTorch's convention).
+          const Tensor gb = ember::where(logical_and(x == 0.0, e >= 0.0), 0.0, d[0] * y * ember::log(x));
+          return std::vector<Tensor>{fit(ga, la.sizes, la.dtype), fit(gb, lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -88,7 +101,8 @@ Tensor extreme_of_two(const char* name, Tensor (*native_fn)(const Tensor&, const
           const Tensor x = sa.unpack(name), y = sb.unpack(name);
           const Tensor wa = native::add(wins(x, y).to(d[0].dtype()), (x == y).to(d[0].dtype()) * 0.5);
           return std::vector<Tensor>{fit(d[0] * wa, la.sizes, la.dtype), fit(d[0] * (1.0 - wa), lb.sizes, lb.dtype)};
-        }, kDifferentiable);
+        },
+        kDifferentiable);
   return out;
 }
 }  // namespace
@@ -104,8 +118,10 @@ Tensor autograd::minimum(const Tensor& a, const Tensor& b) {
 Tensor autograd::add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
   if (needs_grad(a))
-    record_fn("AddBackward", {&a}, {&out},
-              [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; }, kDifferentiable);
+    record_fn(
+        "AddBackward", {&a}, {&out},
+        [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
@@ -114,47 +130,57 @@ Tensor autograd::sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
 Tensor autograd::mul(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return native::mul(a, b); });
   if (needs_grad(a))
-    record_fn("MulBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0] * b, la.sizes, la.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "MulBackward", {&a}, {&out},
+        [la = Like(a), b](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0] * b, la.sizes, la.dtype)}; },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::div(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return native::div(a, b); });
   if (needs_grad(a))
-    record_fn("DivBackward", {&a}, {&out}, [la = Like(a), b](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0] / b, la.sizes, la.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "DivBackward", {&a}, {&out},
+        [la = Like(a), b](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0] / b, la.sizes, la.dtype)}; },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::pow(const Tensor& a, const Scalar& e) {
   Tensor out = forward([&] { return native::pow(a, e); });
   if (needs_grad(a))
-    record_fn("PowBackward", {&a}, {&out}, [la = Like(a), sa = SavedTensor(a), e](std::vector<Tensor>& d) {
-      const double ev = e.to_double();
-      if (ev == 0) return std::vector<Tensor>{la.zeros()};
-      return std::vector<Tensor>{fit(d[0] * ev * ember::pow(sa.unpack("pow"), ev - 1.0), la.sizes, la.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "PowBackward", {&a}, {&out},
+        [la = Like(a), sa = SavedTensor(a), e](std::vector<Tensor>& d) {
+          const double ev = e.to_double();
+          if (ev == 0) return std::vector<Tensor>{la.zeros()};
+          return std::vector<Tensor>{fit(d[0] * ev * ember::pow(sa.unpack("pow"), ev - 1.0), la.sizes, la.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::pow(const Scalar& s, const Tensor& b) {
   Tensor out = forward([&] { return native::pow(s, b); });
   if (needs_grad(b))
-    record_fn("PowBackward", {&b}, {&out}, [lb = Like(b), so = SavedTensor::output(out), s](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(d[0] * so.unpack("pow") * std::log(s.to_double()), lb.sizes, lb.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "PowBackward", {&b}, {&out},
+        [lb = Like(b), so = SavedTensor::output(out), s](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{fit(d[0] * so.unpack("pow") * std::log(s.to_double()), lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::where(const Tensor& c, const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::where(c, a, b); });
   if (needs_grad(a, b))
-    record_fn("WhereBackward", {&a, &b}, {&out},
-              [la = Like(a), lb = Like(b), sc = SavedTensor(c)](std::vector<Tensor>& d) {
-                const Tensor cond = sc.unpack("where");
-                return std::vector<Tensor>{fit(ember::where(cond, d[0], 0.0), la.sizes, la.dtype),
-                                           fit(ember::where(cond, 0.0, d[0]), lb.sizes, lb.dtype)};
-              }, kDifferentiable);
+    record_fn(
+        "WhereBackward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sc = SavedTensor(c)](std::vector<Tensor>& d) {
+          const Tensor cond = sc.unpack("where");
+          return std::vector<Tensor>{fit(ember::where(cond, d[0], 0.0), la.sizes, la.dtype),
+                                     fit(ember::where(cond, 0.0, d[0]), lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::where(const Tensor& c, const Tensor& a, const Scalar& b) {
@@ -167,22 +193,28 @@ Tensor autograd::where(const Tensor& c, const Scalar& a, const Tensor& b) {
 Tensor autograd::masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   Tensor out = forward([&] { return native::masked_fill(x, mask, value); });
   if (needs_grad(x))
-    record_fn("MaskedFillBackward", {&x}, {&out}, [lx = Like(x), sm = SavedTensor(mask)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{fit(ember::where(sm.unpack("masked_fill"), 0.0, d[0]), lx.sizes, lx.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "MaskedFillBackward", {&x}, {&out},
+        [lx = Like(x), sm = SavedTensor(mask)](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{fit(ember::where(sm.unpack("masked_fill"), 0.0, d[0]), lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   Tensor out = forward([&] { return native::clamp(x, lo, hi); });
   if (needs_grad(x))
-    record_fn("ClampBackward", {&x}, {&out}, [lx = Like(x), sx = SavedTensor(x), lo, hi](std::vector<Tensor>& d) {
-      const Tensor v = sx.unpack("clamp");
-      Tensor keep = ones_like(v).to(kBool);
-      if (lo) keep = logical_and(keep, v >= *lo);
-      if (hi) keep = logical_and(keep, v <= *hi);
-      return std::vector<Tensor>{fit(ember::where(keep, d[0], 0.0), lx.sizes, lx.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "ClampBackward", {&x}, {&out},
+        [lx = Like(x), sx = SavedTensor(x), lo, hi](std::vector<Tensor>& d) {
+          const Tensor v = sx.unpack("clamp");
+          Tensor keep = ones_like(v).to(kBool);
+          if (lo) keep = logical_and(keep, v >= *lo);
+          if (hi) keep = logical_and(keep, v <= *hi);
+          return std::vector<Tensor>{fit(ember::where(keep, d[0], 0.0), lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -194,11 +226,13 @@ enum Saves { kInput = 1, kOutput = 2 };  // what a unary backward reads: save on
 Tensor unary(const char* name, Tensor (*native_fn)(const Tensor&), const Tensor& x, int saves, UnaryBackward backward) {
   Tensor out = forward([&] { return native_fn(x); });
   if (needs_grad(x) && out.is_floating_point())
-    record_fn(name, {&x}, {&out},
-              [name, backward, lx = Like(x), sx = (saves & kInput) ? SavedTensor(x) : SavedTensor(),
-               so = (saves & kOutput) ? SavedTensor::output(out) : SavedTensor()](std::vector<Tensor>& d) {
-                return std::vector<Tensor>{fit(backward(d[0], sx.unpack(name), so.unpack(name)), lx.sizes, lx.dtype)};
-              }, kDifferentiable);
+    record_fn(
+        name, {&x}, {&out},
+        [name, backward, lx = Like(x), sx = (saves & kInput) ? SavedTensor(x) : SavedTensor(),
+         so = (saves & kOutput) ? SavedTensor::output(out) : SavedTensor()](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{fit(backward(d[0], sx.unpack(name), so.unpack(name)), lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -221,10 +255,9 @@ Tensor autograd::square(const Tensor& x) {
                [](const Tensor& d, const Tensor& v, const Tensor&) { return d * v * 2.0; });
 }
 Tensor autograd::relu(const Tensor& x) {
-  return unary("ReluBackward", native::relu, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) {
-                 return building_graph() ? ember::where(y > 0.0, d, 0.0) : native::relu_backward(d, y);
-               });
+  return unary("ReluBackward", native::relu, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) {
+    return building_graph() ? ember::where(y > 0.0, d, 0.0) : native::relu_backward(d, y);
+  });
 }
 Tensor autograd::exp(const Tensor& x) {
   return unary("ExpBackward", native::exp, x, kOutput,
@@ -255,16 +288,14 @@ Tensor autograd::cos(const Tensor& x) {
                [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * ember::sin(v); });
 }
 Tensor autograd::tanh(const Tensor& x) {
-  return unary("TanhBackward", native::tanh, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) {
-                 return building_graph() ? d * (1.0 - y * y) : native::tanh_backward(d, y);
-               });
+  return unary("TanhBackward", native::tanh, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) {
+    return building_graph() ? d * (1.0 - y * y) : native::tanh_backward(d, y);
+  });
 }
 Tensor autograd::sigmoid(const Tensor& x) {
-  return unary("SigmoidBackward", native::sigmoid, x, kOutput,
-               [](const Tensor& d, const Tensor&, const Tensor& y) {
-                 return building_graph() ? d * y * (1.0 - y) : native::sigmoid_backward(d, y);
-               });
+  return unary("SigmoidBackward", native::sigmoid, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) {
+    return building_graph() ? d * y * (1.0 - y) : native::sigmoid_backward(d, y);
+  });
 }
 Tensor autograd::silu(const Tensor& x) {
   return unary("SiluBackward", native::silu, x, kInput, [](const Tensor& d, const Tensor& v, const Tensor&) {
@@ -307,12 +338,14 @@ Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
 Tensor autograd::softplus(const Tensor& x, const Scalar& beta, const Scalar& threshold) {
   Tensor out = forward([&] { return native::softplus(x, beta, threshold); });
   if (needs_grad(x))
-    record_fn("SoftplusBackward", {&x}, {&out},
-              [lx = Like(x), sx = SavedTensor(x), beta, threshold](std::vector<Tensor>& d) {
-                const Tensor bx = sx.unpack("softplus") * beta;
-                const Tensor g = ember::where(bx > threshold, d[0], d[0] * ember::sigmoid(bx));
-                return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
-              }, kDifferentiable);
+    record_fn(
+        "SoftplusBackward", {&x}, {&out},
+        [lx = Like(x), sx = SavedTensor(x), beta, threshold](std::vector<Tensor>& d) {
+          const Tensor bx = sx.unpack("softplus") * beta;
+          const Tensor g = ember::where(bx > threshold, d[0], d[0] * ember::sigmoid(bx));
+          return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
   return out;
 }
 

@@ -11,36 +11,42 @@ Tensor bmm_of(const Tensor& a, const Tensor& b) { return building_graph() ? embe
 Tensor autograd::mm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::mm(a, b); });
   if (needs_grad(a, b))
-    record_fn("MmBackward", {&a, &b}, {&out},
-              [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
-               sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
-                const Tensor x = sa.unpack("mm"), y = sb.unpack("mm");
-                return std::vector<Tensor>{y.defined() ? mm_of(d[0], y.t()) : Tensor(),
-                                           x.defined() ? mm_of(x.t(), d[0]) : Tensor()};
-              }, kDifferentiable);
+    record_fn(
+        "MmBackward", {&a, &b}, {&out},
+        [sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+         sb = a.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("mm"), y = sb.unpack("mm");
+          return std::vector<Tensor>{y.defined() ? mm_of(d[0], y.t()) : Tensor(),
+                                     x.defined() ? mm_of(x.t(), d[0]) : Tensor()};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::bmm(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return native::bmm(a, b); });
   if (needs_grad(a, b))
-    record_fn("BmmBackward", {&a, &b}, {&out}, [sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{bmm_of(d[0], sb.unpack("bmm").transpose(1, 2)),
-                                 bmm_of(sa.unpack("bmm").transpose(1, 2), d[0])};
-    }, kDifferentiable);
+    record_fn(
+        "BmmBackward", {&a, &b}, {&out},
+        [sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{bmm_of(d[0], sb.unpack("bmm").transpose(1, 2)),
+                                     bmm_of(sa.unpack("bmm").transpose(1, 2), d[0])};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   Tensor out = forward([&] { return native::addmm(bias, a, b, beta, alpha); });
   if (needs_grad({&bias, &a, &b}))
-    record_fn("AddmmBackward", {&bias, &a, &b}, {&out},
-              [lc = Like(bias), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](std::vector<Tensor>& d) {
-                const double al = alpha.to_double();
-                return std::vector<Tensor>{fit(d[0] * beta, lc.sizes, lc.dtype),
-                                           mm_of(d[0], sb.unpack("addmm").t()) * al,
-                                           mm_of(sa.unpack("addmm").t(), d[0]) * al};
-              }, kDifferentiable);
+    record_fn(
+        "AddmmBackward", {&bias, &a, &b}, {&out},
+        [lc = Like(bias), sa = SavedTensor(a), sb = SavedTensor(b), beta, alpha](std::vector<Tensor>& d) {
+          const double al = alpha.to_double();
+          return std::vector<Tensor>{fit(d[0] * beta, lc.sizes, lc.dtype), mm_of(d[0], sb.unpack("addmm").t()) * al,
+                                     mm_of(sa.unpack("addmm").t(), d[0]) * al};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -48,18 +54,20 @@ Tensor autograd::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, con
 Tensor autograd::linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out = forward([&] { return native::linear(x, weight, bias); });
   if (needs_grad({&x, &weight, &bias}))
-    record_fn("LinearBackward", {&x, &weight, &bias}, {&out},
-              // x is needed only for the weight's gradient, the weight only for x's.
-              [lx = Like(x), lw = Like(weight), sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
-               sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(),
-               has_bias = bias.defined()](std::vector<Tensor>& d) {
-                const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
-                const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
-                return std::vector<Tensor>{w.defined() ? mm_of(d2, w).reshape(lx.sizes) : Tensor(),
-                                           xs.defined() ? mm_of(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
-                                           has_bias ? (building_graph() ? ember::sum(d2, {0}) : native::sum(d2, {0}))
-                                                    : Tensor()};
-              }, kDifferentiable);
+    record_fn(
+        "LinearBackward", {&x, &weight, &bias}, {&out},
+        // x is needed only for the weight's gradient, the weight only for x's.
+        [lx = Like(x), lw = Like(weight), sx = weight.requires_grad() ? SavedTensor(x) : SavedTensor(),
+         sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(),
+         has_bias = bias.defined()](std::vector<Tensor>& d) {
+          const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
+          const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
+          return std::vector<Tensor>{
+              w.defined() ? mm_of(d2, w).reshape(lx.sizes) : Tensor(),
+              xs.defined() ? mm_of(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
+              has_bias ? (building_graph() ? ember::sum(d2, {0}) : native::sum(d2, {0})) : Tensor()};
+        },
+        kDifferentiable);
   return out;
 }
 

@@ -9,10 +9,13 @@ Tensor autograd::softmax(const Tensor& x, int64_t dim) {
   if (needs_grad(x)) {
     const int64_t d = wrap_dim(dim, x.dim(), "softmax");
     // dx = y * (dy - sum(dy * y))
-    record_fn("SoftmaxBackward", {&x}, {&out}, [lx = Like(x), so = SavedTensor::output(out), d](std::vector<Tensor>& g) {
-      const Tensor y = so.unpack("softmax");
-      return std::vector<Tensor>{(y * (g[0] - ember::sum(g[0] * y, {d}, true))).to(lx.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "SoftmaxBackward", {&x}, {&out},
+        [lx = Like(x), so = SavedTensor::output(out), d](std::vector<Tensor>& g) {
+          const Tensor y = so.unpack("softmax");
+          return std::vector<Tensor>{(y * (g[0] - ember::sum(g[0] * y, {d}, true))).to(lx.dtype)};
+        },
+        kDifferentiable);
   }
   return out;
 }
@@ -22,10 +25,13 @@ Tensor autograd::log_softmax(const Tensor& x, int64_t dim) {
   if (needs_grad(x)) {
     const int64_t d = wrap_dim(dim, x.dim(), "log_softmax");
     // dx = dy - softmax * sum(dy)
-    record_fn("LogSoftmaxBackward", {&x}, {&out}, [lx = Like(x), so = SavedTensor::output(out), d](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{
-          (g[0] - ember::exp(so.unpack("log_softmax")) * ember::sum(g[0], {d}, true)).to(lx.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "LogSoftmaxBackward", {&x}, {&out},
+        [lx = Like(x), so = SavedTensor::output(out), d](std::vector<Tensor>& g) {
+          return std::vector<Tensor>{
+              (g[0] - ember::exp(so.unpack("log_softmax")) * ember::sum(g[0], {d}, true)).to(lx.dtype)};
+        },
+        kDifferentiable);
   }
   return out;
 }

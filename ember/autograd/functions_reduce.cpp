@@ -19,10 +19,12 @@ Tensor unreduce(const Tensor& d, const Shape& in_sizes, const std::vector<bool>&
 Tensor autograd::sum(const Tensor& x, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
   Tensor out = forward([&] { return native::sum(x, dims, keepdim, dtype); });
   if (needs_grad(x) && out.is_floating_point())
-    record_fn("SumBackward", {&x}, {&out},
-              [lx = Like(x), mask = ops::reduction_mask(x, dims, "sum"), keepdim](std::vector<Tensor>& d) {
-                return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim).to(lx.dtype).contiguous()};
-              }, kDifferentiable);
+    record_fn(
+        "SumBackward", {&x}, {&out},
+        [lx = Like(x), mask = ops::reduction_mask(x, dims, "sum"), keepdim](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim).to(lx.dtype).contiguous()};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -33,9 +35,13 @@ Tensor autograd::mean(const Tensor& x, const Shape& dims, bool keepdim) {
     int64_t count = 1;
     for (int64_t i = 0; i < x.dim(); ++i)
       if (mask[i]) count *= x.size(i);
-    record_fn("MeanBackward", {&x}, {&out}, [lx = Like(x), mask, keepdim, count](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{(unreduce(d[0], lx.sizes, mask, keepdim) / static_cast<double>(count)).to(lx.dtype)};
-    }, kDifferentiable);
+    record_fn(
+        "MeanBackward", {&x}, {&out},
+        [lx = Like(x), mask, keepdim, count](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{
+              (unreduce(d[0], lx.sizes, mask, keepdim) / static_cast<double>(count)).to(lx.dtype)};
+        },
+        kDifferentiable);
   }
   return out;
 }
@@ -66,14 +72,16 @@ namespace {
 Tensor extreme(const Tensor& x, const Shape& dims, bool keepdim, bool is_max) {
   Tensor out = forward([&] { return is_max ? native::amax(x, dims, keepdim) : native::amin(x, dims, keepdim); });
   if (needs_grad(x))
-    record_fn(is_max ? "AmaxBackward" : "AminBackward", {&x}, {&out},
-              [lx = Like(x), sx = SavedTensor(x), so = SavedTensor::output(out), dims, keepdim,
-               mask = ops::reduction_mask(x, dims, "amax")](std::vector<Tensor>& d) {
-                const Tensor v = sx.unpack("amax");
-                const Tensor hit = (v == unreduce(so.unpack("amax"), lx.sizes, mask, keepdim)).to(v.dtype());
-                const Tensor count = unreduce(native::sum(hit, dims, true), lx.sizes, mask, true);
-                return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * hit / count};
-              }, kDifferentiable);
+    record_fn(
+        is_max ? "AmaxBackward" : "AminBackward", {&x}, {&out},
+        [lx = Like(x), sx = SavedTensor(x), so = SavedTensor::output(out), dims, keepdim,
+         mask = ops::reduction_mask(x, dims, "amax")](std::vector<Tensor>& d) {
+          const Tensor v = sx.unpack("amax");
+          const Tensor hit = (v == unreduce(so.unpack("amax"), lx.sizes, mask, keepdim)).to(v.dtype());
+          const Tensor count = unreduce(native::sum(hit, dims, true), lx.sizes, mask, true);
+          return std::vector<Tensor>{unreduce(d[0], lx.sizes, mask, keepdim) * hit / count};
+        },
+        kDifferentiable);
   return out;
 }
 

@@ -10,8 +10,10 @@ namespace {
 // Views whose gradient is the output gradient reshaped back.
 Tensor reshaping(const char* name, const Tensor& self, Tensor out) {
   if (needs_grad(self))
-    record_fn(name, {&self}, {&out},
-              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0].reshape(lx.sizes)}; }, kDifferentiable);
+    record_fn(
+        name, {&self}, {&out},
+        [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0].reshape(lx.sizes)}; },
+        kDifferentiable);
   return out;
 }
 
@@ -54,10 +56,13 @@ Tensor autograd::unflatten(const Tensor& self, int64_t dim, const Shape& sizes) 
 Tensor autograd::transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   Tensor out = forward([&] { return native::transpose(self, dim0, dim1); });
   if (needs_grad(self))
-    record_fn("TransposeBackward", {&self}, {&out}, [dim0, dim1](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{building_graph() ? ember::transpose(d[0], dim0, dim1)
-                                                  : native::transpose(d[0], dim0, dim1)};
-    }, kDifferentiable);
+    record_fn(
+        "TransposeBackward", {&self}, {&out},
+        [dim0, dim1](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{building_graph() ? ember::transpose(d[0], dim0, dim1)
+                                                      : native::transpose(d[0], dim0, dim1)};
+        },
+        kDifferentiable);
   return out;
 }
 Tensor autograd::t(const Tensor& self) {
@@ -70,21 +75,25 @@ Tensor autograd::permute(const Tensor& self, const Shape& dims) {
     Shape inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i)
       inverse[wrap_dim(dims[i], self.dim(), "permute")] = static_cast<int64_t>(i);
-    record_fn("PermuteBackward", {&self}, {&out},
-              [inverse](std::vector<Tensor>& d) {
-                return std::vector<Tensor>{building_graph() ? ember::permute(d[0], inverse)
-                                                            : native::permute(d[0], inverse)};
-              }, kDifferentiable);
+    record_fn(
+        "PermuteBackward", {&self}, {&out},
+        [inverse](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{building_graph() ? ember::permute(d[0], inverse) : native::permute(d[0], inverse)};
+        },
+        kDifferentiable);
   }
   return out;
 }
 Tensor autograd::movedim(const Tensor& self, int64_t source, int64_t destination) {
   Tensor out = forward([&] { return native::movedim(self, source, destination); });
   if (needs_grad(self))
-    record_fn("MovedimBackward", {&self}, {&out}, [source, destination](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{building_graph() ? ember::movedim(d[0], destination, source)
-                                                  : native::movedim(d[0], destination, source)};
-    }, kDifferentiable);
+    record_fn(
+        "MovedimBackward", {&self}, {&out},
+        [source, destination](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{building_graph() ? ember::movedim(d[0], destination, source)
+                                                      : native::movedim(d[0], destination, source)};
+        },
+        kDifferentiable);
   return out;
 }
 
@@ -105,8 +114,10 @@ Tensor autograd::select(const Tensor& self, int64_t dim, int64_t index) {
 Tensor autograd::expand(const Tensor& self, const Shape& shape) {
   Tensor out = forward([&] { return native::expand(self, shape); });
   if (needs_grad(self))
-    record_fn("ExpandBackward", {&self}, {&out},
-              [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{sum_to(d[0], lx.sizes)}; }, kDifferentiable);
+    record_fn(
+        "ExpandBackward", {&self}, {&out},
+        [lx = Like(self)](std::vector<Tensor>& d) { return std::vector<Tensor>{sum_to(d[0], lx.sizes)}; },
+        kDifferentiable);
   return out;
 }
 
@@ -121,17 +132,22 @@ Tensor autograd::as_strided(const Tensor& self, const Shape& sizes, const Shape&
 Tensor autograd::to(const Tensor& self, Device device, DType dtype, bool non_blocking, bool copy) {
   Tensor out = forward([&] { return native::to(self, device, dtype, non_blocking, copy); });
   if (needs_grad(self) && !out.is_same(self) && out.is_floating_point())
-    record_fn("ToCopyBackward", {&self}, {&out}, [lx = Like(self)](std::vector<Tensor>& d) {
-      return std::vector<Tensor>{building_graph() ? ember::to(d[0], lx.device, lx.dtype, false, false)
-                                                  : native::to(d[0], lx.device, lx.dtype, false, false)};
-    }, kDifferentiable);
+    record_fn(
+        "ToCopyBackward", {&self}, {&out},
+        [lx = Like(self)](std::vector<Tensor>& d) {
+          return std::vector<Tensor>{building_graph() ? ember::to(d[0], lx.device, lx.dtype, false, false)
+                                                      : native::to(d[0], lx.device, lx.dtype, false, false)};
+        },
+        kDifferentiable);
   return out;
 }
 
 Tensor autograd::clone(const Tensor& self) {
   Tensor out = forward([&] { return native::clone(self); });
   if (needs_grad(self))
-    record_fn("CloneBackward", {&self}, {&out}, [](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0]}; }, kDifferentiable);
+    record_fn(
+        "CloneBackward", {&self}, {&out}, [](std::vector<Tensor>& d) { return std::vector<Tensor>{d[0]}; },
+        kDifferentiable);
   return out;
 }
 

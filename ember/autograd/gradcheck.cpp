@@ -70,8 +70,7 @@ GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tenso
       NoGradGuard no_grad;
       v = (ember::cos(arange(out.numel(), kFloat64) * 0.9 + 0.1) * 0.5 + 1.0).reshape(out.sizes());
     }
-    const std::vector<Tensor> g =
-        grad({ember::sum(out * v)}, x, {}, std::nullopt, create_graph, /*allow_unused=*/true);
+    const std::vector<Tensor> g = grad({ember::sum(out * v)}, x, {}, std::nullopt, create_graph, /*allow_unused=*/true);
     std::vector<Tensor> flat;
     Tensor anchor = zeros({}, kFloat64);  // keeps the result on the tape when f is linear (zero curvature)
     for (size_t i = 0; i < x.size(); ++i) {
