@@ -188,6 +188,40 @@ std::vector<Case> cases() {
          return adaptive_avg_pool2d(x[0], {1, 1});
        },
        {{2, 3, 4, 4}}},
+      {"conv_transpose2d",
+       [](X x) {
+         return conv_transpose2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1});
+       },
+       {{2, 3, 4, 3}, {3, 2, 3, 3}, {2}}},
+      {"conv_transpose2d_groups_dilation",
+       [](X x) {
+         return conv_transpose2d(x[0], x[1], x[2], {1, 2}, {1, 0}, {0, 1}, 2, {2, 1});
+       },
+       {{1, 4, 4, 3}, {4, 1, 2, 3}, {2}}},
+      {"conv_transpose2d_unbatched", [](X x) { return conv_transpose2d(x[0], x[1]); }, {{2, 3, 3}, {2, 3, 2, 2}}},
+      {"binary_cross_entropy",  // probabilities and targets through a sigmoid; the weight has no gradient
+       [](X x) {
+         return binary_cross_entropy(x[0].sigmoid(), x[1].sigmoid(), tensor<double>({0.5, 1.0, 1.5, 2.0}), "sum");
+       },
+       {{3, 4}, {3, 4}}},
+      {"interpolate_bilinear",
+       [](X x) {
+         namespace F = nn::functional;
+         return F::interpolate(x[0], F::InterpolateOptions().size(Shape{5, 7}).mode("bilinear"));
+       },
+       {{1, 2, 3, 4}}},
+      {"interpolate_bilinear_align",
+       [](X x) {
+         namespace F = nn::functional;
+         return F::interpolate(x[0], F::InterpolateOptions().scale_factor(1.5).mode("bilinear").align_corners(true));
+       },
+       {{1, 2, 3, 4}}},
+      {"interpolate_nearest",
+       [](X x) {
+         namespace F = nn::functional;
+         return F::interpolate(x[0], F::InterpolateOptions().size(Shape{5, 3}));
+       },
+       {{2, 1, 3, 4}}},
   };
 }
 
@@ -216,7 +250,7 @@ std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops();
 bool double_backward_planned(const std::string& name) {
   for (const char* prefix :
        {"prod", "max_dim", "min_dim", "slice_select", "cat", "stack", "split", "index_select", "gather", "scatter_add",
-        "embedding", "tril", "max_pool", "conv2d", "avg_pool", "adaptive"})
+        "embedding", "tril", "max_pool", "conv2d", "avg_pool", "adaptive", "conv_transpose2d", "interpolate"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -61,6 +61,31 @@ const std::map<std::string, std::function<ModulePtr()>>& factories() {
       {"attention", [] { return as_module(CausalSelfAttention(8, 2)); }},
       {"mlp", [] { return as_module(MLP(8)); }},
       {"block", [] { return as_module(TransformerBlock(8, 2)); }},
+      {"conv_transpose2d",
+       [] {
+         return as_module(
+             ConvTranspose2d(ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2)));
+       }},
+      {"conv_transpose2d_nobias",
+       [] {
+         return as_module(ConvTranspose2d(ConvTranspose2dOptions(3, 2, Int2{2, 3}).bias(false).dilation(Int2{1, 2})));
+       }},
+      {"leaky_relu", [] { return as_module(LeakyReLU(LeakyReLUOptions().negative_slope(0.2))); }},
+      {"elu", [] { return as_module(ELU(ELUOptions().alpha(0.7))); }},
+      {"softplus", [] { return as_module(Softplus(SoftplusOptions().beta(2).threshold(5))); }},
+      {"log_softmax", [] { return as_module(LogSoftmax(1)); }},
+      {"upsample_nearest", [] { return as_module(Upsample(UpsampleOptions().scale_factor(2.0))); }},
+      {"upsample_bilinear",
+       [] {
+         return as_module(Upsample(UpsampleOptions().size(Shape{5, 7}).mode("bilinear").align_corners(true)));
+       }},
+      {"dropout2d_eval", [] { return as_module(Dropout2d(0.3)); }},
+      {"dcgan_generator",
+       [] {
+         return as_module(
+             Sequential(ConvTranspose2d(ConvTranspose2dOptions(8, 4, 4).bias(false)), BatchNorm2d(4), ReLU(),
+                        ConvTranspose2d(ConvTranspose2dOptions(4, 1, 4).stride(2).padding(1).bias(false)), Tanh()));
+       }},
   };
   return *table;
 }

@@ -11,6 +11,7 @@ namespace {
 using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
 using CaseFn = std::function<Outputs(const Inputs&)>;
+namespace F = nn::functional;
 
 template <class F>
 CaseFn one(F f) {
@@ -137,6 +138,41 @@ const std::map<std::string, CaseFn>& cases() {
       {"triu", one([](const Inputs& x) { return x[0].triu(1); })},
       {"cat_promote", one([](const Inputs& x) { return cat({x[0], x[1]}, 1); })},
       {"stack", one([](const Inputs& x) { return stack({x[0], x[1]}, 1); })},
+      // the LibTorch frontend's layers and losses
+      {"leaky_relu_slope", one([](const Inputs& x) { return x[0].leaky_relu(0.2); })},
+      {"elu_alpha", one([](const Inputs& x) { return x[0].elu(0.5); })},
+      {"conv_transpose2d",
+       one([](const Inputs& x) { return conv_transpose2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1}); })},
+      {"conv_transpose2d_groups_dilation",
+       one([](const Inputs& x) { return conv_transpose2d(x[0], x[1], {}, {1, 2}, {1, 0}, {0, 0}, 2, {2, 2}); })},
+      {"conv_transpose2d_unbatched", one([](const Inputs& x) { return conv_transpose2d(x[0], x[1], {}, {2, 2}); })},
+      {"interpolate_nearest_size",
+       one([](const Inputs& x) { return F::interpolate(x[0], F::InterpolateOptions().size(Shape{8, 4})); })},
+      {"interpolate_nearest_scale",
+       one([](const Inputs& x) { return F::interpolate(x[0], F::InterpolateOptions().scale_factor(2.5)); })},
+      {"interpolate_nearest_double",
+       one([](const Inputs& x) { return F::interpolate(x[0], F::InterpolateOptions().scale_factor(2.0)); })},
+      {"interpolate_bilinear",
+       one([](const Inputs& x) {
+         return F::interpolate(x[0], F::InterpolateOptions().size(Shape{7, 9}).mode("bilinear").align_corners(false));
+       })},
+      {"interpolate_bilinear_align",
+       one([](const Inputs& x) {
+         return F::interpolate(x[0], F::InterpolateOptions().scale_factor(2.0).mode("bilinear").align_corners(true));
+       })},
+      {"interpolate_bilinear_scale",
+       one([](const Inputs& x) {
+         return F::interpolate(x[0], F::InterpolateOptions().scale_factor(std::vector<double>{1.7, 0.6}).mode("bilinear"));
+       })},
+      {"interpolate_bilinear_recompute",
+       one([](const Inputs& x) {
+         return F::interpolate(
+             x[0], F::InterpolateOptions().scale_factor(1.7).mode("bilinear").recompute_scale_factor(true));
+       })},
+      {"binary_cross_entropy", one([](const Inputs& x) { return binary_cross_entropy(x[0], x[1]); })},
+      {"binary_cross_entropy_weight_sum",
+       one([](const Inputs& x) { return F::binary_cross_entropy(x[0], x[1], F::BCELossOptions().weight(x[2]).reduction("sum")); })},
+      {"binary_cross_entropy_edges", one([](const Inputs& x) { return binary_cross_entropy(x[0], x[1], {}, "none"); })},
   };
   static bool unary_added = [] {
     // Every EMBER_UNARY op of ops.def (with its default parameters), and the other unary ops.

@@ -83,6 +83,31 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
        [](X x) {
          return conv2d(x[0], x[1], {}, {1, 1}, {2, 2});
        }},
+      {"conv_transpose2d",
+       [](X x) {
+         return conv_transpose2d(x[0], x[1], x[2], {2, 2}, {1, 1}, {1, 1}, 2);
+       }},
+      {"conv_transpose2d_dilation",
+       [](X x) {
+         return conv_transpose2d(x[0], x[1], {}, {2, 1}, {0, 1}, {0, 0}, 1, {1, 2});
+       }},
+      {"binary_cross_entropy",
+       [](X x) { return F::binary_cross_entropy(x[0], x[1], F::BCELossOptions().weight(x[2])); }},
+      {"binary_cross_entropy_none", [](X x) { return binary_cross_entropy(x[0], x[1], {}, "none"); }},
+      {"interpolate_bilinear",
+       [](X x) {
+         return F::interpolate(x[0], F::InterpolateOptions().size(Shape{7, 3}).mode("bilinear"));
+       }},
+      {"interpolate_bilinear_align",
+       [](X x) {
+         return F::interpolate(x[0], F::InterpolateOptions().scale_factor(2.0).mode("bilinear").align_corners(true));
+       }},
+      {"interpolate_nearest",
+       [](X x) {
+         return F::interpolate(x[0], F::InterpolateOptions().size(Shape{5, 4}));
+       }},
+      {"leaky_relu", [](X x) { return x[0].leaky_relu(0.2); }},
+      {"elu", [](X x) { return x[0].elu(0.7); }},
   };
   return *table;
 }

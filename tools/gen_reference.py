@@ -218,6 +218,7 @@ def main():
     case("triu", [r(2, 4, 3)], lambda x: x.triu(1))
     case("cat_promote", [r(2, 3), r(2, 1, dtype=torch.float64)], lambda a, b: torch.cat([a, b], 1))
     case("stack", [r(2, 3), r(2, 3)], lambda a, b: torch.stack([a, b], 1))
+    frontend_cases()
 
     write("ops.bin")
     entries.clear()
@@ -228,6 +229,40 @@ def main():
     gen_reference_nn.main()
     import gen_reference_quant  # pruning and quantization: tests/reference/quant.bin
     gen_reference_quant.main()
+
+
+def frontend_cases():
+    """The LibTorch frontend's layers and losses (issue 17), with a seed of their own so that the
+    cases above keep their inputs."""
+    torch.manual_seed(1717)
+    for name, fn in [("leaky_relu", F.leaky_relu), ("elu", F.elu)]:
+        case("unary_" + name, [r(4, 5)], fn)
+        case("unary64_" + name, [r(3, 2, dtype=torch.float64)], fn)
+    case("leaky_relu_slope", [r(4, 5)], lambda x: F.leaky_relu(x, 0.2))
+    case("elu_alpha", [r(4, 5) * 3], lambda x: F.elu(x, 0.5))
+    case("conv_transpose2d", [r(2, 4, 5, 5), r(4, 3, 3, 3), r(3)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1))
+    case("conv_transpose2d_groups_dilation", [r(2, 4, 4, 5), r(4, 2, 3, 2)],
+         lambda x, w: F.conv_transpose2d(x, w, stride=(1, 2), padding=(1, 0), groups=2, dilation=2))
+    case("conv_transpose2d_unbatched", [r(3, 4, 4), r(3, 2, 2, 2)], lambda x, w: F.conv_transpose2d(x, w, stride=2))
+    case("interpolate_nearest_size", [r(2, 3, 5, 7)], lambda x: F.interpolate(x, size=(8, 4)))
+    case("interpolate_nearest_scale", [r(1, 2, 3, 5)], lambda x: F.interpolate(x, scale_factor=2.5))
+    case("interpolate_nearest_double", [r(1, 2, 3, 4)], lambda x: F.interpolate(x, scale_factor=2))
+    case("interpolate_bilinear", [r(2, 3, 4, 6)],
+         lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False))
+    case("interpolate_bilinear_align", [r(1, 2, 3, 4)],
+         lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True))
+    case("interpolate_bilinear_scale", [r(1, 2, 5, 4)],
+         lambda x: F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear", align_corners=False))
+    case("interpolate_bilinear_recompute", [r(1, 1, 5, 4)],
+         lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True))
+    p, t = torch.rand(3, 4) * 0.98 + 0.01, torch.rand(3, 4)
+    case("binary_cross_entropy", [p, t], F.binary_cross_entropy)
+    case("binary_cross_entropy_weight_sum", [p, t, torch.rand(4) + 0.5],
+         lambda x, y, w: F.binary_cross_entropy(x, y, weight=w, reduction="sum"))
+    case("binary_cross_entropy_edges", [torch.tensor([0.0, 1.0, 0.0, 1.0, 0.5]),
+                                        torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5])],
+         lambda x, y: F.binary_cross_entropy(x, y, reduction="none"))
 
 
 def grad_cases():
@@ -288,6 +323,24 @@ def grad_cases():
          lambda x, w, b: F.conv2d(x, w, b, padding=1)),
         ("conv2d_pad2_nobias", [r(2, 9, 5, 6, dtype=d), r(8, 9, 3, 3, dtype=d)],
          lambda x, w: F.conv2d(x, w, padding=2)),
+        # The LibTorch frontend's layers and losses (issue 17).
+        ("conv_transpose2d", [r(2, 4, 5, 5, dtype=d), r(4, 3, 3, 3, dtype=d), r(6, dtype=d)],
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2)),
+        ("conv_transpose2d_dilation", [r(2, 3, 4, 4, dtype=d), r(3, 2, 2, 3, dtype=d)],
+         lambda x, w: F.conv_transpose2d(x, w, stride=(2, 1), dilation=(1, 2), padding=(0, 1))),
+        ("binary_cross_entropy", [torch.rand(3, 4, dtype=d) * 0.9 + 0.05, torch.rand(3, 4, dtype=d),
+                                  torch.rand(4, dtype=d) + 0.5],
+         lambda x, y, w: F.binary_cross_entropy(x, y, weight=w), [0, 1]),
+        ("binary_cross_entropy_none", [torch.tensor([0.0, 1.0, 0.3, 0.9], dtype=d),
+                                       torch.tensor([1.0, 0.0, 0.3, 1.0], dtype=d)],
+         lambda x, y: F.binary_cross_entropy(x, y, reduction="none"), [0]),
+        ("interpolate_bilinear", [r(2, 2, 4, 5, dtype=d)],
+         lambda x: F.interpolate(x, size=(7, 3), mode="bilinear", align_corners=False)),
+        ("interpolate_bilinear_align", [r(1, 2, 3, 3, dtype=d)],
+         lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)),
+        ("interpolate_nearest", [r(1, 2, 3, 5, dtype=d)], lambda x: F.interpolate(x, size=(5, 4))),
+        ("leaky_relu", [r(3, 4, dtype=d)], lambda x: F.leaky_relu(x, 0.2)),
+        ("elu", [r(3, 4, dtype=d)], lambda x: F.elu(x, 0.7)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -145,6 +145,21 @@ def layers():
     layer("attention", CausalSelfAttention(8, 2), r(2, 5, 8))
     layer("mlp", MLP(8), r(2, 3, 8))
     layer("block", Block(8, 2), r(2, 5, 8))
+    # The LibTorch frontend's layers (issue 17), with a seed of their own.
+    torch.manual_seed(1717)
+    layer("conv_transpose2d", nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+          r(2, 4, 5, 5))
+    layer("conv_transpose2d_nobias", nn.ConvTranspose2d(3, 2, (2, 3), bias=False, dilation=(1, 2)), r(2, 3, 4, 4))
+    layer("leaky_relu", nn.LeakyReLU(0.2), r(4, 5))
+    layer("elu", nn.ELU(0.7), r(4, 5))
+    layer("softplus", nn.Softplus(beta=2, threshold=5), r(4, 5) * 3)
+    layer("log_softmax", nn.LogSoftmax(dim=1), r(3, 4, 2))
+    layer("upsample_nearest", nn.Upsample(scale_factor=2), r(2, 3, 3, 4))
+    layer("upsample_bilinear", nn.Upsample(size=(5, 7), mode="bilinear", align_corners=True), r(2, 2, 3, 4))
+    layer("dropout2d_eval", nn.Dropout2d(0.3), r(2, 3, 4, 4), train=False)
+    layer("dcgan_generator", nn.Sequential(nn.ConvTranspose2d(8, 4, 4, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+                                           nn.ConvTranspose2d(4, 1, 4, stride=2, padding=1, bias=False),
+                                           nn.Tanh()), r(3, 8, 1, 1))
 
 
 # ---- optimizer trajectories ----

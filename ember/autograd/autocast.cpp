@@ -43,12 +43,13 @@ State& device_state(DeviceType d) { return state.devices[d == kCUDA ? 1 : 0]; }
 std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> make_policies() {
   std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> p{};
   p.fill(CastPolicy::keep);
-  for (OpId op : {OpId::matmul, OpId::mm, OpId::bmm, OpId::addmm, OpId::linear, OpId::conv2d})
+  for (OpId op : {OpId::matmul, OpId::mm, OpId::bmm, OpId::addmm, OpId::linear, OpId::conv2d, OpId::conv_transpose2d})
     p[static_cast<size_t>(op)] = CastPolicy::lower_precision;
   for (OpId op : {OpId::exp, OpId::log, OpId::log1p, OpId::pow, OpId::pow_scalar, OpId::pow_scalar_base,
                   OpId::reciprocal, OpId::rsqrt, OpId::softplus, OpId::softmax, OpId::log_softmax, OpId::logsumexp,
                   OpId::sum, OpId::mean, OpId::prod, OpId::norm, OpId::var, OpId::std})
     p[static_cast<size_t>(op)] = CastPolicy::fp32;
+  p[static_cast<size_t>(OpId::binary_cross_entropy)] = CastPolicy::refuse;
   return p;
 }
 
@@ -75,6 +76,10 @@ class AutocastPolicy final : public dispatch::Policy {
       if (!t->defined() || !t->is_floating_point() || t->dtype() == kFloat64) continue;
       const State& s = device_state(t->device().type);
       if (!s.enabled) continue;
+      EMBER_CHECK(policy != CastPolicy::refuse, dispatch::op_name(call.op),
+                  " (nn::BCELoss) is unsafe to autocast: a 16-bit probability near 0 or 1 rounds to it "
+                  "and the loss saturates. Pass the logits to binary_cross_entropy_with_logits "
+                  "(nn::BCEWithLogitsLoss), or compute the loss outside the autocast region in float32");
       if (policy == CastPolicy::lower_precision && t->dtype() != s.dtype)
         *t = lower(*t, s);
       else if (policy == CastPolicy::fp32 && t->dtype() != kFloat32)

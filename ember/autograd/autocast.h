@@ -3,7 +3,7 @@
 // active on a thread, a policy at the dispatch point (autograd/dispatch.h) casts the floating
 // inputs on that device type of each op a user calls:
 //   - lower precision (the autocast dtype, float16 or bfloat16): matmul, mm, bmm, addmm, linear,
-//     conv2d — the ops that tensor cores and bf16 GEMMs speed up;
+//     conv2d, conv_transpose2d — the ops that tensor cores and bf16 GEMMs speed up;
 //   - float32: ops whose range or accuracy needs it — exp, log, log1p, pow, reciprocal, rsqrt,
 //     softplus, softmax, log_softmax, logsumexp, and the sum/mean/prod/norm/var/std reductions
 //     (so layer_norm, cross_entropy and the losses, which nn::functional composes from these,
@@ -48,7 +48,9 @@ int64_t cached_casts();
 void clear_cache();
 
 // What autocast does with an op's floating inputs.
-enum class CastPolicy : int8_t { keep, lower_precision, fp32 };
+// refuse: binary_cross_entropy, unsafe in 16 bits (an ember::Error that points to
+// binary_cross_entropy_with_logits, as PyTorch's error does).
+enum class CastPolicy : int8_t { keep, lower_precision, fp32, refuse };
 CastPolicy policy_of(dispatch::OpId op);
 
 // Turns autocast off for its scope whatever guards are active (the backward pass uses it).

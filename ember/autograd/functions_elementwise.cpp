@@ -349,6 +349,35 @@ Tensor autograd::softplus(const Tensor& x, const Scalar& beta, const Scalar& thr
   return out;
 }
 
+// d leaky_relu / dx = 1 where x > 0, negative_slope elsewhere (at 0 too, as PyTorch).
+Tensor autograd::leaky_relu(const Tensor& x, const Scalar& negative_slope) {
+  Tensor out = forward([&] { return native::leaky_relu(x, negative_slope); });
+  if (needs_grad(x))
+    record_fn(
+        "LeakyReluBackward", {&x}, {&out},
+        [lx = Like(x), sx = SavedTensor(x), negative_slope](std::vector<Tensor>& d) {
+          const Tensor g = ember::where(sx.unpack("leaky_relu") > 0.0, d[0], d[0] * negative_slope);
+          return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
+  return out;
+}
+
+// d elu / dx = 1 where x > 0, alpha e^x elsewhere.
+Tensor autograd::elu(const Tensor& x, const Scalar& alpha) {
+  Tensor out = forward([&] { return native::elu(x, alpha); });
+  if (needs_grad(x))
+    record_fn(
+        "EluBackward", {&x}, {&out},
+        [lx = Like(x), sx = SavedTensor(x), alpha](std::vector<Tensor>& d) {
+          const Tensor v = sx.unpack("elu");
+          const Tensor g = ember::where(v > 0.0, d[0], d[0] * ember::exp(v) * alpha);
+          return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
+        },
+        kDifferentiable);
+  return out;
+}
+
 // In place: the tape does not rewrite history, so these refuse tensors that require grad
 // while grad mode is on (for a leaf that is also PyTorch's rule).
 namespace {

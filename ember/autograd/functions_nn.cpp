@@ -51,6 +51,63 @@ Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
   return out;
 }
 
+// conv_transpose2d is conv2d's backward-data pass, so its gradients are conv2d's other passes:
+// dx = conv2d(dy, w) (the forward), dw = conv2d's backward-weight with dy as the input and x as
+// the output gradient, db = dy summed over all but the channel dim.
+Tensor autograd::conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                  std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                                  std::array<int64_t, 2> output_padding, int64_t groups,
+                                  std::array<int64_t, 2> dilation) {
+  Tensor out = forward(
+      [&] { return native::conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation); });
+  if (needs_grad({&input, &weight, &bias}))
+    record_fn("ConvTranspose2dBackward", {&input, &weight, &bias}, {&out},
+              [si = weight.requires_grad() ? SavedTensor(input) : SavedTensor(), sw = SavedTensor(weight), stride,
+               padding, dilation, groups, want_x = input.requires_grad(), want_w = weight.requires_grad(),
+               want_b = bias.defined() && bias.requires_grad()](std::vector<Tensor>& g) {
+                const Tensor w = sw.unpack("conv_transpose2d");
+                Tensor gx, gw, gb;
+                if (want_x) gx = native::conv2d(g[0], w, {}, stride, padding, dilation, groups);
+                if (want_w)
+                  gw = std::get<1>(native::conv2d_backward(g[0], w, si.unpack("conv_transpose2d"), stride, padding,
+                                                           dilation, groups, {false, true, false}));
+                if (want_b) gb = native::sum(g[0], g[0].dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
+                return std::vector<Tensor>{gx, gw, gb};
+              });
+  return out;
+}
+
+// PyTorch's formulas, finite where x is 0 or 1 (the composed loss would give 0 * inf = NaN there):
+// dx = w (x - y) / max(x (1 - x), eps), dy = w (log(1 - x) - log x) with the forward's clamps
+// (eps = 1e-12 rounded to float, as PyTorch's constant is);
+// both times the upstream gradient, spread over the elements by the reduction.
+Tensor autograd::binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                      const std::string& reduction) {
+  Tensor out = forward([&] { return native::binary_cross_entropy(input, target, weight, reduction); });
+  if (needs_grad(input, target)) {
+    EMBER_CHECK(!weight.defined() || !weight.requires_grad(), "binary_cross_entropy: the weight cannot require grad");
+    record_fn(
+        "BinaryCrossEntropyBackward", {&input, &target}, {&out},
+        [sx = SavedTensor(input), sy = SavedTensor(target), w = weight, reduction, n = input.numel(),
+         want_x = input.requires_grad(), want_y = target.requires_grad()](std::vector<Tensor>& g) {
+          const Tensor x = sx.unpack("binary_cross_entropy"), y = sy.unpack("binary_cross_entropy");
+          Tensor scale = reduction == "mean" ? g[0] / static_cast<double>(n) : g[0];
+          if (w.defined()) scale = scale * w;
+          Tensor gx, gy;
+          if (want_x)
+            gx = (scale * (x - y) / ember::clamp(x * (1.0 - x), Scalar(static_cast<double>(1e-12f)))).expand(x.sizes());
+          if (want_y) {
+            const Tensor log_x = ember::clamp(ember::log(x), Scalar(-100.0));
+            const Tensor log_1mx = ember::clamp(ember::log(1.0 - x), Scalar(-100.0));
+            gy = (scale * (log_1mx - log_x)).expand(x.sizes());
+          }
+          return std::vector<Tensor>{gx, gy};
+        },
+        kDifferentiable);
+  }
+  return out;
+}
+
 // The gradient of each window's maximum goes to the position max_pool2d recorded.
 std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
                                                              std::optional<std::array<int64_t, 2>> stride,

@@ -68,4 +68,28 @@ Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(const Scalar& a, const Tensor& b) { return div(scalar_like(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
+// &, |, ~ on bool tensors are logical_and, logical_or, logical_not (LibTorch's masks); ember has
+// no bitwise integer ops, so other dtypes are refused rather than read as truth values.
+namespace {
+void check_bool(const Tensor& t, const char* op) {
+  EMBER_CHECK(t.defined() && t.dtype() == kBool, "operator", op, ": expected bool tensors (masks), got ",
+              t.defined() ? detail::concat(t.dtype()) : std::string("an undefined tensor"),
+              "; bitwise operations on integers are not in ember");
+}
+}  // namespace
+Tensor operator&(const Tensor& a, const Tensor& b) {
+  check_bool(a, "&");
+  check_bool(b, "&");
+  return logical_and(a, b);
+}
+Tensor operator|(const Tensor& a, const Tensor& b) {
+  check_bool(a, "|");
+  check_bool(b, "|");
+  return logical_or(a, b);
+}
+Tensor operator~(const Tensor& a) {
+  check_bool(a, "~");
+  return logical_not(a);
+}
+
 }  // namespace ember

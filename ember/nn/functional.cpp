@@ -110,6 +110,10 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y, const 
   return reduce(loss, o.reduction_, "binary_cross_entropy_with_logits");
 }
 
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& o) {
+  return ::ember::binary_cross_entropy(input, target, o.weight_, o.reduction_);
+}
+
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   EMBER_CHECK(input.sizes() == target.sizes(), "l1_loss: input of shape ", shape_str(input.sizes()),
               " and target of shape ", shape_str(target.sizes()), " differ");
@@ -218,6 +222,24 @@ Tensor dropout(const Tensor& x, double p, bool training) {
         (rand(x.sizes(), TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
   }
   return x * mask;  // mul saves the mask for backward
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  EMBER_CHECK(p >= 0 && p <= 1, "dropout2d: probability has to be between 0 and 1, but got ", p);
+  EMBER_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4),
+              "dropout2d: expected a 4-D [N, C, H, W] or 3-D [C, H, W] input, got ",
+              x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  Shape mask_shape = x.sizes();  // one draw per (sample, channel), broadcast over H and W
+  mask_shape[mask_shape.size() - 1] = mask_shape[mask_shape.size() - 2] = 1;
+  Tensor mask;
+  {
+    NoGradGuard no_grad;
+    mask =
+        (rand(mask_shape, TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
+  }
+  return x * mask;
 }
 
 }  // namespace ember::nn::functional

@@ -3,7 +3,9 @@
 // composed from differentiable ops, so the tape differentiates them; the formulas follow
 // PyTorch's definitions, including its conventions for weights, ignore_index, label
 // smoothing and the mean reduction.
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ember/autograd/functions.h"
 #include "ember/tensor/arg.h"
@@ -45,6 +47,16 @@ struct BCEWithLogitsOptions {
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options = {});
 
+// Probabilities (after a sigmoid) against targets of the same shape: ember::binary_cross_entropy
+// with PyTorch's clamped logs and its finite gradient at 0 and 1. Unsafe under autocast (an
+// error there): prefer binary_cross_entropy_with_logits on the logits.
+struct BCELossOptions {
+  EMBER_ARG(Tensor, weight);  // broadcasts to the input, or undefined
+  EMBER_ARG(std::string, reduction) = "mean";
+};
+using BinaryCrossEntropyFuncOptions = BCELossOptions;  // LibTorch's name for the functional's options
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& options = {});
+
 // Normalizes over the trailing `normalized_shape` dims; weight and bias (that shape) optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
@@ -59,5 +71,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p), with a mask
 // drawn from ember's Philox generator; the identity when !training.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Zeroes whole channels: x [N, C, H, W] (or unbatched [C, H, W]), each (sample, channel) kept
+// with probability 1 - p and scaled by 1 / (1 - p); the identity when !training.
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+
+// Resizes the spatial dims of x [N, C, H, W] (torch.nn.functional.interpolate), to `size` or by
+// `scale_factor` (one number for both dims, or one per dim; the output size is floor(in *
+// scale)). mode "nearest" (the source pixel floor(dst * in / out), or floor(dst / scale_factor)
+// when a scale factor is given, as PyTorch) or "bilinear" (align_corners: corner pixels map to
+// corner pixels; else pixel centres, PyTorch's default). Both are made of index_select and
+// weighted sums, so they are differentiable and run on every device.
+struct InterpolateOptions {
+  EMBER_ARG(std::optional<Shape>, size);
+  EMBER_ARG(std::optional<std::vector<double>>, scale_factor);
+  EMBER_ARG(std::string, mode) = "nearest";
+  EMBER_ARG(std::optional<bool>, align_corners);           // bilinear only; default false
+  EMBER_ARG(std::optional<bool>, recompute_scale_factor);  // true: map by in / out, not by 1 / scale
+  InterpolateOptions& scale_factor(double s) { return scale_factor(std::vector<double>{s}); }
+};
+using InterpolateFuncOptions = InterpolateOptions;
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 }  // namespace ember::nn::functional

@@ -152,6 +152,8 @@ class Backend {
                       const Conv2dParams& p);
   // The gradients of conv2d: grad_out [N, O, Ho, Wo] -> grad_input [N, C, H, W] (= 0 first),
   // grad_weight [O, C/groups, kH, kW], grad_bias [O]; each may be undefined (not wanted).
+  // When grad_input alone is wanted, only input's shape, dtype and device are read, so
+  // conv_transpose2d (whose forward is this backward-data pass) passes grad_input as input.
   virtual void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
                                const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                const Conv2dParams& p);

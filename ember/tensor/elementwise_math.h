@@ -42,7 +42,9 @@ enum class UnaryOp : int8_t {
   reciprocal,
   erf,
   clamp,
-  softplus  // p0 = beta, p1 = threshold
+  softplus,    // p0 = beta, p1 = threshold
+  leaky_relu,  // p0 = negative_slope
+  elu          // p0 = alpha
 };
 // Which dtypes a unary op computes in: all as they are, or floating (integers and bools as float32).
 enum class UnaryDomain : int8_t { all, floating };
@@ -187,6 +189,16 @@ struct Softplus {
   EMBER_HOST_DEVICE M operator()(M x) const { return x * beta > threshold ? x : std::log1p(std::exp(x * beta)) / beta; }
 };
 template <class M>
+struct LeakyRelu {
+  M negative_slope;
+  EMBER_HOST_DEVICE M operator()(M x) const { return x > M(0) ? x : x * negative_slope; }
+};
+template <class M>
+struct Elu {  // alpha (e^x - 1) for x <= 0
+  M alpha;
+  EMBER_HOST_DEVICE M operator()(M x) const { return x > M(0) ? x : alpha * std::expm1(x); }
+};
+template <class M>
 struct Identity {  // what a visit falls back to for an op the dtype does not have (checked before)
   EMBER_HOST_DEVICE M operator()(M x) const { return x; }
 };
@@ -263,6 +275,10 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
         return f(Erf<M>{});
       case UnaryOp::softplus:
         return f(Softplus<M>{M(p0), M(p1)});
+      case UnaryOp::leaky_relu:
+        return f(LeakyRelu<M>{M(p0)});
+      case UnaryOp::elu:
+        return f(Elu<M>{M(p0)});
       default:
         break;
     }

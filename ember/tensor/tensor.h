@@ -199,6 +199,10 @@ Tensor operator-(const Scalar& a, const Tensor& b);
 Tensor operator*(const Scalar& a, const Tensor& b);
 Tensor operator/(const Scalar& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// On bool tensors: logical and, or, not (other dtypes are an error).
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);
 
 // PyTorch-style printing: tensor([[1.0000, 2.0000], ...], dtype=float64).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -12,8 +12,31 @@ void GELUImpl::pretty_print(std::ostream& os) const {
   if (approximate_ != "none") os << "(approximate='" << approximate_ << "')";
 }
 
-DropoutImpl::DropoutImpl(double p) : Module("Dropout"), p_(p) {
-  EMBER_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+DropoutImpl::DropoutImpl(const DropoutOptions& options) : Module("Dropout"), options(options) {
+  EMBER_CHECK(p() >= 0 && p() <= 1, "Dropout: p must be in [0, 1], got ", p());
+}
+
+Dropout2dImpl::Dropout2dImpl(const Dropout2dOptions& options) : Module("Dropout2d"), options(options) {
+  EMBER_CHECK(p() >= 0 && p() <= 1, "Dropout2d: p must be in [0, 1], got ", p());
+}
+
+FunctionalImpl::FunctionalImpl(Function function) : Module("Functional"), function_(std::move(function)) {
+  EMBER_CHECK(function_ != nullptr, "Functional: the function is empty");
+}
+
+UpsampleImpl::UpsampleImpl(const UpsampleOptions& options) : Module("Upsample"), options(options) {
+  EMBER_CHECK(options.size_.has_value() != options.scale_factor_.has_value(),
+              "Upsample: give exactly one of size and scale_factor");
+}
+
+void UpsampleImpl::pretty_print(std::ostream& os) const {
+  os << "Upsample(";
+  if (options.size_) os << "size=" << shape_str(*options.size_);
+  if (options.scale_factor_) {
+    os << "scale_factor=";
+    for (size_t i = 0; i < options.scale_factor_->size(); ++i) os << (i ? ", " : "") << (*options.scale_factor_)[i];
+  }
+  os << ", mode='" << options.mode_ << "')";
 }
 
 }  // namespace ember::nn

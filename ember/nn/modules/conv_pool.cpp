@@ -54,6 +54,70 @@ void Conv2dImpl::pretty_print(std::ostream& os) const {
   os << ")";
 }
 
+ConvTranspose2dImpl::ConvTranspose2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+    : ConvTranspose2dImpl(ConvTranspose2dOptions(in_channels, out_channels, kernel_size)) {}
+
+ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : Module("ConvTranspose2d"), options(o) {
+  EMBER_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0,
+              "ConvTranspose2d: channels must be > 0, got in_channels=", o.in_channels_,
+              ", out_channels=", o.out_channels_);
+  EMBER_CHECK(o.groups_ > 0 && o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
+              "ConvTranspose2d: in_channels (", o.in_channels_, ") and out_channels (", o.out_channels_,
+              ") must be divisible by groups (", o.groups_, ")");
+  EMBER_CHECK(o.kernel_size_[0] > 0 && o.kernel_size_[1] > 0, "ConvTranspose2d: kernel_size must be > 0, got ",
+              o.kernel_size_[0], "x", o.kernel_size_[1]);
+  weight = register_parameter(
+      "weight", empty({o.in_channels_, o.out_channels_ / o.groups_, o.kernel_size_[0], o.kernel_size_[1]}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  bind_attribute("bias", bias);
+  reset_parameters();
+}
+
+void ConvTranspose2dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));  // fan_in from weight.size(1), as PyTorch computes it
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return conv_transpose2d(x, weight, bias, o.stride_, o.padding_, o.output_padding_, o.groups_, o.dilation_);
+}
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& x, const Shape& output_size) {
+  const auto& o = options;
+  EMBER_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 4), "ConvTranspose2d: expected a 3-D or 4-D input, got ",
+              x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
+  EMBER_CHECK(output_size.size() == 2 || output_size.size() == static_cast<size_t>(x.dim()),
+              "ConvTranspose2d: output_size must have 2 or ", x.dim(), " entries, got ", shape_str(output_size));
+  Int2 output_padding{};
+  for (int d = 0; d < 2; ++d) {
+    const int64_t wanted = output_size[output_size.size() - 2 + d];
+    const int64_t smallest =
+        (x.size(x.dim() - 2 + d) - 1) * o.stride_[d] - 2 * o.padding_[d] + o.dilation_[d] * (o.kernel_size_[d] - 1) + 1;
+    EMBER_CHECK(wanted >= smallest && wanted < smallest + o.stride_[d], "ConvTranspose2d: requested an output size of ",
+                shape_str(output_size), ", but valid sizes range from ", smallest, " to ", smallest + o.stride_[d] - 1,
+                " in dim ", d, " for an input of shape ", shape_str(x.sizes()));
+    output_padding[d] = wanted - smallest;
+  }
+  return conv_transpose2d(x, weight, bias, o.stride_, o.padding_, output_padding, o.groups_, o.dilation_);
+}
+
+void ConvTranspose2dImpl::pretty_print(std::ostream& os) const {
+  const auto& o = options;
+  os << "ConvTranspose2d(" << o.in_channels_ << ", " << o.out_channels_ << ", kernel_size=" << o.kernel_size_
+     << ", stride=" << o.stride_;
+  if (o.padding_ != Int2{0, 0}) os << ", padding=" << o.padding_;
+  if (o.output_padding_ != Int2{0, 0}) os << ", output_padding=" << o.output_padding_;
+  if (o.dilation_ != Int2{1, 1}) os << ", dilation=" << o.dilation_;
+  if (o.groups_ != 1) os << ", groups=" << o.groups_;
+  if (!o.bias_) os << ", bias=false";
+  os << ")";
+}
+
 Tensor MaxPool2dImpl::forward(const Tensor& x) {
   return max_pool2d(x, options.kernel_size_, options.stride_, options.padding_, options.dilation_, options.ceil_mode_);
 }

@@ -41,6 +41,44 @@ class Conv2dImpl : public Module {
 };
 EMBER_MODULE(Conv2d);
 
+struct ConvTranspose2dOptions {
+  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : ConvTranspose2dOptions(in_channels, out_channels, Int2{kernel_size, kernel_size}) {}
+  int64_t in_channels_, out_channels_;
+  Int2 kernel_size_;
+  EMBER_ARG(Int2, stride) = {1, 1};
+  EMBER_ARG(Int2, padding) = {0, 0};
+  EMBER_ARG(Int2, output_padding) = {0, 0};  // added to one side of the output (< stride or dilation)
+  EMBER_ARG(int64_t, groups) = 1;
+  EMBER_ARG(bool, bias) = true;
+  EMBER_ARG(Int2, dilation) = {1, 1};
+  ConvTranspose2dOptions& stride(int64_t s) { return stride(Int2{s, s}); }
+  ConvTranspose2dOptions& padding(int64_t p) { return padding(Int2{p, p}); }
+  ConvTranspose2dOptions& output_padding(int64_t p) { return output_padding(Int2{p, p}); }
+  ConvTranspose2dOptions& dilation(int64_t d) { return dilation(Int2{d, d}); }
+};
+
+// The transposed convolution (conv_transpose2d: the adjoint of Conv2d in its input, which
+// upsamples by the stride). weight [in, out / groups, kh, kw], bias [out]; initialised as
+// PyTorch (kaiming-uniform a = √5 with fan_in = out / groups · kh · kw, bias U(±1/√fan_in)).
+class ConvTranspose2dImpl : public Module {
+ public:
+  ConvTranspose2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size);
+  explicit ConvTranspose2dImpl(const ConvTranspose2dOptions& options);
+  Tensor forward(const Tensor& x) override;  // [N, in, H, W] -> [N, out, H', W']
+  // output_size: the wanted [H', W'] (or the whole output shape); it picks the output padding
+  // among the sizes this stride gives, as PyTorch's forward(input, output_size).
+  Tensor forward(const Tensor& x, const Shape& output_size);
+  void reset_parameters();
+  void pretty_print(std::ostream& os) const override;
+
+  ConvTranspose2dOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(ConvTranspose2d);
+
 struct Pool2dOptions {
   Pool2dOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}                  // NOLINT: implicit by design
   Pool2dOptions(int64_t kernel_size) : kernel_size_{kernel_size, kernel_size} {}  // NOLINT

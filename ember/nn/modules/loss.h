@@ -26,6 +26,18 @@ class NLLLossImpl : public Module {
 };
 EMBER_MODULE(NLLLoss);
 
+// On probabilities (after a sigmoid); BCEWithLogitsLoss on logits is the stable choice.
+class BCELossImpl : public Module {
+ public:
+  explicit BCELossImpl(functional::BCELossOptions options = {}) : Module("BCELoss"), options(std::move(options)) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return functional::binary_cross_entropy(input, target, options);
+  }
+  functional::BCELossOptions options;
+};
+EMBER_MODULE(BCELoss);
+
 class BCEWithLogitsLossImpl : public Module {
  public:
   explicit BCEWithLogitsLossImpl(functional::BCEWithLogitsOptions options = {})

@@ -97,6 +97,60 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
   return restore_rank(out, input);
 }
 
+// input [N, Cin, H, W], weight [Cin, Cout/g, kH, kW] -> [N, Cout, Ho, Wo]: conv2d's backward-data
+// pass with input as its output gradient (the kernels of conv2d_backward, so cuDNN's
+// backward-data algorithms, benchmark mode included, run it on CUDA).
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
+                        std::array<int64_t, 2> padding, std::array<int64_t, 2> output_padding, int64_t groups,
+                        std::array<int64_t, 2> dilation) {
+  const char* op = "conv_transpose2d";
+  const Tensor x = check_nchw(input, op);
+  ops::check_defined(weight, op, "weight");
+  ops::check_same_device({&input, &weight, &bias}, op);
+  EMBER_CHECK(weight.dim() == 4, op, ": expected a 4-D weight [in_channels, out_channels/groups, kH, kW], got shape ",
+              shape_str(weight.sizes()));
+  EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()), op,
+              ": input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
+              bias.defined() ? detail::concat(" and ", bias.dtype()) : std::string());
+  check_positive(stride, op, "stride");
+  check_positive(dilation, op, "dilation");
+  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0, op, ": negative padding ", pair_str(padding));
+  EMBER_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
+  for (int d = 0; d < 2; ++d)
+    EMBER_CHECK(output_padding[d] >= 0 && (output_padding[d] < stride[d] || output_padding[d] < dilation[d]), op,
+                ": output_padding ", pair_str(output_padding), " must be smaller than either stride ", pair_str(stride),
+                " or dilation ", pair_str(dilation));
+  const int64_t C = x.size(1);
+  EMBER_CHECK(weight.size(0) == C, op, ": input of shape ", shape_str(input.sizes()), " has ", C,
+              " channels, but weight of shape ", shape_str(weight.sizes()), " expects ", weight.size(0));
+  EMBER_CHECK(C % groups == 0, op, ": in_channels (", C, ") must be divisible by groups (", groups, ")");
+  const int64_t O = weight.size(1) * groups;
+  if (bias.defined())
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, op, ": bias must have shape [", O, "], got ",
+                shape_str(bias.sizes()));
+  Shape out_sizes{x.size(0), O, 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    out_sizes[2 + d] = (x.size(2 + d) - 1) * stride[d] - 2 * padding[d] + dilation[d] * (weight.size(2 + d) - 1) +
+                       output_padding[d] + 1;
+    EMBER_CHECK(out_sizes[2 + d] > 0, op, ": input of shape ", shape_str(input.sizes()), " with kernel ",
+                shape_str(weight.sizes()), ", stride ", pair_str(stride), " and padding ", pair_str(padding),
+                " gives an empty output (", out_sizes[2 + d], ")");
+  }
+  // 16-bit floats: in float32 on the CPU, as conv2d_backward; cuDNN takes them as they are.
+  const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
+  Tensor out = ops::empty_on(out_sizes, compute, x.device());
+  if (out.numel() > 0 && x.numel() > 0) {
+    const Tensor w = to(contiguous(weight), compute);
+    backend(x.device())
+        .conv2d_backward(out, w, native::to(x, compute), out, Tensor(), Tensor(),
+                         Conv2dParams{stride, padding, dilation, groups});
+  } else {
+    fill_(out, 0);
+  }
+  if (bias.defined()) add_(out, view(native::to(bias, compute), {1, O, 1, 1}));
+  return restore_rank(native::to(out, x.dtype()), input);
+}
+
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, std::array<int64_t, 2> kernel,
                                                    std::optional<std::array<int64_t, 2>> stride,
                                                    std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
