@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   q::DynamicQuantizedLinearImpl int8(*fp, true);
   auto bytes = [](const StateDict& s) {
     int64_t b = 0;
-    for (const auto& item : s) b += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+    for (const auto& item : s) b += item.value().numel() * static_cast<int64_t>(element_size(item.value().dtype()));
     return b;
   };
   std::printf("\nLinear 1024→1024 state: float32 %lld bytes, int8 %lld bytes (%.2fx smaller)\n",

@@ -50,6 +50,7 @@
 #include "ember/cuda/cuda.h"
 #include "ember/data/csv.h"
 #include "ember/data/dataloader.h"
+#include "ember/data/datasets.h"
 #include "ember/data/gzip_file.h"
 #include "ember/data/idx.h"
 #include "ember/data/sampler.h"

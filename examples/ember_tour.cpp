@@ -437,7 +437,7 @@ void int8_section(const Options& o) {
     }
     Measure m{correct / total, median_seconds([&] { net(test_x[0]); }, o.quick ? 3 : 7) * 1e3, 0, 0};
     for (const auto& item : net->state_dict())
-      m.bytes += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+      m.bytes += item.value().numel() * static_cast<int64_t>(element_size(item.value().dtype()));
     for (const Tensor& p : net->parameters()) m.params += p.numel();
     return m;
   };

@@ -118,7 +118,8 @@ void prune_and_finetune(const Config& c, nn::Sequential& model, optim::Optimizer
   report_model(model, test, "before pruning:");
   std::vector<prune::Target> weights;
   for (const auto& item : model->named_modules())
-    if (item.value->as<nn::LinearImpl>() || item.value->as<nn::Conv2dImpl>()) weights.push_back({item.value, "weight"});
+    if (item.value()->as<nn::LinearImpl>() || item.value()->as<nn::Conv2dImpl>())
+      weights.push_back({item.value(), "weight"});
   for (size_t i = 0; i < weights.size(); ++i) {
     nn::Module& m = *weights[i].module;
     if (c.prune_method == "l1") prune::l1_unstructured(m, "weight", c.prune);

@@ -56,13 +56,13 @@ TEST(Checkpoint, RoundTripIsBitExactForEveryDType) {
   const StateDict back = load(path);
   ASSERT_EQ(back.keys(), state.keys());
   for (const auto& item : state) {
-    const Tensor& b = back[item.key];
-    EXPECT_EQ(b.dtype(), item.value.dtype()) << item.key;
-    EXPECT_EQ(b.sizes(), item.value.sizes()) << item.key;
-    const Tensor a = item.value.contiguous();
-    ASSERT_EQ(a.nbytes(), b.nbytes()) << item.key;
+    const Tensor& b = back[item.key()];
+    EXPECT_EQ(b.dtype(), item.value().dtype()) << item.key();
+    EXPECT_EQ(b.sizes(), item.value().sizes()) << item.key();
+    const Tensor a = item.value().contiguous();
+    ASSERT_EQ(a.nbytes(), b.nbytes()) << item.key();
     if (a.nbytes() > 0)  // an empty tensor has no data pointer (memcmp must not see null)
-      EXPECT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()), 0) << item.key << " differs bitwise";
+      EXPECT_EQ(std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()), 0) << item.key() << " differs bitwise";
   }
   EXPECT_EQ(load_metadata(path).at("note"), "round trip");
   // The header is 8-byte aligned and the data section starts right after it.
@@ -92,7 +92,7 @@ TEST(Checkpoint, ModuleRoundTripAndStrictLoading) {
   nn::Sequential b(nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(8, 3));
   load(b, path);
   for (const auto& item : a->state_dict())
-    EXPECT_TRUE(testing::all_close(b->state_dict()[item.key], item.value, 0, 0)) << item.key;
+    EXPECT_TRUE(testing::all_close(b->state_dict()[item.key()], item.value(), 0, 0)) << item.key();
 
   nn::Sequential wider(nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::Flatten(), nn::Linear(8, 4));
   EXPECT_ERROR_CONTAINS(load(wider, path), "size mismatch for '3.weight': the checkpoint has shape [3, 8]");

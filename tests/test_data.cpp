@@ -18,7 +18,7 @@ class CountingDataset : public Dataset {
   explicit CountingDataset(int64_t n, int64_t fail_at = -1, int sleep_us = 0)
       : n_(n), fail_at_(fail_at), sleep_us_(sleep_us) {}
   int64_t size() const override { return n_; }
-  Example get(int64_t i) const override {
+  Example<> get(int64_t i) const override {
     check_index(i, "CountingDataset");
     if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
     EMBER_CHECK(i != fail_at_, "corrupt record ", i);
@@ -168,7 +168,7 @@ TEST(LoaderThreads, ManyShortEpochs) {
 
 TEST(LoaderThreads, TransformsSeededPerSampleNotPerWorker) {
   auto base = std::make_shared<CountingDataset>(30);
-  auto noisy = map(base, [](Example e, int64_t, uint64_t seed) {
+  auto noisy = map(base, [](Example<> e, int64_t, uint64_t seed) {
     manual_seed(0);  // must not matter: the transform uses its sample seed only
     const float jitter = static_cast<float>(seed % 1000) / 1000.0f;
     e.data = e.data + jitter;
@@ -342,7 +342,7 @@ TEST(Transforms, DeterministicCores) {
 
 TEST(Transforms, RandomOnesFollowTheirSeed) {
   const Tensor x = arange(2 * 6 * 6, kFloat32).reshape({2, 6, 6});
-  const data::Example e{x, scalar_tensor(1, kInt64)};
+  const data::Example<> e{x, scalar_tensor(1, kInt64)};
   const auto pipeline = T::compose({T::random_crop(6, 2), T::random_horizontal_flip(), T::random_affine(15, 0.1),
                                     T::normalize({1.0, 2.0}, {2.0, 4.0})});
   const Tensor a = pipeline(e, 0, 42).data, b = pipeline(e, 0, 42).data, c = pipeline(e, 0, 43).data;
@@ -366,7 +366,7 @@ namespace {
 
 TEST(SyntheticDigits, DeterministicBalancedAndLearnable) {
   data::SyntheticDigits train(3000, /*seed=*/1), test(600, /*seed=*/2);
-  const data::Example a = train.get(17), b = data::SyntheticDigits(3000, 1).get(17);
+  const data::Example<> a = train.get(17), b = data::SyntheticDigits(3000, 1).get(17);
   EXPECT_TRUE(testing::all_close(a.data, b.data, 0, 0));
   EXPECT_EQ(a.target.item<int64_t>(), b.target.item<int64_t>());
   EXPECT_EQ(a.data.sizes(), (Shape{1, 28, 28}));
@@ -377,7 +377,7 @@ TEST(SyntheticDigits, DeterministicBalancedAndLearnable) {
   Tensor sums = zeros({10, 784});
   std::vector<int64_t> counts(10);
   for (int64_t i = 0; i < train.size(); ++i) {
-    const data::Example e = train.get(i);
+    const data::Example<> e = train.get(i);
     const int64_t c = e.target.item<int64_t>();
     ++counts[static_cast<size_t>(c)];
     Tensor row = sums[c];
@@ -391,7 +391,7 @@ TEST(SyntheticDigits, DeterministicBalancedAndLearnable) {
   }
   int64_t correct = 0;
   for (int64_t i = 0; i < test.size(); ++i) {
-    const data::Example e = test.get(i);
+    const data::Example<> e = test.get(i);
     const Tensor distance = (sums - e.data.reshape({1, 784})).square().sum({1});
     correct += distance.argmin().item<int64_t>() == e.target.item<int64_t>();
   }
@@ -444,7 +444,7 @@ TEST(CharText, VocabularyWindowsAndEntropy) {
   // 11 characters, windows of 4 and their shifted targets: starts 0 and 4 (8 would need 13).
   const data::CharTextDataset text("hello world", data::CharTextOptions{4, 0});
   EXPECT_EQ(text.size(), 2);
-  const data::Example second = text.get(1);
+  const data::Example<> second = text.get(1);
   EXPECT_EQ(vocab.decode(second.data.to_vector<int64_t>()), "o wo");
   EXPECT_EQ(vocab.decode(second.target.to_vector<int64_t>()), " wor");
   EXPECT_EQ(second.data.dtype(), kInt64);

@@ -333,9 +333,9 @@ TEST(Pipeline, StagesOverRanksEqualTheWholeModel) {
       const auto named = pipe.stage()->named_parameters();
       EXPECT_GT(named.size(), 0u);
       for (const auto& item : named) {
-        ASSERT_TRUE(item.value.grad().defined()) << where << ": " << item.key;
-        EXPECT_TRUE(testing::all_close(item.value.grad(), reference_params[item.key].grad(), 1e-5, 1e-7))
-            << where << ": " << item.key;
+        ASSERT_TRUE(item.value().grad().defined()) << where << ": " << item.key();
+        EXPECT_TRUE(testing::all_close(item.value().grad(), reference_params[item.key()].grad(), 1e-5, 1e-7))
+            << where << ": " << item.key();
       }
       const int64_t limit = std::string(schedule) == "gpipe" ? chunks : std::min<int64_t>(chunks, world() - rank());
       EXPECT_EQ(pipe.peak_micro_batches_held(), limit) << where;

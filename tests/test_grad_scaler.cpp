@@ -75,19 +75,20 @@ TEST(GradScaler, ASkippedStepLeavesParametersAndStateBitIdentical) {
   ASSERT_TRUE(iteration(false));
   const StateDict params = fc->state_dict();
   std::vector<Tensor> before;
-  for (const auto& item : params) before.push_back(item.value.clone());
+  for (const auto& item : params) before.push_back(item.value().clone());
   const optim::OptimizerState state = opt.state_dict();
   std::vector<Tensor> state_before;
-  for (const auto& item : state.tensors) state_before.push_back(item.value.clone());
+  for (const auto& item : state.tensors) state_before.push_back(item.value().clone());
   const double scale = scaler.get_scale();
 
   EXPECT_FALSE(iteration(true));
   size_t i = 0;
-  for (const auto& item : fc->state_dict()) EXPECT_TRUE(testing::all_close(item.value, before[i++], 0, 0)) << item.key;
+  for (const auto& item : fc->state_dict())
+    EXPECT_TRUE(testing::all_close(item.value(), before[i++], 0, 0)) << item.key();
   i = 0;
   const optim::OptimizerState after = opt.state_dict();
   for (const auto& item : after.tensors)
-    EXPECT_TRUE(testing::all_close(item.value, state_before[i++], 0, 0)) << item.key;
+    EXPECT_TRUE(testing::all_close(item.value(), state_before[i++], 0, 0)) << item.key();
   EXPECT_EQ(after.metadata, state.metadata) << "the step counts did not move either";
   EXPECT_EQ(scaler.get_scale(), scale * 0.5);
 }

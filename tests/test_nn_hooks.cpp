@@ -77,9 +77,9 @@ TEST(Hooks, ForwardHooksMakeACalibrationObserver) {
   std::map<std::string, std::pair<float, float>> range;
   std::vector<HookHandle> handles;
   for (const auto& item : net->named_modules()) {
-    if (item.value->type_name() != "Linear") continue;
-    handles.push_back(item.value->register_forward_hook(
-        [&range, name = item.key](Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
+    if (item.value()->type_name() != "Linear") continue;
+    handles.push_back(item.value()->register_forward_hook(
+        [&range, name = item.key()](Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
           auto [it, fresh] = range.emplace(name, std::make_pair(out.min().item<float>(), out.max().item<float>()));
           if (!fresh) {
             it->second.first = std::min(it->second.first, out.min().item<float>());

@@ -136,14 +136,15 @@ TEST_P(LayerTest, MatchesPyTorch) {
     EXPECT_TRUE(testing::all_close(x.grad().cpu(), testing::ref_tensor(ref, base + "grad_in"), rtol, atol))
         << name << " input gradient";
   for (const auto& p : module->named_parameters()) {
-    ASSERT_TRUE(p.value.grad().defined()) << name << " parameter " << p.key << " got no gradient";
-    EXPECT_TRUE(testing::all_close(p.value.grad().cpu(), testing::ref_tensor(ref, base + "grad." + p.key), rtol, atol))
-        << name << " gradient of " << p.key;
+    ASSERT_TRUE(p.value().grad().defined()) << name << " parameter " << p.key() << " got no gradient";
+    EXPECT_TRUE(
+        testing::all_close(p.value().grad().cpu(), testing::ref_tensor(ref, base + "grad." + p.key()), rtol, atol))
+        << name << " gradient of " << p.key();
   }
   for (const auto& b : module->named_buffers())
     EXPECT_TRUE(
-        testing::all_close(b.value.cpu(), testing::ref_tensor(ref, base + "after." + b.key), rtol / 10, atol / 10))
-        << name << " buffer " << b.key << " after the forward";
+        testing::all_close(b.value().cpu(), testing::ref_tensor(ref, base + "after." + b.key()), rtol / 10, atol / 10))
+        << name << " buffer " << b.key() << " after the forward";
 }
 
 INSTANTIATE_TEST_SUITE_P(NN, LayerTest,

@@ -228,7 +228,7 @@ void expect_module_gradients_match(Module& module, const Tensor& x_in) {
   module.zero_grad();
   loss().backward();
   std::vector<std::pair<std::string, Tensor>> checked{{"input", x}};
-  for (const auto& p : module.named_parameters()) checked.emplace_back(p.key, p.value);
+  for (const auto& p : module.named_parameters()) checked.emplace_back(p.key(), p.value());
   NoGradGuard no_grad;
   for (auto& [name, t] : checked) {
     ASSERT_TRUE(t.grad().defined()) << name;

@@ -295,7 +295,7 @@ void expect_resume_is_exact(MakeOpt make) {
   nn::Sequential copy = small_model();
   {
     StateDict cloned;
-    for (const auto& w : weights) cloned.insert(w.key, w.value.clone());
+    for (const auto& w : weights) cloned.insert(w.key(), w.value().clone());
     copy->load_state_dict(cloned);
   }
   auto resumed = make(copy->parameters());

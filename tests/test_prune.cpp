@@ -25,7 +25,7 @@ std::string ref_keys(const std::string& name) {
 }
 std::string keys_of(const nn::Module& m) {
   std::string s;
-  for (const auto& item : m.state_dict()) s += (s.empty() ? "" : "\n") + item.key;
+  for (const auto& item : m.state_dict()) s += (s.empty() ? "" : "\n") + item.key();
   return s;
 }
 

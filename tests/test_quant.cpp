@@ -277,7 +277,7 @@ TEST(DynamicQuantizedLinear, QuantizeDynamicSwapsLinearsAndRoundTripsItsState) {
   EXPECT_TRUE(all_close(other(x), y, 0, 0));
   int64_t bytes = 0;
   for (const auto& item : net->state_dict())
-    bytes += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+    bytes += item.value().numel() * static_cast<int64_t>(element_size(item.value().dtype()));
   EXPECT_EQ(bytes, (8 * 16 + 16 * 4) + 4 * (16 + 4) + 2 * (4 + 4));  // int8 weights, float bias, scale + zero point
   // A root Linear is replaced by the result.
   auto root = q::quantize_dynamic(nn::Linear(3, 2).module());
@@ -369,10 +369,10 @@ TEST(StaticQuantization, PrepareCalibrateConvertKeepsTheOutputsOfACnn) {
   // Weights stored as int8: a quarter of the float32 bytes, plus scales.
   int64_t bytes = 0;
   for (const auto& item : int8->state_dict()) {
-    if (item.key.find(".weight") != std::string::npos && item.key.find("scale") == std::string::npos &&
-        item.key.find("zero_point") == std::string::npos)
-      EXPECT_EQ(item.value.dtype(), kInt8) << item.key;
-    bytes += item.value.numel() * static_cast<int64_t>(element_size(item.value.dtype()));
+    if (item.key().find(".weight") != std::string::npos && item.key().find("scale") == std::string::npos &&
+        item.key().find("zero_point") == std::string::npos)
+      EXPECT_EQ(item.value().dtype(), kInt8) << item.key();
+    bytes += item.value().numel() * static_cast<int64_t>(element_size(item.value().dtype()));
   }
   EXPECT_LT(bytes, 4 * (4 * 9 + 8 * 36 + 32 * 16 + 16 * 3));
 }

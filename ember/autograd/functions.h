@@ -25,6 +25,29 @@ namespace ember {
 #include "ember/tensor/ops.def"
 #undef EMBER_PUBLIC_DECLARATION
 
+// One dim as an integer, as LibTorch takes it: sum(x, 1), mean(x, 0, true), norm(x, 2, 1).
+template <class I, detail::if_index<I> = 0>
+Tensor sum(const Tensor& x, I dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) {
+  return x.sum(dim, keepdim, dtype);
+}
+#define EMBER_INDEX_FORM(name)                                \
+  template <class I, detail::if_index<I> = 0>                 \
+  Tensor name(const Tensor& x, I dim, bool keepdim = false) { \
+    return x.name(dim, keepdim);                              \
+  }
+EMBER_INDEX_FORM(mean)
+EMBER_INDEX_FORM(prod)
+EMBER_INDEX_FORM(amax)
+EMBER_INDEX_FORM(amin)
+EMBER_INDEX_FORM(logsumexp)
+EMBER_INDEX_FORM(all)
+EMBER_INDEX_FORM(any)
+#undef EMBER_INDEX_FORM
+template <class I, detail::if_index<I> = 0>
+Tensor norm(const Tensor& x, double p, I dim, bool keepdim = false) {
+  return x.norm(p, dim, keepdim);
+}
+
 // The gradient `grad` of a broadcast result, summed back to `sizes` (the input's shape).
 Tensor sum_to(const Tensor& grad, const Shape& sizes);
 

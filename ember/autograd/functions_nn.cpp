@@ -36,8 +36,8 @@ Tensor autograd::log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
-Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-                        std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding,
+                        Int2 dilation, int64_t groups) {
   Tensor out = forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });
   if (needs_grad({&input, &weight, &bias}))
     record_fn("Conv2dBackward", {&input, &weight, &bias}, {&out},
@@ -54,10 +54,8 @@ Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 // conv_transpose2d is conv2d's backward-data pass, so its gradients are conv2d's other passes:
 // dx = conv2d(dy, w) (the forward), dw = conv2d's backward-weight with dy as the input and x as
 // the output gradient, db = dy summed over all but the channel dim.
-Tensor autograd::conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                                  std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
-                                  std::array<int64_t, 2> output_padding, int64_t groups,
-                                  std::array<int64_t, 2> dilation) {
+Tensor autograd::conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
+                                  Int2 padding, Int2 output_padding, int64_t groups, Int2 dilation) {
   Tensor out = forward(
       [&] { return native::conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation); });
   if (needs_grad({&input, &weight, &bias}))
@@ -109,10 +107,8 @@ Tensor autograd::binary_cross_entropy(const Tensor& input, const Tensor& target,
 }
 
 // The gradient of each window's maximum goes to the position max_pool2d recorded.
-std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> kernel,
-                                                             std::optional<std::array<int64_t, 2>> stride,
-                                                             std::array<int64_t, 2> padding,
-                                                             std::array<int64_t, 2> dilation, bool ceil_mode) {
+std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, Int2 kernel, std::optional<Int2> stride,
+                                                             Int2 padding, Int2 dilation, bool ceil_mode) {
   auto [out, idx] =
       forward([&] { return native::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode); });
   if (needs_grad(x))
@@ -122,15 +118,13 @@ std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, st
   return {out, idx};
 }
 
-Tensor autograd::max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
-                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding,
-                            std::array<int64_t, 2> dilation, bool ceil_mode) {
+Tensor autograd::max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
+                            bool ceil_mode) {
   return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
 }
 
-Tensor autograd::avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
-                            std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding,
-                            bool ceil_mode, bool count_include_pad) {
+Tensor autograd::avg_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, bool ceil_mode,
+                            bool count_include_pad) {
   Tensor out = forward([&] { return native::avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad); });
   if (needs_grad(x))
     record_fn("AvgPool2dBackward", {&x}, {&out},
@@ -141,7 +135,7 @@ Tensor autograd::avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
   return out;
 }
 
-Tensor autograd::adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+Tensor autograd::adaptive_avg_pool2d(const Tensor& x, Int2 output_size) {
   Tensor out = forward([&] { return native::adaptive_avg_pool2d(x, output_size); });
   if (needs_grad(x))
     record_fn("AdaptiveAvgPool2dBackward", {&x}, {&out}, [sizes = x.sizes()](std::vector<Tensor>& g) {

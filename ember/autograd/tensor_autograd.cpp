@@ -24,6 +24,16 @@ Tensor& Tensor::set_requires_grad(bool requires_grad) {
   return *this;
 }
 
+namespace {
+void mark_requires_grad(Tensor& t) { t.set_requires_grad(true); }
+}  // namespace
+
+TensorOptions TensorOptions::requires_grad(bool r) const {
+  auto o = *this;
+  o.mark_requires_grad_ = r ? &mark_requires_grad : nullptr;
+  return o;
+}
+
 const Tensor& Tensor::grad() const {
   static const Tensor undefined;
   const auto& m = impl()->autograd;

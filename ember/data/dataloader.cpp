@@ -16,7 +16,7 @@
 
 namespace ember::data {
 
-Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>& indices) {
+Batch stack_collate(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices) {
   EMBER_CHECK(!examples.empty(), "stack_collate: an empty batch");
   std::vector<Tensor> data, targets;
   const bool with_targets = examples[0].target.defined();
@@ -27,6 +27,13 @@ Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>&
     if (e.target.defined()) targets.push_back(std::move(e.target));
   }
   return {stack(data), targets.empty() ? Tensor() : stack(targets), indices};
+}
+
+Batch keep_examples(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices) {
+  Batch batch;
+  batch.examples = std::move(examples);
+  batch.indices = indices;
+  return batch;
 }
 
 namespace {
@@ -159,7 +166,18 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
   Batch load(int64_t b) const {
     const std::vector<int64_t>& idx = batches[static_cast<size_t>(b)];
     SampleSeedGuard seed(epoch_seed);
-    std::vector<Example> examples;
+    if (options.batch_reader_) {
+      Batch batch;
+      try {
+        batch = options.batch_reader_(idx);
+      } catch (const std::exception& e) {
+        throw Error(detail::concat("batch ", b, ": ", e.what()));
+      }
+      batch.indices = idx;
+      if (options.pin_memory_) pin(batch);
+      return batch;
+    }
+    std::vector<Example<>> examples;
     try {
       examples = dataset->get_batch(idx);
     } catch (const std::exception& batch_error) {

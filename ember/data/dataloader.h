@@ -24,15 +24,22 @@
 namespace ember::data {
 
 // A collated batch: data [B, ...], target [B, ...] (undefined if the examples have none),
-// and the dataset indices it holds.
+// and the dataset indices it holds; `examples` holds the examples themselves instead when the
+// collate keeps them (keep_examples: LibTorch's batches of examples of different shapes).
 struct Batch {
   Tensor data, target;
   std::vector<int64_t> indices;
+  std::vector<Example<>> examples;
 };
 
-using Collate = std::function<Batch(std::vector<Example>&& examples, const std::vector<int64_t>& indices)>;
+using Collate = std::function<Batch(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices)>;
 // The default collate: stacks data and targets along a new first dimension.
-Batch stack_collate(std::vector<Example>&& examples, const std::vector<int64_t>& indices);
+Batch stack_collate(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices);
+// A collate that stacks nothing: the examples go into Batch::examples as they are.
+Batch keep_examples(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices);
+// Reads batch `indices` whole, in place of the dataset's get_batch and the collate: for datasets
+// that make batches themselves (LibTorch's, whose Stack<> transform collates; data/datasets.h).
+using BatchReader = std::function<Batch(const std::vector<int64_t>& indices)>;
 
 struct DataLoaderOptions {
   EMBER_ARG(int64_t, batch_size) = 1;
@@ -47,6 +54,12 @@ struct DataLoaderOptions {
   EMBER_ARG(Collate, collate) = nullptr;
   // worker_init(worker_id, seed) runs first in each worker thread; seed = f(seed, id, epoch).
   EMBER_ARG(std::function<void(int, uint64_t)>, worker_init) = nullptr;
+  EMBER_ARG(BatchReader, batch_reader) = nullptr;
+  // LibTorch's names: workers(n) is num_workers(n); enforce_ordering(false) is accepted (batches
+  // always arrive in the sampler's order here, which is what true asks for).
+  DataLoaderOptions& workers(int n) { return num_workers(n); }
+  DataLoaderOptions& enforce_ordering(bool) { return *this; }
+  int workers() const { return num_workers_; }
 };
 
 class DataLoader {

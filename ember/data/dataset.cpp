@@ -6,8 +6,8 @@
 
 namespace ember::data {
 
-std::vector<Example> Dataset::get_batch(const std::vector<int64_t>& indices) const {
-  std::vector<Example> out;
+std::vector<Example<>> Dataset::get_batch(const std::vector<int64_t>& indices) const {
+  std::vector<Example<>> out;
   out.reserve(indices.size());
   for (int64_t i : indices) out.push_back(get(i));
   return out;
@@ -24,7 +24,7 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) : data_(std::move(data
               targets_.defined() ? shape_str(targets_.sizes()) : "undefined");
 }
 
-Example TensorDataset::get(int64_t index) const {
+Example<> TensorDataset::get(int64_t index) const {
   check_index(index, "TensorDataset");
   return {data_[index], targets_.defined() ? targets_[index] : Tensor()};
 }
@@ -37,7 +37,7 @@ Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indi
                 " examples");
 }
 
-Example Subset::get(int64_t index) const {
+Example<> Subset::get(int64_t index) const {
   check_index(index, "Subset");
   return dataset_->get(indices_[static_cast<size_t>(index)]);
 }
@@ -55,7 +55,7 @@ MapDataset::MapDataset(std::shared_ptr<const Dataset> dataset, Transform transfo
   EMBER_CHECK(dataset_ != nullptr && transform_ != nullptr, "MapDataset: the dataset or the transform is null");
 }
 
-Example MapDataset::get(int64_t index) const {
+Example<> MapDataset::get(int64_t index) const {
   check_index(index, "MapDataset");
   return transform_(dataset_->get(index), index, sample_seed(index));
 }

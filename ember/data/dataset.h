@@ -4,15 +4,23 @@
 // concurrently (it is const; datasets here hold immutable tensors or pure functions).
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ember/tensor/tensor.h"
 
 namespace ember::data {
 
-// One sample: an input and a target (a target may be undefined for unlabeled data).
+// One sample: an input and a target (a target may be undefined for unlabeled data). A template
+// as LibTorch's Example<Data, Target>; Example<> is the pair of tensors every dataset here returns.
+template <class Data = Tensor, class Target = Tensor>
 struct Example {
-  Tensor data, target;
+  using DataType = Data;
+  using TargetType = Target;
+  Example() = default;
+  Example(Data data, Target target) : data(std::move(data)), target(std::move(target)) {}
+  Data data;
+  Target target;
 };
 
 class Dataset {
@@ -20,9 +28,9 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
   // The example at `index` in [0, size()); an index out of range is an ember::Error.
-  virtual Example get(int64_t index) const = 0;
+  virtual Example<> get(int64_t index) const = 0;
   // Several examples at once; datasets that can read a batch faster than one by one override it.
-  virtual std::vector<Example> get_batch(const std::vector<int64_t>& indices) const;
+  virtual std::vector<Example<>> get_batch(const std::vector<int64_t>& indices) const;
 
  protected:
   void check_index(int64_t index, const char* dataset) const;
@@ -33,7 +41,7 @@ class TensorDataset : public Dataset {
  public:
   TensorDataset(Tensor data, Tensor targets = {});
   int64_t size() const override { return data_.size(0); }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
 
  private:
   Tensor data_, targets_;
@@ -44,7 +52,7 @@ class Subset : public Dataset {
  public:
   Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
 
  private:
   std::shared_ptr<const Dataset> dataset_;
@@ -70,12 +78,12 @@ class SampleSeedGuard {
 
 // transform(dataset.get(i), i, sample_seed(i)): augmentation, normalization. It runs in the
 // loader's workers and must be safe to call concurrently.
-using Transform = std::function<Example(Example example, int64_t index, uint64_t seed)>;
+using Transform = std::function<Example<>(Example<> example, int64_t index, uint64_t seed)>;
 class MapDataset : public Dataset {
  public:
   MapDataset(std::shared_ptr<const Dataset> dataset, Transform transform);
   int64_t size() const override { return dataset_->size(); }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
 
  private:
   std::shared_ptr<const Dataset> dataset_;

@@ -57,7 +57,7 @@ MNIST::MNIST(const std::string& root, bool train) {
   labels_ = labels.to(kInt64);
 }
 
-Example MNIST::get(int64_t index) const {
+Example<> MNIST::get(int64_t index) const {
   check_index(index, "MNIST");
   return {images_[index], labels_[index]};
 }

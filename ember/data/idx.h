@@ -30,7 +30,7 @@ class MNIST : public Dataset {
  public:
   MNIST(const std::string& root, bool train);
   int64_t size() const override { return images_.size(0); }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
   const Tensor& images() const { return images_; }  // [N, 1, 28, 28] float32
   const Tensor& labels() const { return labels_; }  // [N] int64
 

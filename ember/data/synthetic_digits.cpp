@@ -68,7 +68,7 @@ SyntheticDigits::SyntheticDigits(int64_t size, uint64_t seed) : size_(size), see
   EMBER_CHECK(size >= 0, "SyntheticDigits: size must be >= 0, got ", size);
 }
 
-Example SyntheticDigits::get(int64_t index) const {
+Example<> SyntheticDigits::get(int64_t index) const {
   check_index(index, "SyntheticDigits");
   const uint64_t s = mix_seed(seed_, static_cast<uint64_t>(index));
   auto u = [&](uint64_t k) { return transforms::uniform(s, k); };

@@ -12,7 +12,7 @@ class SyntheticDigits : public Dataset {
  public:
   explicit SyntheticDigits(int64_t size, uint64_t seed = 0);
   int64_t size() const override { return size_; }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
 
  private:
   int64_t size_;

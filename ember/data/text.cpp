@@ -69,7 +69,7 @@ CharTextDataset CharTextDataset::from_file(const std::string& path, CharTextOpti
   return CharTextDataset(read_gzip_or_plain(path, size_t{1} << 30, "CharTextDataset"), options);
 }
 
-Example CharTextDataset::get(int64_t index) const {
+Example<> CharTextDataset::get(int64_t index) const {
   check_index(index, "CharTextDataset");
   const int64_t start = index * options_.stride;
   // clone(): a sample owns its memory, so a batch does not keep the whole text alive through views.

@@ -41,7 +41,7 @@ class CharTextDataset : public Dataset {
   static CharTextDataset from_file(const std::string& path, CharTextOptions options = {});
 
   int64_t size() const override { return size_; }
-  Example get(int64_t index) const override;
+  Example<> get(int64_t index) const override;
   const CharVocabulary& vocabulary() const { return vocabulary_; }
   const Tensor& tokens() const { return tokens_; }  // int64 [n]
   // Shannon entropy of the text's character frequencies in nats: the loss of the best model

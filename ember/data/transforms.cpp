@@ -27,22 +27,22 @@ double uniform(uint64_t seed, uint64_t k) {
   return static_cast<double>(bits & ((uint64_t{1} << 53) - 1)) * 0x1.0p-53;
 }
 
-Transform compose(std::vector<Transform> transforms) {
+data::Transform compose(std::vector<data::Transform> transforms) {
   for (const auto& t : transforms) EMBER_CHECK(t != nullptr, "transforms::compose: a transform is empty");
-  return [transforms](Example e, int64_t index, uint64_t seed) {
+  return [transforms](Example<> e, int64_t index, uint64_t seed) {
     uint64_t k = 0;
     for (const auto& t : transforms) e = t(std::move(e), index, mix_seed(seed, ++k));
     return e;
   };
 }
 
-Transform normalize(std::vector<double> mean, std::vector<double> std) {
+data::Transform normalize(std::vector<double> mean, std::vector<double> std) {
   EMBER_CHECK(!mean.empty() && mean.size() == std.size(),
               "transforms::normalize: mean and std need one value per "
               "channel, got ",
               mean.size(), " and ", std.size());
   for (double s : std) EMBER_CHECK(s > 0, "transforms::normalize: std must be > 0, got ", s);
-  return [mean, std](Example e, int64_t, uint64_t) {
+  return [mean, std](Example<> e, int64_t, uint64_t) {
     Tensor x = checked_image(e.data, "transforms::normalize").clone();
     EMBER_CHECK(static_cast<size_t>(x.size(0)) == mean.size(), "transforms::normalize: ", mean.size(),
                 " channels of mean/std for an image of shape ", shape_str(x.sizes()));
@@ -79,10 +79,10 @@ Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t size, int64_
   return out;
 }
 
-Transform random_crop(int64_t size, int64_t padding) {
+data::Transform random_crop(int64_t size, int64_t padding) {
   EMBER_CHECK(size >= 1 && padding >= 0, "transforms::random_crop: size must be >= 1 and padding >= 0, got ", size,
               " and ", padding);
-  return [size, padding](Example e, int64_t, uint64_t seed) {
+  return [size, padding](Example<> e, int64_t, uint64_t seed) {
     const Tensor x = checked_image(e.data, "transforms::random_crop");
     const int64_t rows = x.size(1) + 2 * padding - size + 1, cols = x.size(2) + 2 * padding - size + 1;
     EMBER_CHECK(rows >= 1 && cols >= 1, "transforms::random_crop: a ", size, "x", size, " crop of an image of shape ",
@@ -105,9 +105,9 @@ Tensor horizontal_flip(const Tensor& image) {
   return out;
 }
 
-Transform random_horizontal_flip(double p) {
+data::Transform random_horizontal_flip(double p) {
   EMBER_CHECK(p >= 0 && p <= 1, "transforms::random_horizontal_flip: p must be in [0, 1], got ", p);
-  return [p](Example e, int64_t, uint64_t seed) {
+  return [p](Example<> e, int64_t, uint64_t seed) {
     if (uniform(seed, 0) < p) e.data = horizontal_flip(e.data);
     return e;
   };
@@ -142,12 +142,12 @@ Tensor affine(const Tensor& image, double degrees, double tx, double ty) {
   return out;
 }
 
-Transform random_affine(double degrees, double translate) {
+data::Transform random_affine(double degrees, double translate) {
   EMBER_CHECK(degrees >= 0 && translate >= 0 && translate <= 1,
               "transforms::random_affine: degrees must be >= 0 "
               "and translate in [0, 1], got ",
               degrees, " and ", translate);
-  return [degrees, translate](Example e, int64_t, uint64_t seed) {
+  return [degrees, translate](Example<> e, int64_t, uint64_t seed) {
     const Tensor x = checked_image(e.data, "transforms::random_affine");
     const double angle = (2 * uniform(seed, 0) - 1) * degrees;
     const double tx = (2 * uniform(seed, 1) - 1) * translate * static_cast<double>(x.size(2));

@@ -9,17 +9,18 @@
 
 namespace ember::data::transforms {
 
-// Applies the transforms in order.
-Transform compose(std::vector<Transform> transforms);
+// ember's transforms are data::Transform functions (LibTorch's transform classes, Normalize<>,
+// Stack<> and Lambda<>, are in data/datasets.h). Applies the transforms in order.
+data::Transform compose(std::vector<data::Transform> transforms);
 // (x - mean[c]) / std[c] per channel.
-Transform normalize(std::vector<double> mean, std::vector<double> std);
+data::Transform normalize(std::vector<double> mean, std::vector<double> std);
 // Pads each side with `padding` zeros, then crops a size x size window at a random offset.
-Transform random_crop(int64_t size, int64_t padding = 0);
+data::Transform random_crop(int64_t size, int64_t padding = 0);
 // Mirrors left-right with probability p.
-Transform random_horizontal_flip(double p = 0.5);
+data::Transform random_horizontal_flip(double p = 0.5);
 // Rotates by an angle uniform in [-degrees, degrees] and shifts by up to translate * width
 // (and height) pixels, about the image centre, sampling bilinearly with zeros outside.
-Transform random_affine(double degrees, double translate = 0.0);
+data::Transform random_affine(double degrees, double translate = 0.0);
 
 // The deterministic cores (image [C, H, W] float32 -> same shape).
 Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t size, int64_t padding);

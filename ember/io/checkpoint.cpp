@@ -34,6 +34,30 @@ void save(const optim::Optimizer& optimizer, const amp::GradScaler& scaler, cons
 
 StateDict load(const std::string& path) { return io::read_safetensors(path).tensors; }
 
+void save(const Tensor& tensor, const std::string& path) {
+  StateDict state;
+  state.insert("tensor", tensor);
+  io::write_safetensors(path, state, {{"format", "pt"}, {"producer", "ember"}});
+}
+
+void save(const std::vector<Tensor>& tensors, const std::string& path) {
+  StateDict state;
+  for (size_t i = 0; i < tensors.size(); ++i) state.insert(std::to_string(i), tensors[i]);
+  io::write_safetensors(path, state, {{"format", "pt"}, {"producer", "ember"}});
+}
+
+void load(Tensor& tensor, const std::string& path) {
+  const StateDict state = load(path);
+  EMBER_CHECK(state.size() == 1, "load: '", path, "' holds ", state.size(),
+              " tensors; load(std::vector<Tensor>&, path) reads them all, load(path) by name");
+  tensor = state.begin()->value();
+}
+
+void load(std::vector<Tensor>& tensors, const std::string& path) {
+  tensors.clear();
+  for (const auto& item : load(path)) tensors.push_back(item.value());
+}
+
 std::map<std::string, std::string> load_metadata(const std::string& path) {
   return io::read_safetensors(path).metadata;
 }

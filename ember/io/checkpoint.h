@@ -25,6 +25,13 @@ void save(const optim::Optimizer& optimizer, const std::string& path);
 // resumed float16 run goes on with the loss scale and growth tracker it had.
 void save(const optim::Optimizer& optimizer, const amp::GradScaler& scaler, const std::string& path);
 
+// One tensor, or a list of them, as LibTorch's torch::save(tensor, path) (safetensors here:
+// the names "tensor", or "0", "1", ...; a PyTorch .pt archive is refused with how to convert it).
+void save(const Tensor& tensor, const std::string& path);
+void save(const std::vector<Tensor>& tensors, const std::string& path);
+void load(Tensor& tensor, const std::string& path);                // a file of one tensor
+void load(std::vector<Tensor>& tensors, const std::string& path);  // every tensor, in file order
+
 StateDict load(const std::string& path);  // every tensor of the file, on the CPU
 std::map<std::string, std::string> load_metadata(const std::string& path);
 // Loads into the module's own tensors (see Module::load_state_dict for strict).

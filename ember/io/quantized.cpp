@@ -18,15 +18,15 @@ void save_quantized(const OrderedDict<QTensor>& tensors, const std::string& path
   OrderedDict<Tensor> parts("tensor");
   std::map<std::string, std::string> metadata{{"producer", "ember"}, {"format", "ember-quantized"}};
   for (const auto& item : tensors) {
-    const QTensor& q = item.value;
-    EMBER_CHECK(q.defined(), "save_quantized: '", item.key, "' is undefined (", path, ")");
+    const QTensor& q = item.value();
+    EMBER_CHECK(q.defined(), "save_quantized: '", item.key(), "' is undefined (", path, ")");
     const bool per_channel = q.qscheme() == QScheme::PerChannelAffine;
-    parts.insert(item.key, q.int_repr());
-    parts.insert(item.key + ".scale", per_channel ? q.q_per_channel_scales() : full({1}, q.q_scale()));
-    parts.insert(item.key + ".zero_point", per_channel ? q.q_per_channel_zero_points()
-                                                       : full({1}, q.q_zero_point(), TensorOptions().dtype(kInt32)));
-    metadata[item.key + ".qdtype"] = qdtype_name(q.dtype());
-    metadata[item.key + ".axis"] = std::to_string(per_channel ? q.q_per_channel_axis() : -1);
+    parts.insert(item.key(), q.int_repr());
+    parts.insert(item.key() + ".scale", per_channel ? q.q_per_channel_scales() : full({1}, q.q_scale()));
+    parts.insert(item.key() + ".zero_point", per_channel ? q.q_per_channel_zero_points()
+                                                         : full({1}, q.q_zero_point(), TensorOptions().dtype(kInt32)));
+    metadata[item.key() + ".qdtype"] = qdtype_name(q.dtype());
+    metadata[item.key() + ".axis"] = std::to_string(per_channel ? q.q_per_channel_axis() : -1);
   }
   write_safetensors(path, parts, metadata);
 }

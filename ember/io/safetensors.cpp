@@ -43,12 +43,12 @@ void write_safetensors(const std::string& path, const OrderedDict<Tensor>& tenso
   std::vector<Tensor> contiguous;
   uint64_t offset = 0;
   for (const auto& item : tensors) {
-    EMBER_CHECK(item.key != "__metadata__", "safetensors '", path, "': '__metadata__' is not a valid tensor name");
-    EMBER_CHECK(item.value.defined(), "safetensors '", path, "': tensor '", item.key, "' is undefined");
-    Tensor t = item.value.detach().to(Device(kCPU)).contiguous();
-    header[item.key] = {{"dtype", safetensors_dtype_name(t.dtype())},
-                        {"shape", t.sizes()},
-                        {"data_offsets", {offset, offset + t.nbytes()}}};
+    EMBER_CHECK(item.key() != "__metadata__", "safetensors '", path, "': '__metadata__' is not a valid tensor name");
+    EMBER_CHECK(item.value().defined(), "safetensors '", path, "': tensor '", item.key(), "' is undefined");
+    Tensor t = item.value().detach().to(Device(kCPU)).contiguous();
+    header[item.key()] = {{"dtype", safetensors_dtype_name(t.dtype())},
+                          {"shape", t.sizes()},
+                          {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
     contiguous.push_back(std::move(t));
   }

@@ -49,6 +49,17 @@ const char* safetensors_dtype_name(DType dtype) {
 
 SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, const std::string& source) {
   EMBER_CHECK(data != nullptr || size == 0, "safetensors '", source, "': no data");
+  // PyTorch's own formats, named rather than misread: torch.save / torch::save write a zip
+  // archive (a pickle and the raw storages; TorchScript files are zips too), older ones a bare
+  // pickle (protocol 2, opcode 0x80).
+  const char* convert =
+      "; ember reads safetensors. Convert it with PyTorch and the safetensors package: "
+      "safetensors.torch.save_file(torch.load(path), 'file.safetensors') for a dict of tensors "
+      "(model.state_dict() for a module), or save_file({'tensor': t}, ...) for one tensor";
+  EMBER_CHECK(!(size >= 4 && data[0] == 'P' && data[1] == 'K' && data[2] == 3 && data[3] == 4), "safetensors '", source,
+              "': this is a zip archive, the format of PyTorch's torch.save and LibTorch's torch::save (.pt)", convert);
+  EMBER_CHECK(!(size >= 2 && data[0] == 0x80 && data[1] >= 2 && data[1] <= 5), "safetensors '", source,
+              "': this is a Python pickle, the legacy format of PyTorch's torch.save", convert);
   EMBER_CHECK(size >= 8, "safetensors '", source, "': the file is ", size,
               " bytes, shorter than the 8-byte header length");
   const uint64_t header_len = read_u64_le(data);

@@ -13,13 +13,22 @@
 namespace ember::nn::functional {
 
 // reduction: "mean" (default), "sum" or "none".
+// The losses whose only option is the reduction (LibTorch's MSELossFuncOptions and the like).
+struct ReductionOptions {
+  EMBER_ARG(std::string, reduction) = "mean";
+};
+using MSELossFuncOptions = ReductionOptions;
+using L1LossFuncOptions = ReductionOptions;
+
 struct CrossEntropyOptions {
   EMBER_ARG(Tensor, weight);  // [C] per-class weights, or undefined
   EMBER_ARG(int64_t, ignore_index) = -100;
   EMBER_ARG(double, label_smoothing) = 0.0;
   EMBER_ARG(std::string, reduction) = "mean";
 };
-using NLLLossOptions = CrossEntropyOptions;  // label_smoothing must stay 0
+using NLLLossOptions = CrossEntropyOptions;           // label_smoothing must stay 0
+using CrossEntropyFuncOptions = CrossEntropyOptions;  // LibTorch's names
+using NLLLossFuncOptions = NLLLossOptions;
 
 // input: logits [N, C] or [N, C, d1, ...]; target: class indices [N] / [N, d1, ...] (int64),
 // or class probabilities shaped like input (floating).
@@ -27,8 +36,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 // input: log-probabilities [N, C] or [N, C, d1, ...]; target: class indices.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+inline Tensor mse_loss(const Tensor& input, const Tensor& target, const ReductionOptions& options) {
+  return mse_loss(input, target, options.reduction_);
+}
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+inline Tensor l1_loss(const Tensor& input, const Tensor& target, const ReductionOptions& options) {
+  return l1_loss(input, target, options.reduction_);
+}
 // Huber-like: 0.5 d² / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: L1).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
                       double beta = 1.0);
@@ -43,6 +58,7 @@ struct BCEWithLogitsOptions {
   EMBER_ARG(Tensor, pos_weight);
   EMBER_ARG(std::string, reduction) = "mean";
 };
+using BinaryCrossEntropyWithLogitsFuncOptions = BCEWithLogitsOptions;
 // Numerically stable: (1 - y) x + (1 + (pos_weight - 1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsOptions& options = {});

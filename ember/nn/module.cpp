@@ -152,9 +152,9 @@ OrderedDict<Tensor> Module::named_tensors(OrderedDict<Tensor> Module::*member, c
   OrderedDict<Tensor> out(what);
   std::function<void(const Module&, const std::string&)> visit = [&](const Module& m, const std::string& prefix) {
     for (const auto& t : m.*member)
-      if (t.value.defined()) out.insert(join(prefix, t.key), t.value);
+      if (t.value().defined()) out.insert(join(prefix, t.key()), t.value());
     if (recurse)
-      for (const auto& c : m.children_) visit(*c.value->module, join(prefix, c.key));
+      for (const auto& c : m.children_) visit(*c.value()->module, join(prefix, c.key()));
   };
   visit(*this, "");
   return out;
@@ -175,7 +175,7 @@ std::vector<Tensor> Module::buffers(bool recurse) const { return named_buffers(r
 std::vector<std::shared_ptr<Module>> Module::children() const { return named_children().values(); }
 OrderedDict<std::shared_ptr<Module>> Module::named_children() const {
   OrderedDict<std::shared_ptr<Module>> out("submodule");
-  for (const auto& c : children_) out.insert(c.key, c.value->module);
+  for (const auto& c : children_) out.insert(c.key(), c.value()->module);
   return out;
 }
 
@@ -183,7 +183,7 @@ OrderedDict<std::shared_ptr<Module>> Module::named_modules(const std::string& pr
   OrderedDict<std::shared_ptr<Module>> out("module");
   std::function<void(Module&, const std::string&)> visit = [&](Module& m, const std::string& name) {
     out.insert(name, m.shared_from_this());
-    for (const auto& c : m.children_) visit(*c.value->module, join(name, c.key));
+    for (const auto& c : m.children_) visit(*c.value()->module, join(name, c.key()));
   };
   visit(*this, prefix);
   return out;
@@ -192,7 +192,7 @@ OrderedDict<std::shared_ptr<Module>> Module::named_modules(const std::string& pr
 std::vector<std::shared_ptr<Module>> Module::modules() { return named_modules().values(); }
 
 void Module::apply(const std::function<void(Module&)>& fn) {
-  for (auto& c : children_) c.value->module->apply(fn);
+  for (auto& c : children_) c.value()->module->apply(fn);
   fn(*this);
 }
 
@@ -200,19 +200,19 @@ void Module::apply(const std::function<void(Module&)>& fn) {
 
 void Module::train(bool on) {
   training_ = on;
-  for (auto& c : children_) c.value->module->train(on);
+  for (auto& c : children_) c.value()->module->train(on);
 }
 
 void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn) {
   NoGradGuard no_grad;
   for (auto& p : parameters_) {
-    if (!p.value.defined()) continue;
-    p.value.set_data(fn(p.value));
-    if (p.value.grad().defined()) p.value.mutable_grad().set_data(fn(p.value.grad()));
+    if (!p.value().defined()) continue;
+    p.value().set_data(fn(p.value()));
+    if (p.value().grad().defined()) p.value().mutable_grad().set_data(fn(p.value().grad()));
   }
   for (auto& b : buffers_)
-    if (b.value.defined()) b.value.set_data(fn(b.value));
-  for (auto& c : children_) c.value->module->apply_to_tensors(fn);
+    if (b.value().defined()) b.value().set_data(fn(b.value()));
+  for (auto& c : children_) c.value()->module->apply_to_tensors(fn);
 }
 
 void Module::to(Device device, bool non_blocking) {
@@ -319,12 +319,12 @@ void HookHandle::remove() const {
 
 void Module::collect_state(const std::string& prefix, StateDict& out) const {
   for (const auto& p : parameters_)
-    if (p.value.defined()) out.insert(join(prefix, p.key), p.value);
+    if (p.value().defined()) out.insert(join(prefix, p.key()), p.value());
   for (const auto& b : buffers_) {
-    const bool persistent = std::find(non_persistent_.begin(), non_persistent_.end(), b.key) == non_persistent_.end();
-    if (b.value.defined() && persistent) out.insert(join(prefix, b.key), b.value);
+    const bool persistent = std::find(non_persistent_.begin(), non_persistent_.end(), b.key()) == non_persistent_.end();
+    if (b.value().defined() && persistent) out.insert(join(prefix, b.key()), b.value());
   }
-  for (const auto& c : children_) c.value->module->collect_state(join(prefix, c.key), out);
+  for (const auto& c : children_) c.value()->module->collect_state(join(prefix, c.key()), out);
 }
 
 StateDict Module::state_dict() const {
@@ -337,9 +337,9 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
   StateDict own = state_dict();
   LoadResult result;
   for (const auto& item : own)
-    if (!state.contains(item.key)) result.missing_keys.push_back(item.key);
+    if (!state.contains(item.key())) result.missing_keys.push_back(item.key());
   for (const auto& item : state)
-    if (!own.contains(item.key)) result.unexpected_keys.push_back(item.key);
+    if (!own.contains(item.key())) result.unexpected_keys.push_back(item.key());
   if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty())) {
     std::ostringstream msg;
     msg << type_name_ << ".load_state_dict: ";
@@ -356,17 +356,17 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
   }
   // Check every shape before copying anything, so a failed load leaves the module unchanged.
   for (const auto& item : own) {
-    const Tensor* src = state.find(item.key);
+    const Tensor* src = state.find(item.key());
     if (src == nullptr) continue;
-    EMBER_CHECK(src->defined(), type_name_, ".load_state_dict: '", item.key, "' is undefined");
-    EMBER_CHECK(src->sizes() == item.value.sizes(), type_name_, ".load_state_dict: size mismatch for '", item.key,
+    EMBER_CHECK(src->defined(), type_name_, ".load_state_dict: '", item.key(), "' is undefined");
+    EMBER_CHECK(src->sizes() == item.value().sizes(), type_name_, ".load_state_dict: size mismatch for '", item.key(),
                 "': the checkpoint has shape ", shape_str(src->sizes()), ", the module has ",
-                shape_str(item.value.sizes()));
+                shape_str(item.value().sizes()));
   }
   NoGradGuard no_grad;
   for (auto& item : own) {
-    const Tensor* src = state.find(item.key);
-    if (src != nullptr) item.value.copy_(*src);
+    const Tensor* src = state.find(item.key());
+    if (src != nullptr) item.value().copy_(*src);
   }
   return result;
 }
@@ -385,8 +385,8 @@ void Module::print_tree(std::ostream& os, int indent) const {
   }
   os << type_name_ << "(\n";
   for (const auto& c : children_) {
-    os << std::string(indent + 2, ' ') << "(" << c.key << "): ";
-    c.value->module->print_tree(os, indent + 2);
+    os << std::string(indent + 2, ' ') << "(" << c.key() << "): ";
+    c.value()->module->print_tree(os, indent + 2);
     os << "\n";
   }
   os << std::string(indent, ' ') << ")";

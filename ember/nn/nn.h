@@ -1,5 +1,6 @@
 #pragma once
 // Everything of ember::nn: modules, layers, losses, init, utils and parallel wrappers.
+#include "ember/nn/aten.h"
 #include "ember/nn/functional.h"
 #include "ember/nn/init.h"
 #include "ember/nn/module.h"

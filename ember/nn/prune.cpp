@@ -447,10 +447,10 @@ Sparsity sparsity(Module& module) {
   Sparsity out;
   out.global.name = "global";
   for (const auto& item : module.named_modules()) {
-    Module& m = *item.value;
+    Module& m = *item.value();
     for (const auto& p : m.named_parameters(/*recurse=*/false)) {
-      std::string name = p.key;
-      Tensor value = p.value;
+      std::string name = p.key();
+      Tensor value = p.value();
       const std::string suffix = "_orig";
       if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
         name.resize(name.size() - suffix.size());
@@ -460,7 +460,7 @@ Sparsity sparsity(Module& module) {
         value = hook->masked(m);
       }
       SparsityRow row;
-      row.name = item.key.empty() ? name : item.key + "." + name;
+      row.name = item.key().empty() ? name : item.key() + "." + name;
       for (double v : host_values(value)) row.zeros += v == 0;
       row.total = value.numel();
       out.global.zeros += row.zeros;

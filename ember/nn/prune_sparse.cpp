@@ -50,7 +50,7 @@ int sparsify(Module& model, double min_sparsity) {
               min_sparsity);
   std::vector<std::string> names;
   for (const auto& item : model.named_modules())
-    if (!item.key.empty() && item.value->as<LinearImpl>()) names.push_back(item.key);
+    if (!item.key().empty() && item.value()->as<LinearImpl>()) names.push_back(item.key());
   int replaced = 0;
   for (const std::string& name : names) {
     // The module at this dotted path (replace_module takes the path; find it the same way).

@@ -66,7 +66,7 @@ OptimizerState Optimizer::state_dict() const {
         const std::string prefix = "state." + std::to_string(index) + ".";
         const Tensor& step = it->second.step;
         out.metadata[prefix + "step"] = std::to_string(step.defined() ? step.item<int64_t>() : 0);
-        for (const auto& b : it->second.buffers) out.tensors.insert(prefix + b.key, b.value);
+        for (const auto& b : it->second.buffers) out.tensors.insert(prefix + b.key(), b.value());
       }
       ++index;
     }
@@ -132,10 +132,10 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       }
       s.step = full({}, steps, TensorOptions(kInt64).device(p.device()));
       for (const auto& item : state.tensors) {
-        if (item.key.compare(0, prefix.size(), prefix) != 0) continue;
-        EMBER_CHECK(item.value.sizes() == p.sizes(), type_name_, ".load_state_dict: '", item.key, "' has shape ",
-                    shape_str(item.value.sizes()), " but its parameter has shape ", shape_str(p.sizes()));
-        s.buffers.insert(item.key.substr(prefix.size()), item.value.to(p.device(), p.dtype(), false, true));
+        if (item.key().compare(0, prefix.size(), prefix) != 0) continue;
+        EMBER_CHECK(item.value().sizes() == p.sizes(), type_name_, ".load_state_dict: '", item.key(), "' has shape ",
+                    shape_str(item.value().sizes()), " but its parameter has shape ", shape_str(p.sizes()));
+        s.buffers.insert(item.key().substr(prefix.size()), item.value().to(p.device(), p.dtype(), false, true));
       }
       new_state.emplace(p.impl().get(), std::move(s));
     }

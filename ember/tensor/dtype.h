@@ -26,6 +26,8 @@ constexpr DType kFloat64 = DType::Float64;
 // LibTorch spellings.
 constexpr DType kByte = kUInt8, kChar = kInt8, kInt = kInt32, kLong = kInt64;
 constexpr DType kHalf = kFloat16, kFloat = kFloat32, kDouble = kFloat64;
+constexpr DType kU8 = kUInt8, kI8 = kInt8, kI32 = kInt32, kI64 = kInt64, kF16 = kFloat16, kF32 = kFloat32,
+                kF64 = kFloat64;
 
 size_t element_size(DType t);
 const char* dtype_name(DType t);  // "float32", as PyTorch names them without the "torch." prefix

@@ -55,6 +55,26 @@ Tensor tensor(std::initializer_list<T> values, std::optional<Shape> sizes = std:
   return tensor(std::vector<T>(values), std::move(sizes));
 }
 
+// A 1-D size as an integer, as LibTorch takes it: zeros(n), randn(n, kFloat64).
+#define EMBER_INDEX_FACTORY(name)                                    \
+  template <class I, detail::if_index<I> = 0>                        \
+  Tensor name(I n, TensorOptions options = {}) {                     \
+    return name(Shape{static_cast<int64_t>(n)}, std::move(options)); \
+  }
+EMBER_INDEX_FACTORY(empty)
+EMBER_INDEX_FACTORY(zeros)
+EMBER_INDEX_FACTORY(ones)
+EMBER_INDEX_FACTORY(rand)
+EMBER_INDEX_FACTORY(randn)
+#undef EMBER_INDEX_FACTORY
+template <class I, detail::if_index<I> = 0>
+Tensor full(I n, const Scalar& value, TensorOptions options = {}) {
+  return full(Shape{static_cast<int64_t>(n)}, value, std::move(options));
+}
+// tensor({1.0, 2.0}, options): the values in the options' dtype and device (requires_grad too).
+template <class T>
+Tensor tensor(std::initializer_list<T> values, TensorOptions options);
+
 // Binary ops broadcast and promote types as PyTorch does (tensor/ops/elementwise.cpp).
 DType result_type(const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, const Scalar& b);

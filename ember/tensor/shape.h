@@ -3,13 +3,27 @@
 // contiguous strides and broadcasting.
 #include <array>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace ember {
 
 using Shape = std::vector<int64_t>;
-// Two sizes, one per spatial dim (the kernel, stride, padding and dilation of 2-D ops).
-using Int2 = std::array<int64_t, 2>;
+// Two sizes, one per spatial dim (the kernel, stride, padding and dilation of 2-D ops). One
+// number stands for both, as LibTorch's ExpandingArray<2> takes it: max_pool2d(x, 2).
+struct Int2 : std::array<int64_t, 2> {
+  constexpr Int2() : std::array<int64_t, 2>{0, 0} {}
+  constexpr Int2(int64_t both) : std::array<int64_t, 2>{both, both} {}  // NOLINT: implicit by design
+  constexpr Int2(int64_t h, int64_t w) : std::array<int64_t, 2>{h, w} {}
+  constexpr Int2(const std::array<int64_t, 2>& a) : std::array<int64_t, 2>(a) {}  // NOLINT
+};
+
+namespace detail {
+// Enables LibTorch's integer-for-a-list forms (x.sum(1), zeros(n), x.view(-1)): a template that
+// takes only integers, so that a braced list, {} included, still picks the Shape overload.
+template <class I>
+using if_index = std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int>;
+}  // namespace detail
 
 // Wraps a possibly negative `dim` into [0, ndim); throws naming `op` when out of range.
 // A 0-d tensor accepts dims -1 and 0, as PyTorch does.

@@ -20,11 +20,16 @@
 namespace ember {
 
 // Options for factories, LibTorch style: zeros({2, 3}, kFloat64) or
-// zeros({2, 3}, TensorOptions().dtype(kFloat64).device(kCUDA)).
+// zeros({2, 3}, TensorOptions().dtype(kFloat64).device(kCUDA).requires_grad(true)).
+class Tensor;
 struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_ = kCPU;
   bool pinned_memory_ = false;  // host memory that is page-locked (cuda::pinned_allocator)
+  // requires_grad(true): the factory makes its result a leaf that requires grad. The setter is
+  // the autograd layer's (autograd/tensor_autograd.cpp) and leaves its own function here, so
+  // that the factories below it call up through this pointer, never by name.
+  void (*mark_requires_grad_)(Tensor&) = nullptr;
   TensorOptions() = default;
   TensorOptions(DType d) : dtype_(d) {}        // NOLINT: implicit by design
   TensorOptions(Device d) : device_(d) {}      // NOLINT
@@ -44,7 +49,16 @@ struct TensorOptions {
     o.pinned_memory_ = p;
     return o;
   }
+  TensorOptions requires_grad(bool r) const;
+  // Getters, LibTorch's names.
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool requires_grad() const { return mark_requires_grad_ != nullptr; }
 };
+// torch::dtype(kFloat64), torch::device(kCUDA), torch::requires_grad(): options with one field set.
+inline TensorOptions dtype(DType d) { return TensorOptions(d); }
+inline TensorOptions device(Device d) { return TensorOptions(d); }
+inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
 struct AutogradMeta;  // autograd/meta.h
 class Node;           // autograd/node.h
@@ -157,7 +171,44 @@ class Tensor {
   Tensor operator[](int64_t index) const { return select(0, index); }
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor sum(DType dtype) const { return sum({}, false, dtype); }
-  Tensor prod(int64_t dim, bool keepdim = false) const { return prod(Shape{dim}, keepdim); }
+  // One dim as an integer where LibTorch's IntArrayRef takes one: x.sum(1), x.view(-1).
+  template <class I, detail::if_index<I> = 0>
+  Tensor sum(I dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const {
+    return sum(Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
+  }
+#define EMBER_INDEX_FORM(name)                              \
+  template <class I, detail::if_index<I> = 0>               \
+  Tensor name(I dim, bool keepdim = false) const {          \
+    return name(Shape{static_cast<int64_t>(dim)}, keepdim); \
+  }
+  EMBER_INDEX_FORM(mean)
+  EMBER_INDEX_FORM(prod)
+  EMBER_INDEX_FORM(amax)
+  EMBER_INDEX_FORM(amin)
+  EMBER_INDEX_FORM(logsumexp)
+  EMBER_INDEX_FORM(all)
+  EMBER_INDEX_FORM(any)
+#undef EMBER_INDEX_FORM
+  template <class I, detail::if_index<I> = 0>
+  Tensor var(I dim, bool unbiased = true, bool keepdim = false) const {
+    return var(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  template <class I, detail::if_index<I> = 0>
+  Tensor std(I dim, bool unbiased = true, bool keepdim = false) const {
+    return std(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  template <class I, detail::if_index<I> = 0>
+  Tensor norm(double p, I dim, bool keepdim = false) const {
+    return norm(p, Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <class I, detail::if_index<I> = 0>
+  Tensor view(I size) const {
+    return view(Shape{static_cast<int64_t>(size)});
+  }
+  template <class I, detail::if_index<I> = 0>
+  Tensor reshape(I size) const {
+    return reshape(Shape{static_cast<int64_t>(size)});
+  }
   Tensor max() const;  // of all elements (an error for an empty tensor, as in PyTorch)
   Tensor min() const;
   // in place: the result is cast to self's dtype; broadcasting must not grow self

@@ -93,6 +93,9 @@ struct Pool2dOptions {
   Pool2dOptions& padding(int64_t p) { return padding(Int2{p, p}); }
 };
 
+using MaxPool2dOptions = Pool2dOptions;  // LibTorch's names
+using AvgPool2dOptions = Pool2dOptions;
+
 class MaxPool2dImpl : public Module {
  public:
   explicit MaxPool2dImpl(const Pool2dOptions& options) : Module("MaxPool2d"), options(options) {}

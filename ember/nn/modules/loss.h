@@ -55,6 +55,7 @@ EMBER_MODULE(BCEWithLogitsLoss);
   class Name##Impl : public Module {                                                                        \
    public:                                                                                                  \
     explicit Name##Impl(std::string reduction = "mean") : Module(#Name), reduction(std::move(reduction)) {} \
+    explicit Name##Impl(const functional::ReductionOptions& options) : Name##Impl(options.reduction_) {}    \
     using Module::forward;                                                                                  \
     Tensor forward(const Tensor& input, const Tensor& target) { return fn(input, target, reduction); }      \
     std::string reduction;                                                                                  \
@@ -90,5 +91,13 @@ class KLDivLossImpl : public Module {
   bool log_target;
 };
 EMBER_MODULE(KLDivLoss);
+
+// LibTorch's option names for these losses.
+using CrossEntropyLossOptions = functional::CrossEntropyOptions;
+using NLLLossOptions = functional::NLLLossOptions;
+using BCELossOptions = functional::BCELossOptions;
+using BCEWithLogitsLossOptions = functional::BCEWithLogitsOptions;
+using MSELossOptions = functional::ReductionOptions;
+using L1LossOptions = functional::ReductionOptions;
 
 }  // namespace ember::nn

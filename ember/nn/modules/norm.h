@@ -15,6 +15,8 @@ struct BatchNormOptions {
   EMBER_ARG(bool, affine) = true;
   EMBER_ARG(bool, track_running_stats) = true;
 };
+using BatchNorm1dOptions = BatchNormOptions;  // LibTorch's names
+using BatchNorm2dOptions = BatchNormOptions;
 
 // Parameters weight (ones) and bias (zeros) [C]; buffers running_mean (zeros), running_var
 // (ones) and num_batches_tracked (int64, 0-d). Training normalizes with the batch statistics

@@ -27,11 +27,11 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<Module>
               " and first_bucket_cap_mb ", options_.first_bucket_cap_mb());
   register_module("module", module_);  // state_dict keys "module.<name>", as PyTorch's
   for (const auto& item : module_->named_parameters()) {
-    if (!item.value.requires_grad()) continue;
-    EMBER_CHECK(item.value.is_floating_point(), "DistributedDataParallel: parameter '", item.key, "' is ",
-                item.value.dtype(), "; only floating parameters are averaged");
-    params_.push_back(item.value);
-    names_.push_back(item.key);
+    if (!item.value().requires_grad()) continue;
+    EMBER_CHECK(item.value().is_floating_point(), "DistributedDataParallel: parameter '", item.key(), "' is ",
+                item.value().dtype(), "; only floating parameters are averaged");
+    params_.push_back(item.value());
+    names_.push_back(item.key());
   }
   check_same_parameters_everywhere();
   // Every replica starts from rank 0's parameters and buffers.

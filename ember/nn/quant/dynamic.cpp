@@ -92,8 +92,8 @@ std::shared_ptr<nn::Module> quantize_dynamic(const std::shared_ptr<nn::Module>& 
   if (auto root = convert(*model)) return root;
   std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> replacements;
   for (const auto& item : model->named_modules())
-    if (!item.key.empty())
-      if (auto q = convert(*item.value)) replacements.emplace_back(item.key, q);
+    if (!item.key().empty())
+      if (auto q = convert(*item.value())) replacements.emplace_back(item.key(), q);
   for (auto& [name, q] : replacements) model->replace_module(name, q);
   return model;
 }

@@ -270,10 +270,10 @@ void prepare(nn::SequentialImpl& model, Calibration calibration) {
 
 void prepare_qat(nn::SequentialImpl& model) {
   for (const auto& item : model.named_children()) {
-    if (auto* lin = item.value->as<nn::LinearImpl>(); lin && !item.value->as<QatLinearImpl>())
-      model.replace_module(item.key, std::make_shared<QatLinearImpl>(*lin));
-    else if (auto* conv = item.value->as<nn::Conv2dImpl>(); conv && !item.value->as<QatConv2dImpl>())
-      model.replace_module(item.key, std::make_shared<QatConv2dImpl>(*conv));
+    if (auto* lin = item.value()->as<nn::LinearImpl>(); lin && !item.value()->as<QatLinearImpl>())
+      model.replace_module(item.key(), std::make_shared<QatLinearImpl>(*lin));
+    else if (auto* conv = item.value()->as<nn::Conv2dImpl>(); conv && !item.value()->as<QatConv2dImpl>())
+      model.replace_module(item.key(), std::make_shared<QatConv2dImpl>(*conv));
   }
   attach(model, [] {
     return std::make_shared<FakeQuantizeImpl>(default_activation_options());  // [0, 255] halved: [0, 127]

@@ -4,9 +4,9 @@
 namespace ember::native {
 namespace {
 
-std::string pair_str(std::array<int64_t, 2> p) { return shape_str({p[0], p[1]}); }
+std::string pair_str(Int2 p) { return shape_str({p[0], p[1]}); }
 
-void check_positive(std::array<int64_t, 2> v, const char* op, const char* what) {
+void check_positive(Int2 v, const char* op, const char* what) {
   EMBER_CHECK(v[0] > 0 && v[1] > 0, op, ": ", what, " must be positive, got ", pair_str(v));
 }
 
@@ -29,9 +29,8 @@ Tensor check_nchw(const Tensor& x, const char* op, bool allow_uint8 = false) {
   return contiguous(x.dim() == 3 ? unsqueeze(x, 0) : x);
 }
 
-Pool2dParams pool_params(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                         std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode,
-                         const char* op) {
+Pool2dParams pool_params(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
+                         bool ceil_mode, const char* op) {
   Pool2dParams p;
   p.kernel = kernel;
   p.stride = stride.value_or(kernel);
@@ -63,8 +62,8 @@ Tensor restore_rank(const Tensor& out, const Tensor& original) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-              std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, int64_t groups) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding, Int2 dilation,
+              int64_t groups) {
   const Tensor x = check_nchw(input, "conv2d");
   ops::check_defined(weight, "conv2d", "weight");
   ops::check_same_device({&input, &weight, &bias}, "conv2d");
@@ -100,9 +99,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std
 // input [N, Cin, H, W], weight [Cin, Cout/g, kH, kW] -> [N, Cout, Ho, Wo]: conv2d's backward-data
 // pass with input as its output gradient (the kernels of conv2d_backward, so cuDNN's
 // backward-data algorithms, benchmark mode included, run it on CUDA).
-Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, std::array<int64_t, 2> stride,
-                        std::array<int64_t, 2> padding, std::array<int64_t, 2> output_padding, int64_t groups,
-                        std::array<int64_t, 2> dilation) {
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding,
+                        Int2 output_padding, int64_t groups, Int2 dilation) {
   const char* op = "conv_transpose2d";
   const Tensor x = check_nchw(input, op);
   ops::check_defined(weight, op, "weight");
@@ -151,10 +149,8 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   return restore_rank(native::to(out, x.dtype()), input);
 }
 
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, std::array<int64_t, 2> kernel,
-                                                   std::optional<std::array<int64_t, 2>> stride,
-                                                   std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation,
-                                                   bool ceil_mode) {
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Int2 kernel, std::optional<Int2> stride,
+                                                   Int2 padding, Int2 dilation, bool ceil_mode) {
   // uint8 too: the activations of statically quantized models (max is monotonic, so the pool of
   // the integers is the pool of the values). The CPU only, for now.
   const Tensor x = check_nchw(input, "max_pool2d", /*allow_uint8=*/true);
@@ -167,13 +163,13 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, std::arr
   return {restore_rank(out, input), restore_rank(idx, input)};
 }
 
-Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                  std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation, bool ceil_mode) {
+Tensor max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
+                  bool ceil_mode) {
   return std::get<0>(max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
 }
 
-Tensor avg_pool2d(const Tensor& input, std::array<int64_t, 2> kernel, std::optional<std::array<int64_t, 2>> stride,
-                  std::array<int64_t, 2> padding, bool ceil_mode, bool count_include_pad) {
+Tensor avg_pool2d(const Tensor& input, Int2 kernel, std::optional<Int2> stride, Int2 padding, bool ceil_mode,
+                  bool count_include_pad) {
   const Tensor x = check_nchw(input, "avg_pool2d");
   Pool2dParams p = pool_params(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;
@@ -182,7 +178,7 @@ Tensor avg_pool2d(const Tensor& input, std::array<int64_t, 2> kernel, std::optio
   return restore_rank(out, input);
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
   const Tensor x = check_nchw(input, "adaptive_avg_pool2d");
   check_positive(output_size, "adaptive_avg_pool2d", "output_size");
   EMBER_CHECK(x.size(2) > 0 && x.size(3) > 0, "adaptive_avg_pool2d: input of shape ", shape_str(input.sizes()),
@@ -193,8 +189,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_si
 }
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
-                                                   std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
-                                                   std::array<int64_t, 2> dilation, int64_t groups,
+                                                   Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
                                                    std::array<bool, 3> wanted) {
   const bool batched = input.dim() == 4;
   const Tensor x = contiguous(batched ? input : unsqueeze(input, 0));
@@ -224,9 +219,8 @@ Tensor pool_grad_input(const Tensor& grad_out, const Shape& input_sizes, const c
 }  // namespace
 
 // Only the input's shape is needed: the pooling nodes keep that, not the input itself.
-Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, std::array<int64_t, 2> kernel,
-                           std::optional<std::array<int64_t, 2>> stride, std::array<int64_t, 2> padding, bool ceil_mode,
-                           bool count_include_pad) {
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, Int2 kernel, std::optional<Int2> stride,
+                           Int2 padding, bool ceil_mode, bool count_include_pad) {
   Tensor gx = pool_grad_input(grad_out, input_sizes, "avg_pool2d_backward");
   Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   p.count_include_pad = count_include_pad;

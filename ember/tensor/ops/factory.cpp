@@ -6,6 +6,19 @@
 #include "ember/tensor/ops/internal.h"
 
 namespace ember {
+namespace {
+// requires_grad(true) in the options: the result becomes a leaf that requires grad, through the
+// autograd layer's setter that the options carry (TensorOptions::mark_requires_grad_). Inner
+// factory calls take the options without it (plain), so only the finished tensor is marked.
+Tensor leaf(Tensor t, const TensorOptions& options) {
+  if (options.mark_requires_grad_) options.mark_requires_grad_(t);
+  return t;
+}
+TensorOptions plain(TensorOptions options) {
+  options.mark_requires_grad_ = nullptr;
+  return options;
+}
+}  // namespace
 
 Tensor empty(const Shape& sizes, TensorOptions options) {
   const int64_t n = checked_numel(sizes, "empty");
@@ -22,19 +35,19 @@ Tensor empty(const Shape& sizes, TensorOptions options) {
   impl->strides = contiguous_strides(sizes);
   impl->dtype = options.dtype_;
   impl->device = options.device_;
-  return Tensor(std::move(impl));
+  return leaf(Tensor(std::move(impl)), options);
 }
 
 Tensor empty_strided(const Shape& sizes, const Shape& strides, TensorOptions options) {
   const int64_t extent = storage_extent(sizes, strides, "empty_strided");
-  Tensor base = empty({extent}, options);
-  return native::as_strided(base, sizes, strides, 0);
+  Tensor base = empty({extent}, plain(options));
+  return leaf(native::as_strided(base, sizes, strides, 0), options);
 }
 
 Tensor full(const Shape& sizes, const Scalar& value, TensorOptions options) {
-  Tensor t = empty(sizes, options);
+  Tensor t = empty(sizes, plain(options));
   if (t.numel() > 0) backend(t.device()).fill(t, value);
-  return t;
+  return leaf(t, options);
 }
 Tensor zeros(const Shape& sizes, TensorOptions options) { return full(sizes, 0, options); }
 Tensor ones(const Shape& sizes, TensorOptions options) { return full(sizes, 1, options); }
@@ -67,7 +80,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   Tensor host = empty({n}, kFloat64);
   double* p = host.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = s + static_cast<double>(i) * st;
-  return native::to(host, options.device_, options.dtype_);
+  return leaf(native::to(host, options.device_, options.dtype_), options);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options) {
@@ -79,19 +92,19 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options) 
   const int64_t half = steps == 1 ? 1 : steps / 2;
   for (int64_t i = 0; i < steps; ++i)
     p[i] = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
-  return native::to(host, options.device_, options.dtype_);
+  return leaf(native::to(host, options.device_, options.dtype_), options);
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   if (m < 0) m = n;
   EMBER_CHECK(n >= 0, "eye: n must be greater or equal to 0, got ", n);
-  Tensor out = zeros({n, m}, options);
+  Tensor out = zeros({n, m}, plain(options));
   const int64_t k = std::min(n, m);
   if (k > 0) {
     Tensor diagonal = native::as_strided(out, {k}, {m + 1}, out.storage_offset());
     native::fill_(diagonal, 1);
   }
-  return out;
+  return leaf(out, options);
 }
 
 namespace {
@@ -122,8 +135,12 @@ Tensor& Tensor::normal_(double mean, double std) {
   return *this;
 }
 
-Tensor rand(const Shape& sizes, TensorOptions options) { return empty(sizes, options).uniform_(0, 1); }
-Tensor randn(const Shape& sizes, TensorOptions options) { return empty(sizes, options).normal_(0, 1); }
+Tensor rand(const Shape& sizes, TensorOptions options) {
+  return leaf(empty(sizes, plain(options)).uniform_(0, 1), options);
+}
+Tensor randn(const Shape& sizes, TensorOptions options) {
+  return leaf(empty(sizes, plain(options)).normal_(0, 1), options);
+}
 Tensor rand_like(const Tensor& t) { return rand(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
 Tensor randn_like(const Tensor& t) { return randn(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
 
@@ -131,10 +148,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions opti
   EMBER_CHECK(low < high, "randint: expects low < high, but got low=", low, ", high=", high);
   EMBER_CHECK(options.dtype_ != kBool || (low >= 0 && high <= 2), "randint: range [", low, ", ", high,
               ") does not fit dtype bool");
-  Tensor out = empty(sizes, options);
+  Tensor out = empty(sizes, plain(options));
   const auto [seed, offset] = default_generator().reserve(blocks_for(out.numel(), 2));
   backend(out.device()).random_int(out, low, high, seed, offset);
-  return out;
+  return leaf(out, options);
 }
 
 Tensor randperm(int64_t n, TensorOptions options) {
@@ -148,7 +165,7 @@ Tensor randperm(int64_t n, TensorOptions options) {
     const uint64_t bits = (uint64_t{r[0]} << 32) | r[1];
     std::swap(p[i], p[bits % static_cast<uint64_t>(i + 1)]);
   }
-  return native::to(host, options.device_, options.dtype_);
+  return leaf(native::to(host, options.device_, options.dtype_), options);
 }
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
@@ -180,7 +197,7 @@ Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::func
   impl->strides = strides;
   impl->dtype = options.dtype_;
   impl->device = options.device_;
-  return Tensor(std::move(impl));
+  return leaf(Tensor(std::move(impl)), options);
 }
 
 template <class T>
@@ -207,5 +224,15 @@ template Tensor tensor<Half>(const std::vector<Half>&, std::optional<Shape>);
 template Tensor tensor<BFloat16>(const std::vector<BFloat16>&, std::optional<Shape>);
 template Tensor tensor<float>(const std::vector<float>&, std::optional<Shape>);
 template Tensor tensor<double>(const std::vector<double>&, std::optional<Shape>);
+
+template <class T>
+Tensor tensor(std::initializer_list<T> values, TensorOptions options) {
+  return leaf(native::to(tensor(std::vector<T>(values)), options.device_, options.dtype_), options);
+}
+template Tensor tensor<bool>(std::initializer_list<bool>, TensorOptions);
+template Tensor tensor<int>(std::initializer_list<int>, TensorOptions);
+template Tensor tensor<int64_t>(std::initializer_list<int64_t>, TensorOptions);
+template Tensor tensor<float>(std::initializer_list<float>, TensorOptions);
+template Tensor tensor<double>(std::initializer_list<double>, TensorOptions);
 
 }  // namespace ember
