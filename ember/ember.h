@@ -57,6 +57,7 @@
 #include "ember/data/synthetic_digits.h"
 #include "ember/data/text.h"
 #include "ember/data/transforms.h"
+#include "ember/distributed/c10d.h"
 #include "ember/distributed/process_group.h"
 #include "ember/io/checkpoint.h"
 #include "ember/io/quantized.h"

@@ -9,9 +9,21 @@
 #include <cmath>  // LibTorch programs get std::isnan and M_PI through <torch/torch.h>
 #include <iostream>
 
+#include "ember/distributed/c10d.h"
 #include "ember/ember.h"
 
 namespace torch = ::ember;
+namespace c10d = ::ember::distributed::c10d;  // ProcessGroupMPI::createProcessGroupMPI(), allreduce, Work
+
+namespace ember {
+using std::nullopt;  // torch::optional, torch::nullopt
+using std::optional;
+// torch::str("epoch ", 3, ": ", loss): its arguments printed into one string.
+template <class... Args>
+std::string str(const Args&... args) {
+  return detail::concat(args...);
+}
+}  // namespace ember
 
 // nn modules: TORCH_MODULE(Net) makes `Net` the holder of `NetImpl`.
 #define TORCH_MODULE(Name) EMBER_MODULE(Name)

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <thread>
 
+#include <ember/torch.h>  // (for the c10d spelling; ember's own is used everywhere else)
+
 #include "helpers.h"
 
 namespace ember {
@@ -97,6 +99,37 @@ TEST(Collectives, BadArgumentsAreClearErrors) {
 
 // A rank that does not join a collective: the others' wait() gives up after the timeout with an
 // error naming the op and the rank, and can wait again once the late rank has joined.
+// LibTorch's c10d spelling of the same collectives (distributed/c10d.h), as a ported program
+// writes them.
+TEST(Collectives, C10dNamesAsLibTorchSpellsThem) {
+  auto pg = ::c10d::ProcessGroupMPI::createProcessGroupMPI();
+  EXPECT_EQ(pg->getRank(), rank());
+  EXPECT_EQ(pg->getSize(), world());
+  std::vector<torch::Tensor> tensors = {torch::ones({3}) * (pg->getRank() + 1)};
+  auto work = pg->allreduce(tensors);
+  EXPECT_TRUE(work->wait());
+  EXPECT_TRUE(work->isCompleted());
+  const double total = world() * (world() + 1) / 2.0;
+  EXPECT_TRUE(testing::all_close(tensors[0], torch::full({3}, total), 0, 0));
+  ::c10d::AllreduceOptions max;
+  max.reduceOp = ::c10d::ReduceOp::MAX;
+  tensors[0] = torch::full({2}, static_cast<double>(pg->getRank()));
+  pg->allreduce(tensors, max)->wait();
+  EXPECT_EQ(tensors[0][0].item<float>(), static_cast<float>(world() - 1));
+  std::vector<torch::Tensor> root = {torch::full({2}, pg->getRank() == 0 ? 5.0 : -1.0)};
+  pg->broadcast(root)->wait();
+  EXPECT_EQ(root[0][1].item<float>(), 5.0f);
+  std::vector<std::vector<torch::Tensor>> gathered(1);
+  for (int r = 0; r < world(); ++r) gathered[0].push_back(torch::zeros({1}));
+  std::vector<torch::Tensor> mine = {torch::full({1}, static_cast<double>(pg->getRank()))};
+  pg->allgather(gathered, mine)->wait();
+  for (int r = 0; r < world(); ++r) EXPECT_EQ(gathered[0][r].item<float>(), static_cast<float>(r));
+  pg->barrier()->wait();
+  std::vector<torch::Tensor> two = {torch::ones({1}), torch::ones({1})};
+  EXPECT_ERROR_CONTAINS(pg->allreduce(two), "takes a list of exactly one tensor");
+  EXPECT_ERROR_CONTAINS(::c10d::ProcessGroupMPI::createProcessGroupMPI({0}), "a subset of the ranks");
+}
+
 TEST(Collectives, AMissingRankIsATimeoutErrorNotAHang) {
   const auto saved = group->timeout();
   group->set_timeout(std::chrono::milliseconds(300));

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates tests/reference/nn.bin (layers, optimizer trajectories, LR schedules) and
-tests/reference/torch_mlp.safetensors (weights saved from PyTorch) for ember's nn, optim and
-checkpoint tests. Run with Debian's PyTorch:  /usr/bin/python3 tools/gen_reference.py
+tests/reference/torch_mlp.safetensors (weights saved from PyTorch) and torch_save.pt (a tensor
+saved by torch.save, which ember refuses by name) for ember's nn, optim and checkpoint tests. Run with Debian's PyTorch:  /usr/bin/python3 tools/gen_reference.py
 (which runs this script too). Format of nn.bin: "EMBREF01", as in gen_reference.py.
 
 Names in nn.bin:
@@ -289,6 +289,8 @@ def safetensors_model():
                      {"format": "pt"})
     ref.put("st_mlp.in", x)
     ref.put("st_mlp.out", model(x))
+    # What torch.save writes (a zip archive): ember must name it and say how to convert it.
+    torch.save(torch.arange(3.0), os.path.join(HERE, "..", "tests", "reference", "torch_save.pt"))
 
 
 def main():

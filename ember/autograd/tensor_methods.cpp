@@ -50,6 +50,11 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 }
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& v) { return copy_(ember::masked_fill(*this, mask, v)); }
 Tensor& Tensor::relu_() { return copy_(ember::relu(*this)); }
+#define EMBER_DEFINE_COMPARISON_INPLACE(op, name)                                           \
+  Tensor& Tensor::name##_(const Tensor& other) { return copy_(ember::name(*this, other)); } \
+  Tensor& Tensor::name##_(const Scalar& other) { return copy_(ember::name(*this, other)); }
+EMBER_COMPARISON_OPERATORS(EMBER_DEFINE_COMPARISON_INPLACE)
+#undef EMBER_DEFINE_COMPARISON_INPLACE
 
 #define EMBER_DEFINE_OPERATOR(op, name)                                       \
   Tensor operator op(const Tensor& a, const Tensor& b) { return name(a, b); } \

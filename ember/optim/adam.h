@@ -10,7 +10,7 @@ namespace ember::optim {
 class AdamOptions : public OptimizerCloneableOptions<AdamOptions> {
  public:
   using Betas = std::tuple<double, double>;
-  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit, as LibTorch's: Adam(params, 1e-3)
   EMBER_ARG(double, lr) = 1e-3;
   EMBER_ARG(Betas, betas) = std::make_tuple(0.9, 0.999);
   EMBER_ARG(double, eps) = 1e-8;
@@ -29,7 +29,7 @@ class AdamOptions : public OptimizerCloneableOptions<AdamOptions> {
 // AdamW's options: Adam's, with weight_decay 1e-2 by default.
 class AdamWOptions : public AdamOptions {
  public:
-  explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay_ = 1e-2; }
+  AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay_ = 1e-2; }  // NOLINT: implicit
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }
   // The setters return AdamOptions&; these keep chains typed as AdamWOptions for the
   // AdamW constructor.

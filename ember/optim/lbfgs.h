@@ -12,7 +12,7 @@ namespace ember::optim {
 
 class LBFGSOptions : public OptimizerCloneableOptions<LBFGSOptions> {
  public:
-  explicit LBFGSOptions(double lr = 1.0) : lr_(lr) {}
+  LBFGSOptions(double lr = 1.0) : lr_(lr) {}  // NOLINT: implicit
   EMBER_ARG(double, lr) = 1.0;
   EMBER_ARG(int64_t, max_iter) = 20;
   EMBER_ARG(std::optional<int64_t>, max_eval) = std::nullopt;  // default max_iter * 5 / 4

@@ -6,7 +6,7 @@ namespace ember::optim {
 
 class RMSpropOptions : public OptimizerCloneableOptions<RMSpropOptions> {
  public:
-  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  RMSpropOptions(double lr = 1e-2) : lr_(lr) {}  // NOLINT: implicit
   EMBER_ARG(double, lr) = 1e-2;
   EMBER_ARG(double, alpha) = 0.99;
   EMBER_ARG(double, eps) = 1e-8;

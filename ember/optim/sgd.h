@@ -6,7 +6,7 @@ namespace ember::optim {
 
 class SGDOptions : public OptimizerCloneableOptions<SGDOptions> {
  public:
-  explicit SGDOptions(double lr) : lr_(lr) {}
+  SGDOptions(double lr) : lr_(lr) {}  // NOLINT: implicit, as LibTorch's: SGD(params, 0.01)
   EMBER_ARG(double, lr) = 0.0;
   EMBER_ARG(double, momentum) = 0.0;
   EMBER_ARG(double, dampening) = 0.0;

@@ -60,6 +60,12 @@ inline TensorOptions dtype(DType d) { return TensorOptions(d); }
 inline TensorOptions device(Device d) { return TensorOptions(d); }
 inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
+// The operators, each with its op's name (the operators and in-place forms below use them).
+#define EMBER_ARITHMETIC_OPERATORS(X) X(+, add) X(-, sub) X(*, mul) X(/, div)
+#define EMBER_COMPARISON_OPERATORS(X) X(==, eq) X(!=, ne) X(<, lt) X(<=, le) X(>, gt) X(>=, ge)
+
+template <class T, size_t N>
+class TensorAccessor;
 struct AutogradMeta;  // autograd/meta.h
 class Node;           // autograd/node.h
 class Tensor;
@@ -220,6 +226,22 @@ class Tensor {
   Tensor& masked_fill_(const Tensor& mask, const Scalar& value);
   Tensor& relu_();
   Tensor& zero_() { return fill_(0); }
+  // self = (self op other) in self's dtype (1 where true, 0 where false), as LibTorch's eq_, lt_, ...
+#define EMBER_DECLARE_COMPARISON_INPLACE(op, name) \
+  Tensor& name##_(const Tensor& other);            \
+  Tensor& name##_(const Scalar& other);
+  EMBER_COMPARISON_OPERATORS(EMBER_DECLARE_COMPARISON_INPLACE)
+#undef EMBER_DECLARE_COMPARISON_INPLACE
+  // LibTorch's `.data()`: the values without their history, which is detach() here. Unlike in
+  // PyTorch, an in-place change through it still bumps the version backward checks, so a saved
+  // tensor changed behind the tape's back is an error, never a silently wrong gradient.
+  Tensor data() const { return detach(); }
+  // Element access on the CPU as LibTorch's: auto a = t.accessor<float, 2>(); a[i][j]. It points
+  // into this tensor (keep the tensor alive); dtype, rank and device are checked here, indices not.
+  template <class T, size_t N>
+  TensorAccessor<T, N> accessor() const&;
+  template <class T, size_t N>
+  TensorAccessor<T, N> accessor() && = delete;  // the tensor would be gone
   // Random fills from the Philox generator (tensor/generator.h); they record nothing.
   Tensor& uniform_(double from = 0.0, double to = 1.0);
   Tensor& normal_(double mean = 0.0, double std = 1.0);
@@ -229,10 +251,31 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// A view of a CPU tensor's elements (Tensor::accessor): a[i] is a TensorAccessor<T, N - 1>, or
+// the element itself when N == 1.
+template <class T, size_t N>
+class TensorAccessor {
+ public:
+  TensorAccessor(T* data, const int64_t* sizes, const int64_t* strides)
+      : data_(data), sizes_(sizes), strides_(strides) {}
+  decltype(auto) operator[](int64_t i) const {
+    if constexpr (N == 1)
+      return data_[i * strides_[0]];
+    else
+      return TensorAccessor<T, N - 1>(data_ + i * strides_[0], sizes_ + 1, strides_ + 1);
+  }
+  int64_t size(int64_t d) const { return sizes_[d]; }
+  int64_t stride(int64_t d) const { return strides_[d]; }
+  T* data() const { return data_; }
+
+ private:
+  T* data_;
+  const int64_t* sizes_;
+  const int64_t* strides_;
+};
+
 // Operators, as in LibTorch: each is its named op (autograd/tensor_methods.cpp); comparisons
 // return bool tensors.
-#define EMBER_ARITHMETIC_OPERATORS(X) X(+, add) X(-, sub) X(*, mul) X(/, div)
-#define EMBER_COMPARISON_OPERATORS(X) X(==, eq) X(!=, ne) X(<, lt) X(<=, le) X(>, gt) X(>=, ge)
 #define EMBER_DECLARE_OPERATOR(op, name)                \
   Tensor operator op(const Tensor& a, const Tensor& b); \
   Tensor operator op(const Tensor& a, const Scalar& b);
@@ -260,6 +303,15 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string to_string(const Tensor& t);
 
 // ---- implementation of the templates ----
+template <class T, size_t N>
+TensorAccessor<T, N> Tensor::accessor() const& {
+  static_assert(N > 0, "accessor: a 0-d tensor has no elements to index; use item<T>()");
+  EMBER_CHECK(dim() == static_cast<int64_t>(N), "accessor: expected a ", N, "-d tensor, got shape ",
+              shape_str(sizes()));
+  EMBER_CHECK(is_cpu(), "accessor: the tensor is on ", device(), "; copy it to the CPU first");
+  return TensorAccessor<T, N>(data_ptr<T>(), sizes().data(), strides().data());
+}
+
 template <class T>
 T* Tensor::data_ptr() const {
   EMBER_CHECK(dtype_of<T>::value == dtype(), "data_ptr: expected a tensor of dtype ", dtype_of<T>::value,

@@ -11,7 +11,7 @@ const std::shared_ptr<Module>& ModuleSequence::operator[](size_t index) const {
 Tensor SequentialImpl::forward(const Tensor& x) {
   EMBER_CHECK(!empty(), "Sequential: forward on an empty Sequential");
   Tensor y = x;
-  for (const auto& m : *this) y = (*m)(y);
+  for (size_t i = 0; i < size(); ++i) y = call(i, y);
   return y;
 }
 

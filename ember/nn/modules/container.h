@@ -1,8 +1,10 @@
 #pragma once
 // Containers: Sequential (calls its children in order), ModuleList and ModuleDict (hold
 // children for the owner's forward to use).
+#include <functional>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/nn/module.h"
@@ -55,13 +57,35 @@ class ModuleSequence : public Module {
   template <class Holder, class = decltype(std::declval<Holder>().slot())>
   void push_back(const std::string& name, const Holder& holder) {
     slots_.push_back(register_slot(name, holder.slot()));
+    callers_.push_back(caller_of(holder));
+  }
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
+  void push_back(const std::string& name, std::shared_ptr<M> module) {
+    push_back(name, ModuleHolder<M>(std::move(module)));
   }
   void push_back(const std::string& name, std::shared_ptr<Module> module) {
     slots_.push_back(register_slot(name, ModuleSlot::of(std::move(module))));
+    callers_.push_back(nullptr);
+  }
+
+ protected:
+  // Child `index` called on x: through its holder when it came as one, so that a module whose
+  // forward is its own (LibTorch's `Tensor forward(Tensor x)`, which does not override
+  // Module::forward) is called as its type declares it; else through Module::operator().
+  Tensor call(size_t index, const Tensor& x) const {
+    return callers_[index] ? callers_[index](x) : (*slots_[index]->module)(x);
   }
 
  private:
+  template <class Holder>
+  static std::function<Tensor(const Tensor&)> caller_of(const Holder& holder) {
+    if constexpr (std::is_invocable_r_v<Tensor, const Holder&, const Tensor&>)
+      return [holder](const Tensor& x) { return Tensor(holder(x)); };
+    else
+      return nullptr;
+  }
   std::vector<std::shared_ptr<ModuleSlot>> slots_;
+  std::vector<std::function<Tensor(const Tensor&)>> callers_;
 };
 
 class SequentialImpl : public ModuleSequence {

@@ -1,0 +1,288 @@
+// LibTorch programs port with one include: each test is written the way a LibTorch C++ frontend
+// program is (torch::, the frontend's macros and idioms), built against <ember/torch.h>, and
+// checks the values: against PyTorch's reference files where a computation is PyTorch's
+// (tools/gen_reference*.py), exactly where the answer is known.
+#include <ember/torch.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "helpers.h"
+
+namespace {
+
+using ember::testing::all_close;
+
+// ---- the data API: a CRTP dataset through map, Stack and make_data_loader ----
+
+// Example i: data [1, 2, 2] filled with i, target i % 3.
+struct Counting : torch::data::datasets::Dataset<Counting> {
+  explicit Counting(size_t n) : n_(n) {}
+  torch::data::Example<> get(size_t index) override {
+    return {torch::full({1, 2, 2}, static_cast<double>(index)), torch::tensor({static_cast<int64_t>(index % 3)})[0]};
+  }
+  torch::optional<size_t> size() const override { return n_; }
+  size_t n_;
+};
+
+TEST(LibTorchPort, CrtpDatasetMapStackAndLoader) {
+  auto dataset =
+      Counting(10).map(torch::data::transforms::Normalize<>(1.0, 2.0)).map(torch::data::transforms::Stack<>());
+  EXPECT_EQ(dataset.size().value(), 10u);
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      std::move(dataset), torch::data::DataLoaderOptions().batch_size(4).workers(2));
+  for (int epoch = 0; epoch < 2; ++epoch) {  // each pass over the loader is an epoch
+    std::vector<int64_t> sizes;
+    int64_t next = 0;
+    for (torch::data::Example<>& batch : *loader) {
+      const int64_t n = batch.data.size(0);
+      sizes.push_back(n);
+      EXPECT_EQ(batch.data.sizes(), (torch::Shape{n, 1, 2, 2}));
+      for (int64_t k = 0; k < n; ++k, ++next) {
+        EXPECT_DOUBLE_EQ(batch.data[k][0][1][1].item<double>(), (static_cast<double>(next) - 1.0) / 2.0);
+        EXPECT_EQ(batch.target[k].item<int64_t>(), next % 3);
+      }
+    }
+    EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 2}));
+  }
+}
+
+TEST(LibTorchPort, BatchesWithoutStackAreVectorsOfExamples) {
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(Counting(5), 2);
+  std::vector<size_t> sizes;
+  for (std::vector<torch::data::Example<>>& batch : *loader) {
+    sizes.push_back(batch.size());
+    EXPECT_EQ(batch[0].data.sizes(), (torch::Shape{1, 2, 2}));
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
+}
+
+TEST(LibTorchPort, RandomAndDistributedSamplers) {
+  // RandomSampler (make_data_loader's default): every index once per epoch, a new order each
+  // epoch, the same orders after the same manual_seed.
+  auto orders = [] {
+    torch::manual_seed(11);
+    auto loader = torch::data::make_data_loader(Counting(12).map(torch::data::transforms::Stack<>()), 12);
+    std::vector<std::vector<double>> out;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (auto& batch : *loader) out.push_back(batch.data.flatten(1).select(1, 0).to_vector<double>());
+    return out;
+  };
+  const auto a = orders(), b = orders();
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a[0], a[1]);
+  EXPECT_EQ(std::set<double>(a[0].begin(), a[0].end()).size(), 12u);
+  // DistributedRandomSampler: the replicas' slices cover the dataset (padded to equal sizes).
+  std::multiset<int64_t> seen;
+  for (size_t rank = 0; rank < 3; ++rank) {
+    torch::data::samplers::DistributedRandomSampler sampler(10, 3, rank);
+    EXPECT_EQ(sampler.size(), 4);
+    for (int64_t i : sampler.indices(/*epoch=*/5)) seen.insert(i);
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  for (int64_t i = 0; i < 10; ++i) EXPECT_GE(seen.count(i), 1u) << i;
+  EXPECT_EQ(torch::data::samplers::DistributedRandomSampler(10, 3, 0, /*allow_duplicates=*/false).size(), 3);
+  EXPECT_ERROR_CONTAINS(torch::data::samplers::DistributedRandomSampler(10, 3, 3), "rank 3 is out of range for 3");
+}
+
+TEST(LibTorchPort, MnistAsAValueDataset) {
+  const std::string root = std::string(EMBER_SHARED_DATA_DIR) + "/mnist";
+  if (!std::ifstream(root + "/t10k-labels-idx1-ubyte.gz")) GTEST_SKIP() << "no MNIST in " << root;
+  auto test = torch::data::datasets::MNIST(root, torch::data::datasets::MNIST::Mode::kTest);
+  EXPECT_FALSE(test.is_train());
+  EXPECT_EQ(test.size().value(), 10000u);
+  const auto first = test.get(0);
+  EXPECT_EQ(first.data.sizes(), (torch::Shape{1, 28, 28}));
+  EXPECT_EQ(first.target.item<int64_t>(), 7);  // the first test digit is a 7
+  EXPECT_LE(first.data.max().item<float>(), 1.0f);
+  EXPECT_ERROR_CONTAINS(test.get(10000), "MNIST: index 10000 is out of range for 10000 images");
+}
+
+// ---- autograd: a custom Function and a gradient penalty ----
+
+struct ScaledSquare : torch::autograd::Function<ScaledSquare> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, double c) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["c"] = c;
+    return x * x * c;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto x = ctx->get_saved_variables()[0];
+    return {grads[0] * 2 * x * ctx->saved_data["c"].toDouble(), torch::Tensor()};
+  }
+};
+
+TEST(LibTorchPort, CustomFunction) {
+  auto x = torch::tensor({1.0, -2.0, 3.0}, torch::dtype(torch::kF64).requires_grad(true));
+  auto y = ScaledSquare::apply(x, 1.5);
+  y.sum().backward();
+  EXPECT_TRUE(all_close(y.detach(), torch::tensor({1.5, 6.0, 13.5}), 0, 0));
+  EXPECT_TRUE(all_close(x.grad(), torch::tensor({3.0, -6.0, 9.0}), 0, 0));
+  EXPECT_EQ(y.grad_fn()->name(), "ScaledSquareBackward");
+}
+
+TEST(LibTorchPort, GradientPenaltyMatchesPyTorch) {
+  const auto& ref = ember::testing::reference_grads();
+  auto R = [&](const std::string& name) { return ember::testing::ref_tensor(ref, "double.gp." + name).clone(); };
+  auto w1 = R("w1").requires_grad_(true), b1 = R("b1").requires_grad_(true);
+  auto w2 = R("w2").requires_grad_(true), b2 = R("b2").requires_grad_(true);
+  auto x = R("x").requires_grad_(true);
+  namespace F = torch::nn::functional;
+  auto critic = F::linear(torch::tanh(F::linear(x, w1, b1)), w2, b2);
+  auto gx = torch::autograd::grad({critic.sum()}, {x}, /*grad_outputs=*/{}, /*retain_graph=*/true,
+                                  /*create_graph=*/true)[0];
+  auto penalty = (gx.norm(2, 1) - 1).pow(2).mean();
+  penalty.backward();
+  EXPECT_TRUE(all_close(gx, R("gx"), 1e-12, 1e-12));
+  EXPECT_NEAR(penalty.item<double>(), R("penalty").item<double>(), 1e-12);
+  EXPECT_TRUE(all_close(w1.grad(), R("grad_w1"), 1e-10, 1e-12));
+  EXPECT_TRUE(all_close(w2.grad(), R("grad_w2"), 1e-10, 1e-12));
+  EXPECT_TRUE(all_close(b1.grad(), R("grad_b1"), 1e-10, 1e-12));
+}
+
+// ---- modules: ConvTranspose2d and a DCGAN generator block against PyTorch ----
+
+TEST(LibTorchPort, ConvTranspose2dMatchesPyTorch) {
+  const auto& ref = ember::testing::reference_nn();
+  torch::nn::ConvTranspose2d up(
+      torch::nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2));
+  torch::OrderedDict<torch::Tensor> state;
+  for (const auto& [key, value] : ref)
+    if (key.rfind("layer.conv_transpose2d.state.", 0) == 0)
+      state.insert(key.substr(std::string("layer.conv_transpose2d.state.").size()), value.clone());
+  up->load_state_dict(state);
+  auto x = ember::testing::ref_tensor(ref, "layer.conv_transpose2d.in").clone().requires_grad_(true);
+  auto y = up->forward(x);
+  EXPECT_TRUE(all_close(y, ember::testing::ref_tensor(ref, "layer.conv_transpose2d.out"), 1e-4, 1e-5));
+  y.backward(ember::testing::ref_tensor(ref, "layer.conv_transpose2d.gout"));
+  EXPECT_TRUE(
+      all_close(up->weight.grad(), ember::testing::ref_tensor(ref, "layer.conv_transpose2d.grad.weight"), 1e-4, 1e-5));
+  for (const auto& p : up->named_parameters()) EXPECT_TRUE(p.value().grad().defined()) << p.key();
+}
+
+// A module written as LibTorch programs write them: a by-value forward that does not override
+// Module::forward, used inside a Sequential.
+struct TimesTwoImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x) { return x * 2; }
+};
+TORCH_MODULE(TimesTwo);
+
+struct SmallNet : torch::nn::Module {
+  SmallNet() : fc(register_module("fc", torch::nn::Linear(3, 2))) {}
+  torch::Tensor forward(torch::Tensor x) { return torch::log_softmax(fc->forward(x), /*dim=*/1); }
+  torch::nn::Linear fc;
+};
+
+TEST(LibTorchPort, ModulesOptimizersAndLosses) {
+  torch::nn::Sequential seq(TimesTwo(), torch::nn::Functional(torch::relu),
+                            torch::nn::Functional(torch::leaky_relu, 0.5));
+  EXPECT_TRUE(all_close(seq->forward(torch::tensor({-1.0f, 2.0f})), torch::tensor({0.0f, 4.0f}), 0, 0));
+
+  torch::manual_seed(0);
+  auto net = std::make_shared<SmallNet>();
+  torch::optim::SGD optimizer(net->parameters(), /*lr=*/0.1);  // SGDOptions(lr) implicitly
+  auto x = torch::randn({8, 3});
+  auto target = torch::randint(0, 2, {8});
+  auto out = net->forward(x);
+  // ATen's spelling, the functional's and the module's agree.
+  auto loss = torch::nll_loss(out, target);
+  EXPECT_TRUE(all_close(loss, torch::nn::functional::nll_loss(out, target), 0, 0));
+  auto summed = torch::nll_loss(out, target, /*weight=*/{}, torch::Reduction::Sum);
+  EXPECT_NEAR(summed.item<double>(), loss.item<double>() * 8, 1e-5);
+  EXPECT_NEAR(torch::nn::NLLLoss(torch::nn::NLLLossOptions().reduction(torch::kSum))(out, target).item<double>(),
+              summed.item<double>(), 1e-6);
+  EXPECT_ERROR_CONTAINS(torch::nll_loss(out, target, {}, 7), "nll_loss: reduction must be Reduction::None");
+  optimizer.zero_grad();
+  loss.backward();
+  optimizer.step();
+  EXPECT_LT(torch::nll_loss(net->forward(x), target).item<double>(), loss.item<double>());
+  for (const auto& item : net->named_parameters()) EXPECT_EQ(item.key().rfind("fc.", 0), 0u);
+  net->eval();
+  EXPECT_FALSE(net->is_training());
+
+  namespace F = torch::nn::functional;
+  auto image = torch::arange(16.0).reshape({1, 1, 4, 4});
+  EXPECT_TRUE(all_close(torch::max_pool2d(image, 2), F::max_pool2d(image, F::MaxPool2dFuncOptions(2)), 0, 0));
+  EXPECT_EQ(torch::max_pool2d(image, 2).sizes(), (torch::Shape{1, 1, 2, 2}));
+  EXPECT_TRUE(torch::dropout(image, 0.5, /*train=*/false).is_same(image));
+  EXPECT_TRUE(F::dropout(image, F::DropoutFuncOptions().p(0.5).training(false)).is_same(image));
+  EXPECT_TRUE(all_close(F::log_softmax(image, F::LogSoftmaxFuncOptions(3)), torch::log_softmax(image, 3), 0, 0));
+  EXPECT_TRUE(all_close(F::mse_loss(image, image * 2, F::MSELossFuncOptions().reduction(torch::kSum)),
+                        torch::mse_loss(image, image * 2, torch::Reduction::Sum), 0, 0));
+}
+
+// ---- tensor conveniences ----
+
+TEST(LibTorchPort, TensorIdioms) {
+  auto x = torch::arange(6.0).reshape({2, 3});
+  EXPECT_TRUE(all_close(x.sum(1), torch::tensor({3.0f, 12.0f}), 0, 0));
+  EXPECT_TRUE(all_close(torch::sum(x, 0), torch::tensor({3.0f, 5.0f, 7.0f}), 0, 0));
+  EXPECT_TRUE(all_close(x.mean(1, /*keepdim=*/true), torch::tensor({1.0f, 4.0f}).reshape({2, 1}), 0, 0));
+  EXPECT_EQ(x.sum({}).dim(), 0);  // {} still means every dim
+  EXPECT_EQ(x.view(-1).sizes(), (torch::Shape{6}));
+  EXPECT_EQ(torch::zeros(3).sizes(), (torch::Shape{3}));
+  EXPECT_EQ(torch::empty(4, torch::kCPU).sizes(), (torch::Shape{4}));
+  EXPECT_NEAR(x.norm(2, 1)[1].item<double>(), std::sqrt(9.0 + 16.0 + 25.0), 1e-6);
+  EXPECT_EQ(torch::ones({2, 2}, torch::kF64).dtype(), torch::kDouble);
+  EXPECT_EQ(torch::kLong, torch::kInt64);
+
+  auto w = torch::ones({2, 2}, torch::requires_grad());
+  EXPECT_TRUE(w.requires_grad());
+  EXPECT_TRUE(w.is_leaf());
+  EXPECT_TRUE(torch::tensor({1.0, 2.0}, torch::requires_grad()).requires_grad());
+  EXPECT_ERROR_CONTAINS(torch::zeros({2}, torch::TensorOptions(torch::kLong).requires_grad(true)),
+                        "only tensors of floating point dtype can require gradients");
+  (w * w).sum().backward();
+  w.mutable_grad() = torch::zeros_like(w);  // assignable
+  EXPECT_EQ(w.grad().sum().item<float>(), 0.0f);
+  {
+    torch::NoGradGuard no_grad;
+    w.data().mul_(3);  // data(): the values without history
+  }
+  EXPECT_EQ(w.sum().item<float>(), 12.0f);
+
+  auto m = torch::tensor({1.0f, 2.0f, 3.0f});
+  m.ge_(2.0);  // in place: 1 where true, 0 where false, in m's dtype
+  EXPECT_TRUE(all_close(m, torch::tensor({0.0f, 1.0f, 1.0f}), 0, 0));
+  auto a = x.accessor<float, 2>();
+  EXPECT_EQ(a[1][2], 5.0f);
+  a[0][0] = 7.0f;
+  EXPECT_EQ(x[0][0].item<float>(), 7.0f);
+  EXPECT_ERROR_CONTAINS((x.accessor<float, 1>()), "accessor: expected a 1-d tensor, got shape [2, 3]");
+
+  EXPECT_EQ(torch::str("epoch ", 3, ": ", 0.5), "epoch 3: 0.5");
+  EXPECT_ERROR_CONTAINS([&] { TORCH_CHECK(x.dim() == 3, "got ", x.dim(), " dims"); }(),
+                        "Expected x.dim() == 3 to be true. got 2 dims");
+  EXPECT_ERROR_CONTAINS([] { AT_ASSERT(false); }(), "Assertion failed: false");
+}
+
+TEST(LibTorchPort, SaveAndLoadTensorsAndRefusePyTorchArchives) {
+  const std::string path = ::testing::TempDir() + "/ember_port_tensor.pt";
+  auto t = torch::randn({3, 4});
+  torch::save(t, path);
+  torch::Tensor back;
+  torch::load(back, path);
+  EXPECT_TRUE(all_close(back, t, 0, 0));
+  std::vector<torch::Tensor> list = {t, torch::arange(5)}, list_back;
+  torch::save(list, path);
+  torch::load(list_back, path);
+  ASSERT_EQ(list_back.size(), 2u);
+  EXPECT_TRUE(all_close(list_back[1], torch::arange(5), 0, 0));
+  EXPECT_ERROR_CONTAINS(torch::load(back, path), "holds 2 tensors");
+  // A file torch.save wrote (tools/gen_reference_nn.py), and a legacy pickle.
+  torch::Tensor from_pytorch;
+  EXPECT_ERROR_CONTAINS(torch::load(from_pytorch, std::string(EMBER_REFERENCE_DIR) + "/torch_save.pt"),
+                        "this is a zip archive, the format of PyTorch's torch.save and LibTorch's torch::save");
+  EXPECT_ERROR_CONTAINS(torch::load(from_pytorch, std::string(EMBER_REFERENCE_DIR) + "/torch_save.pt"),
+                        "safetensors.torch.save_file");
+  {
+    std::ofstream pickle(path, std::ios::binary);
+    pickle << '\x80' << '\x02' << "legacy";
+  }
+  EXPECT_ERROR_CONTAINS(torch::load(from_pytorch, path), "this is a Python pickle");
+  std::remove(path.c_str());
+}
+
+}  // namespace
