@@ -111,6 +111,7 @@ TEST(BinaryCrossEntropy, FiniteAtZeroAndOneAndRefusedUnderAutocast) {
 TEST(Interpolate, RefusesWhatItCannotDo) {
   const Tensor x = randn({1, 2, 3, 3});
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions()), "give exactly one of size and scale_factor");
+  EXPECT_ERROR_CONTAINS(nn::Upsample(), "Upsample: give exactly one of size and scale_factor");
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(2.0).mode("bicubic")),
                         "mode 'bicubic' is not supported");
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(2.0).align_corners(true)),
@@ -120,7 +121,7 @@ TEST(Interpolate, RefusesWhatItCannotDo) {
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(-1.0)), "must be positive");
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(0.1)), "must both be non-empty");
   // Upsampling by 2 with nearest repeats each pixel into a 2 x 2 block.
-  const Tensor y = nn::Upsample()(tensor<float>({1.0f, 2.0f, 3.0f, 4.0f}, Shape{1, 1, 2, 2}));
+  const Tensor y = nn::Upsample(nn::UpsampleOptions().scale_factor(2.0))(tensor<float>({1.0f, 2.0f, 3.0f, 4.0f}, Shape{1, 1, 2, 2}));
   EXPECT_TRUE(all_close(y, tensor<float>({1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, Shape{1, 1, 4, 4}), 0, 0));
 }
 

@@ -192,7 +192,7 @@ EMBER_MODULE(Flatten);
 using UpsampleOptions = functional::InterpolateOptions;
 class UpsampleImpl : public Module {
  public:
-  explicit UpsampleImpl(const UpsampleOptions& options = UpsampleOptions().scale_factor(2.0));
+  explicit UpsampleImpl(const UpsampleOptions& options = {});  // one of size and scale_factor must be set
   Tensor forward(const Tensor& x) override { return functional::interpolate(x, options); }
   void pretty_print(std::ostream& os) const override;
   UpsampleOptions options;
