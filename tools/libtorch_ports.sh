@@ -45,7 +45,7 @@ for seed in $(seq 1 "$seeds"); do
 done
 
 echo "LibTorch programs, ember (the same file with <ember/torch.h>) against LibTorch 1.13, $threads threads,"
-echo "medians over $seeds seeds; $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%Y-%m-%d)"
+echo "seeds 1..$seeds; $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%Y-%m-%d)"
 echo
 python3 - "$results" <<'PY'
 import statistics, sys, collections
@@ -55,12 +55,14 @@ for line in open(sys.argv[1]):
     for f in fields:
         k, v = f.split("=")
         rows[program][(engine, k)].append(float(v))
-print("| program | metric | ember | LibTorch |")
+def cell(values):  # the median, and the range over the seeds
+    return f"{statistics.median(values):.4f} ({min(values):.4f} to {max(values):.4f})"
+print("| program | metric | ember: median (range over seeds) | LibTorch: median (range) |")
 print("|---|---|---|---|")
 for program, d in rows.items():
     keys = [k for (e, k) in d if e == "ember"]
     for k in keys:
-        print(f"| {program} | {k} | {statistics.median(d[('ember', k)]):.4f} | {statistics.median(d[('libtorch', k)]):.4f} |")
+        print(f"| {program} | {k} | {cell(d[('ember', k)])} | {cell(d[('libtorch', k)])} |")
     ratios = [a / b for a, b in zip(d[("ember", "seconds")], d[("libtorch", "seconds")])]
     print(f"| {program} | time ember/LibTorch | {statistics.median(ratios):.2f}x | (per seed: {', '.join(f'{r:.2f}' for r in ratios)}) |")
 PY

@@ -26,7 +26,7 @@ Batch stack_collate(std::vector<Example<>>&& examples, const std::vector<int64_t
     data.push_back(std::move(e.data));
     if (e.target.defined()) targets.push_back(std::move(e.target));
   }
-  return {stack(data), targets.empty() ? Tensor() : stack(targets), indices};
+  return {stack(data), targets.empty() ? Tensor() : stack(targets), indices, {}};
 }
 
 Batch keep_examples(std::vector<Example<>>&& examples, const std::vector<int64_t>& indices) {
