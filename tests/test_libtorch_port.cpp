@@ -221,6 +221,10 @@ TEST(LibTorchPort, TensorIdioms) {
   EXPECT_TRUE(all_close(torch::sum(x, 0), torch::tensor({3.0f, 5.0f, 7.0f}), 0, 0));
   EXPECT_TRUE(all_close(x.mean(1, /*keepdim=*/true), torch::tensor({1.0f, 4.0f}).reshape({2, 1}), 0, 0));
   EXPECT_EQ(x.sum({}).dim(), 0);  // {} still means every dim
+  // (A bug this fixed: x.prod({}) chose the old prod(int64_t dim) overload, {} being 0, and
+  // multiplied over dim 0 only.)
+  EXPECT_EQ(x.prod({}).dim(), 0);
+  EXPECT_EQ(x.prod(0).sizes(), (torch::Shape{3}));
   EXPECT_EQ(x.view(-1).sizes(), (torch::Shape{6}));
   EXPECT_EQ(torch::zeros(3).sizes(), (torch::Shape{3}));
   EXPECT_EQ(torch::empty(4, torch::kCPU).sizes(), (torch::Shape{4}));
