@@ -35,13 +35,7 @@ Tensor sum(const Tensor& x, I dim, bool keepdim = false, std::optional<DType> dt
   Tensor name(const Tensor& x, I dim, bool keepdim = false) { \
     return x.name(dim, keepdim);                              \
   }
-EMBER_INDEX_FORM(mean)
-EMBER_INDEX_FORM(prod)
-EMBER_INDEX_FORM(amax)
-EMBER_INDEX_FORM(amin)
-EMBER_INDEX_FORM(logsumexp)
-EMBER_INDEX_FORM(all)
-EMBER_INDEX_FORM(any)
+EMBER_KEEPDIM_REDUCTIONS(EMBER_INDEX_FORM)
 #undef EMBER_INDEX_FORM
 template <class I, detail::if_index<I> = 0>
 Tensor norm(const Tensor& x, double p, I dim, bool keepdim = false) {

@@ -42,52 +42,33 @@ RandomSampler::RandomSampler(int64_t size, DType index_dtype) : data::RandomSamp
               index_dtype);
 }
 
-namespace {
-void check_replicas(size_t num_replicas, size_t rank, const char* sampler) {
-  EMBER_CHECK(num_replicas >= 1, sampler, ": num_replicas must be >= 1, got ", num_replicas);
-  EMBER_CHECK(rank < num_replicas, sampler, ": rank ", rank, " is out of range for ", num_replicas, " replicas");
+DistributedSliceSampler::DistributedSliceSampler(size_t size, size_t num_replicas, size_t rank, bool allow_duplicates,
+                                                 const char* name)
+    : size_(static_cast<int64_t>(size)),
+      replicas_(static_cast<int64_t>(num_replicas)),
+      rank_(static_cast<int64_t>(rank)) {
+  EMBER_CHECK(num_replicas >= 1, name, ": num_replicas must be >= 1, got ", num_replicas);
+  EMBER_CHECK(rank < num_replicas, name, ": rank ", rank, " is out of range for ", num_replicas, " replicas");
+  local_ = allow_duplicates ? (size_ + replicas_ - 1) / replicas_ : size_ / replicas_;
 }
-int64_t local_count(int64_t size, int64_t replicas, bool allow_duplicates) {
-  return allow_duplicates ? (size + replicas - 1) / replicas : size / replicas;
-}
-// Rank's slice of `all`, padded from its start when it is too short (allow_duplicates).
-std::vector<int64_t> slice_of(std::vector<int64_t> all, int64_t rank, int64_t local) {
-  const size_t total = static_cast<size_t>(local * (rank + 1));
-  for (size_t i = 0; all.size() < total && !all.empty(); ++i) {
-    const int64_t repeat = all[i];  // a copy: push_back may reallocate
-    all.push_back(repeat);
+
+std::vector<int64_t> DistributedSliceSampler::slice(std::vector<int64_t> order) const {
+  const size_t total = static_cast<size_t>(local_ * (rank_ + 1));
+  for (size_t i = 0; order.size() < total && !order.empty(); ++i) {
+    const int64_t repeat = order[i];  // a copy: push_back may reallocate
+    order.push_back(repeat);
   }
-  return std::vector<int64_t>(all.begin() + rank * local, all.begin() + (rank + 1) * local);
-}
-}  // namespace
-
-DistributedRandomSampler::DistributedRandomSampler(size_t size, size_t num_replicas, size_t rank, bool allow_duplicates)
-    : size_(static_cast<int64_t>(size)),
-      replicas_(static_cast<int64_t>(num_replicas)),
-      rank_(static_cast<int64_t>(rank)) {
-  check_replicas(num_replicas, rank, "DistributedRandomSampler");
-  local_ = local_count(size_, replicas_, allow_duplicates);
+  return std::vector<int64_t>(order.begin() + rank_ * local_, order.begin() + (rank_ + 1) * local_);
 }
 
-// Every rank draws the same permutation for an epoch (its seed is the epoch, as LibTorch's
-// set_epoch seeds its shuffle), so the slices never overlap.
 std::vector<int64_t> DistributedRandomSampler::indices(int64_t epoch) const {
-  return slice_of(permutation(size_, mix_seed(0x6c69627472636864ULL, static_cast<uint64_t>(epoch))), rank_, local_);
-}
-
-DistributedSequentialSampler::DistributedSequentialSampler(size_t size, size_t num_replicas, size_t rank,
-                                                           bool allow_duplicates)
-    : size_(static_cast<int64_t>(size)),
-      replicas_(static_cast<int64_t>(num_replicas)),
-      rank_(static_cast<int64_t>(rank)) {
-  check_replicas(num_replicas, rank, "DistributedSequentialSampler");
-  local_ = local_count(size_, replicas_, allow_duplicates);
+  return slice(permutation(size_, mix_seed(0x6c69627472636864ULL, static_cast<uint64_t>(epoch))));
 }
 
 std::vector<int64_t> DistributedSequentialSampler::indices(int64_t) const {
-  std::vector<int64_t> all(static_cast<size_t>(size_));
-  std::iota(all.begin(), all.end(), int64_t{0});
-  return slice_of(std::move(all), rank_, local_);
+  std::vector<int64_t> order(static_cast<size_t>(size_));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  return slice(std::move(order));
 }
 
 }  // namespace samplers

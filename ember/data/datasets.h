@@ -227,30 +227,35 @@ class RandomSampler : public data::RandomSampler {
   explicit RandomSampler(int64_t size, DType index_dtype = kInt64);
 };
 
-// This replica's share of a permutation (seed: the epoch), as LibTorch's: each rank takes one
-// contiguous slice of size ceil(size / num_replicas), the permutation padded with its first
-// indices (allow_duplicates), or floor(size / num_replicas) and the rest left out.
-class DistributedRandomSampler : public data::Sampler {
+// What LibTorch's two distributed samplers share: each rank takes one contiguous slice of an
+// epoch's order, ceil(size / num_replicas) long with the order padded by its first indices
+// (allow_duplicates), or floor(size / num_replicas) long with the rest left out.
+class DistributedSliceSampler : public data::Sampler {
  public:
-  explicit DistributedRandomSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
-                                    bool allow_duplicates = true);
-  std::vector<int64_t> indices(int64_t epoch) const override;
   int64_t size() const override { return local_; }
 
- private:
+ protected:
+  DistributedSliceSampler(size_t size, size_t num_replicas, size_t rank, bool allow_duplicates, const char* name);
+  std::vector<int64_t> slice(std::vector<int64_t> order) const;  // this rank's part of `order`
   int64_t size_, replicas_, rank_, local_;
 };
 
-// The same slices of 0, 1, ..., size - 1, in order.
-class DistributedSequentialSampler : public data::Sampler {
+// A permutation per epoch (seeded by the epoch, as LibTorch's set_epoch seeds its shuffle, so
+// every rank draws the same one and the slices never overlap).
+class DistributedRandomSampler : public DistributedSliceSampler {
+ public:
+  explicit DistributedRandomSampler(size_t size, size_t num_replicas = 1, size_t rank = 0, bool allow_duplicates = true)
+      : DistributedSliceSampler(size, num_replicas, rank, allow_duplicates, "DistributedRandomSampler") {}
+  std::vector<int64_t> indices(int64_t epoch) const override;
+};
+
+// 0, 1, ..., size - 1 in order, sliced the same way.
+class DistributedSequentialSampler : public DistributedSliceSampler {
  public:
   explicit DistributedSequentialSampler(size_t size, size_t num_replicas = 1, size_t rank = 0,
-                                        bool allow_duplicates = true);
+                                        bool allow_duplicates = true)
+      : DistributedSliceSampler(size, num_replicas, rank, allow_duplicates, "DistributedSequentialSampler") {}
   std::vector<int64_t> indices(int64_t epoch) const override;
-  int64_t size() const override { return local_; }
-
- private:
-  int64_t size_, replicas_, rank_, local_;
 };
 
 }  // namespace samplers

@@ -60,6 +60,9 @@ inline TensorOptions dtype(DType d) { return TensorOptions(d); }
 inline TensorOptions device(Device d) { return TensorOptions(d); }
 inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
+// The reductions whose parameters are (dims, keepdim): their integer forms below and in
+// autograd/functions.h.
+#define EMBER_KEEPDIM_REDUCTIONS(X) X(mean) X(prod) X(amax) X(amin) X(logsumexp) X(all) X(any)
 // The operators, each with its op's name (the operators and in-place forms below use them).
 #define EMBER_ARITHMETIC_OPERATORS(X) X(+, add) X(-, sub) X(*, mul) X(/, div)
 #define EMBER_COMPARISON_OPERATORS(X) X(==, eq) X(!=, ne) X(<, lt) X(<=, le) X(>, gt) X(>=, ge)
@@ -187,13 +190,7 @@ class Tensor {
   Tensor name(I dim, bool keepdim = false) const {          \
     return name(Shape{static_cast<int64_t>(dim)}, keepdim); \
   }
-  EMBER_INDEX_FORM(mean)
-  EMBER_INDEX_FORM(prod)
-  EMBER_INDEX_FORM(amax)
-  EMBER_INDEX_FORM(amin)
-  EMBER_INDEX_FORM(logsumexp)
-  EMBER_INDEX_FORM(all)
-  EMBER_INDEX_FORM(any)
+  EMBER_KEEPDIM_REDUCTIONS(EMBER_INDEX_FORM)
 #undef EMBER_INDEX_FORM
   template <class I, detail::if_index<I> = 0>
   Tensor var(I dim, bool unbiased = true, bool keepdim = false) const {

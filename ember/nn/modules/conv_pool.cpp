@@ -10,6 +10,16 @@ namespace {
 
 std::ostream& operator<<(std::ostream& os, const Int2& v) { return os << "(" << v[0] << ", " << v[1] << ")"; }
 
+// PyTorch's initialisation of both convolutions: kaiming-uniform (a = √5) weights, bias
+// U(±1/√fan_in), fan_in from weight.size(1) (the transposed weight's out / groups too).
+void reset_conv_parameters(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
 }  // namespace
 
 Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
@@ -31,13 +41,7 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
   reset_parameters();
 }
 
-void Conv2dImpl::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
-  if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
-    init::uniform_(bias, -bound, bound);
-  }
-}
+void Conv2dImpl::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
   return conv2d(x, weight, bias, options.stride_, options.padding_, options.dilation_, options.groups_);
@@ -74,13 +78,7 @@ ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : Modu
   reset_parameters();
 }
 
-void ConvTranspose2dImpl::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));  // fan_in from weight.size(1), as PyTorch computes it
-  if (bias.defined()) {
-    const double bound = 1.0 / std::sqrt(static_cast<double>(init::calculate_fan_in_and_fan_out(weight).first));
-    init::uniform_(bias, -bound, bound);
-  }
-}
+void ConvTranspose2dImpl::reset_parameters() { reset_conv_parameters(weight, bias); }
 
 Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
   const auto& o = options;
