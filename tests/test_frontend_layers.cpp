@@ -121,7 +121,8 @@ TEST(Interpolate, RefusesWhatItCannotDo) {
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(-1.0)), "must be positive");
   EXPECT_ERROR_CONTAINS(F::interpolate(x, F::InterpolateOptions().scale_factor(0.1)), "must both be non-empty");
   // Upsampling by 2 with nearest repeats each pixel into a 2 x 2 block.
-  const Tensor y = nn::Upsample(nn::UpsampleOptions().scale_factor(2.0))(tensor<float>({1.0f, 2.0f, 3.0f, 4.0f}, Shape{1, 1, 2, 2}));
+  const Tensor y =
+      nn::Upsample(nn::UpsampleOptions().scale_factor(2.0))(tensor<float>({1.0f, 2.0f, 3.0f, 4.0f}, Shape{1, 1, 2, 2}));
   EXPECT_TRUE(all_close(y, tensor<float>({1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, Shape{1, 1, 4, 4}), 0, 0));
 }
 

@@ -29,10 +29,10 @@ struct GeneratorImpl : torch::nn::Module {
     register_module("bn2", bn2);
     register_module("up3", up3);
   }
-  torch::Tensor forward(torch::Tensor z) {                  // [N, kNoise, 1, 1]
-    auto x = torch::relu(bn1->forward(up1->forward(z)));    // [N, 128, 7, 7]
-    x = torch::relu(bn2->forward(up2->forward(x)));         // [N, 64, 14, 14]
-    return torch::tanh(up3->forward(x));                    // [N, 1, 28, 28] in [-1, 1]
+  torch::Tensor forward(torch::Tensor z) {                // [N, kNoise, 1, 1]
+    auto x = torch::relu(bn1->forward(up1->forward(z)));  // [N, 128, 7, 7]
+    x = torch::relu(bn2->forward(up2->forward(x)));       // [N, 64, 14, 14]
+    return torch::tanh(up3->forward(x));                  // [N, 1, 28, 28] in [-1, 1]
   }
   torch::nn::ConvTranspose2d up1, up2, up3;
   torch::nn::BatchNorm2d bn1, bn2;
@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   auto dataset = torch::data::datasets::MNIST(argv[1])
                      .map(torch::data::transforms::Normalize<>(0.5, 0.5))
                      .map(torch::data::transforms::Stack<>());
-  auto loader = torch::data::make_data_loader(std::move(dataset),
-                                              torch::data::DataLoaderOptions().batch_size(kBatch).workers(2));
+  auto loader =
+      torch::data::make_data_loader(std::move(dataset), torch::data::DataLoaderOptions().batch_size(kBatch).workers(2));
 
   torch::optim::Adam g_opt(generator->parameters(), torch::optim::AdamOptions(2e-4).betas(std::make_tuple(0.5, 0.999)));
   torch::optim::Adam d_opt(discriminator->parameters(),

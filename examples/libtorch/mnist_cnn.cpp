@@ -33,7 +33,7 @@ struct NetImpl : torch::nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);  // [N, 16, 14, 14]
+    x = torch::max_pool2d(torch::relu(bn1->forward(conv1->forward(x))), 2);    // [N, 16, 14, 14]
     x = torch::max_pool2d(drop2->forward(torch::relu(conv2->forward(x))), 2);  // [N, 32, 7, 7]
     x = torch::relu(fc1->forward(x.flatten(1)));
     x = torch::dropout(x, /*p=*/0.3, /*train=*/is_training());

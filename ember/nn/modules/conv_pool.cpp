@@ -10,6 +10,14 @@ namespace {
 
 std::ostream& operator<<(std::ostream& os, const Int2& v) { return os << "(" << v[0] << ", " << v[1] << ")"; }
 
+// The options both convolutions refuse, named after the layer.
+void check_conv_options(const char* layer, int64_t in, int64_t out, int64_t groups, const Int2& kernel) {
+  EMBER_CHECK(in > 0 && out > 0, layer, ": channels must be > 0, got in_channels=", in, ", out_channels=", out);
+  EMBER_CHECK(groups > 0 && in % groups == 0 && out % groups == 0, layer, ": in_channels (", in, ") and out_channels (",
+              out, ") must be divisible by groups (", groups, ")");
+  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0, layer, ": kernel_size must be > 0, got ", kernel[0], "x", kernel[1]);
+}
+
 // PyTorch's initialisation of both convolutions: kaiming-uniform (a = √5) weights, bias
 // U(±1/√fan_in), fan_in from weight.size(1) (the transposed weight's out / groups too).
 void reset_conv_parameters(Tensor& weight, Tensor& bias) {
@@ -26,13 +34,7 @@ Conv2dImpl::Conv2dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel
     : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
 
 Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
-  EMBER_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0,
-              "Conv2d: channels must be > 0, got in_channels=", o.in_channels_, ", out_channels=", o.out_channels_);
-  EMBER_CHECK(o.groups_ > 0 && o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
-              "Conv2d: in_channels (", o.in_channels_, ") and out_channels (", o.out_channels_,
-              ") must be divisible by groups (", o.groups_, ")");
-  EMBER_CHECK(o.kernel_size_[0] > 0 && o.kernel_size_[1] > 0, "Conv2d: kernel_size must be > 0, got ",
-              o.kernel_size_[0], "x", o.kernel_size_[1]);
+  check_conv_options("Conv2d", o.in_channels_, o.out_channels_, o.groups_, o.kernel_size_);
   weight = register_parameter(
       "weight", empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_[0], o.kernel_size_[1]}));
   bind_attribute("weight", weight);  // Note [Tensor attributes]
@@ -62,14 +64,7 @@ ConvTranspose2dImpl::ConvTranspose2dImpl(int64_t in_channels, int64_t out_channe
     : ConvTranspose2dImpl(ConvTranspose2dOptions(in_channels, out_channels, kernel_size)) {}
 
 ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : Module("ConvTranspose2d"), options(o) {
-  EMBER_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0,
-              "ConvTranspose2d: channels must be > 0, got in_channels=", o.in_channels_,
-              ", out_channels=", o.out_channels_);
-  EMBER_CHECK(o.groups_ > 0 && o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
-              "ConvTranspose2d: in_channels (", o.in_channels_, ") and out_channels (", o.out_channels_,
-              ") must be divisible by groups (", o.groups_, ")");
-  EMBER_CHECK(o.kernel_size_[0] > 0 && o.kernel_size_[1] > 0, "ConvTranspose2d: kernel_size must be > 0, got ",
-              o.kernel_size_[0], "x", o.kernel_size_[1]);
+  check_conv_options("ConvTranspose2d", o.in_channels_, o.out_channels_, o.groups_, o.kernel_size_);
   weight = register_parameter(
       "weight", empty({o.in_channels_, o.out_channels_ / o.groups_, o.kernel_size_[0], o.kernel_size_[1]}));
   bind_attribute("weight", weight);  // Note [Tensor attributes]
