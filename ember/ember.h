@@ -61,6 +61,7 @@
 #include "ember/distributed/process_group.h"
 #include "ember/io/checkpoint.h"
 #include "ember/io/quantized.h"
+#include "ember/io/training_state.h"
 #include "ember/nn/nn.h"
 #include "ember/optim/optim.h"
 #include "ember/tensor/allocator.h"

@@ -63,6 +63,12 @@ class DeviceSums {
     Tensor slot = sums_[static_cast<int64_t>(i)];
     slot += value.detach().to(kFloat64);
   }
+  // sums[i] = value: a resumed epoch starts from the sums it had when it was saved.
+  void set(size_t i, double value) {
+    NoGradGuard no_grad;
+    sums_[static_cast<int64_t>(i)].fill_(value);
+    host_[i] = value;
+  }
   // Copies the sums to the host when `step` is a multiple of `every` (or always); true if it did.
   bool refresh(int64_t step, bool always = false) {
     if (!always && step % every_ != 0) return false;

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <optional>
 
 #include <ember/ember.h>
 
@@ -21,6 +23,7 @@ namespace {
 struct Config {
   std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu", amp = "none";
   int epochs = 20, workers = 0, threads = 2;
+  int64_t save_every = 0;
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
   uint64_t seed = 0;
@@ -155,8 +158,13 @@ int main(int argc, char** argv) {
   app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(CLI::NonNegativeNumber);
   app.add_option("--prompt", c.prompt, "text the sample continues");
   app.add_option("--temperature", c.temperature, "sampling temperature")->check(CLI::PositiveNumber);
-  app.add_option("--save", c.save, "write a checkpoint here after each epoch");
-  app.add_option("--resume", c.resume, "start from this checkpoint (and its .optim file)");
+  app.add_option("--save", c.save,
+                 "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
+                 "scaler, schedule, loader position, random state), replaced atomically");
+  app.add_option("--save-every", c.save_every, "also save every this many steps, mid-epoch (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", c.resume,
+                 "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--expect-below", c.expect_below,
                  "exit with status 1 unless the last training loss is below this fraction of the unigram entropy");
@@ -206,24 +214,42 @@ int main(int argc, char** argv) {
     const int64_t steps_per_epoch = static_cast<int64_t>(loader.size());
     int first_epoch = 0;
     amp::GradScaler scaler(examples::scaler_options(c.amp));
-    if (!c.resume.empty()) {
-      const auto meta = load_metadata(c.resume);
-      EMBER_CHECK(meta.count("vocabulary") && meta.at("vocabulary") == vocab.chars(), c.resume,
-                  " was trained on a text with another vocabulary");
-      load(model, c.resume);
-      load(opt, scaler, c.resume + ".optim");
-      first_epoch = std::stoi(meta.at("epoch")) + 1;
-      std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
-    }
-    // Cosine decay per step over the whole run; a resumed run jumps to its step (closed form).
+    // Cosine decay per step over the whole run; its state is in the checkpoint.
     for (optim::ParamGroup& g : opt.param_groups()) g.initial_lr = c.lr;
     optim::CosineAnnealingLR scheduler(opt, c.epochs * steps_per_epoch, c.lr / 10);
-    if (first_epoch > 0) scheduler.step(first_epoch * steps_per_epoch);
+    // Note [Training checkpoints]: the whole state in one file; a resumed run continues bit for bit.
+    TrainingState state{&*model, &opt};
+    state.scaler = &scaler;
+    state.scheduler = &scheduler;
+    state.loader = &loader;
+    if (!c.save.empty() && rank == 0) io::check_writable(c.save, "--save");  // now, not after an epoch
+    std::optional<TrainingState> resumed;  // set when the checkpoint was saved mid-epoch
+    if (!c.resume.empty()) {
+      load_checkpoint(state, c.resume);
+      const auto saved = state.values.find("vocabulary");
+      EMBER_CHECK(saved != state.values.end() && saved->second == vocab.chars(), "--resume: '", c.resume,
+                  "' was trained on a text with another vocabulary");
+      const data::DataLoaderState at = loader.state_dict();
+      EMBER_CHECK(at.epoch <= c.epochs, "--resume: '", c.resume, "' has finished ", at.epoch,
+                  " epochs, beyond this run's --epochs ", c.epochs);
+      if (at.epoch == c.epochs) {
+        std::printf("%s has finished all %d epochs: nothing to train (raise --epochs to train on)\n", c.resume.c_str(),
+                    c.epochs);
+        return 0;
+      }
+      first_epoch = static_cast<int>(at.epoch);
+      if (at.batch > 0) resumed = state;
+      // A run resumed with another --epochs has another schedule: jump to its point (closed form).
+      if (state.get_int("epochs", 1, std::numeric_limits<int>::max()) != c.epochs)
+        scheduler.step(first_epoch * steps_per_epoch + at.batch);
+      std::printf("resumed from %s at epoch %d, step %lld\n", c.resume.c_str(), first_epoch + 1,
+                  static_cast<long long>(at.batch));
+    }
 
     std::ofstream metrics = examples::open_metrics(
         c.metrics,
         "epoch,train_loss,val_loss,unigram_entropy,seconds,data_wait_seconds,amp,loss_scale,skipped_steps,peak_bytes",
-        first_epoch > 0);
+        !c.resume.empty());
     std::printf("%s: %zu characters, vocabulary %lld, %lld training windows of %lld; unigram entropy %.4f nats\n",
                 c.text_path.empty() ? "built-in sonnets" : c.text_path.c_str(), text.size(),
                 static_cast<long long>(vocab.size()), static_cast<long long>(train->size()),
@@ -245,7 +271,27 @@ int main(int argc, char** argv) {
       examples::DeviceSums sums(device, 1);
       double shown_loss = 0;
       int64_t steps = 0, seen = 0;
-      const int64_t skipped_before = scaler.skipped_steps();
+      int64_t skipped_before = scaler.skipped_steps();
+      if (resumed) {  // the epoch's counters and sums as they were at the save
+        steps = loader.state_dict().batch;
+        seen = resumed->get_int("seen", 0, windows);
+        sums.set(0, resumed->get_double("loss_sum"));
+        skipped_before -= resumed->get_int("skipped_in_epoch", 0, steps);
+        resumed.reset();
+      }
+      auto save_state = [&](bool mid_epoch) {
+        if (c.save.empty() || rank != 0) return;
+        state.values = {{"vocabulary", vocab.chars()}, {"epochs", std::to_string(c.epochs)}};
+        if (mid_epoch) {
+          sums.refresh(steps, /*always=*/true);
+          char text[32];
+          std::snprintf(text, sizeof text, "%.17g", sums[0]);
+          state.values["loss_sum"] = text;
+          state.values["seen"] = std::to_string(seen);
+          state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
+        }
+        save_checkpoint(state, c.save);
+      };
       memory::reset_peak(device);
       for (const data::Batch& b : loader) {
         const Tensor loss = lm_loss(net, b, device, c.amp);
@@ -260,6 +306,8 @@ int main(int argc, char** argv) {
         seen += b.data.size(0);
         if (sums.refresh(++steps)) shown_loss = sums[0] / static_cast<double>(steps);
         progress.update(steps, seen, shown_loss);
+        if (c.save_every > 0 && (epoch * steps_per_epoch + steps) % c.save_every == 0 && steps < steps_per_epoch)
+          save_state(/*mid_epoch=*/true);
       }
       sums.refresh(steps, /*always=*/true);
       const double loss_sum = sums[0];
@@ -279,16 +327,12 @@ int main(int argc, char** argv) {
         std::printf(" | %s: loss scale %g, %lld skipped step(s)", c.amp.c_str(), scaler.get_scale(),
                     static_cast<long long>(skipped));
       std::printf("\n");
+      save_state(/*mid_epoch=*/false);  // before the metrics row: a kill between them repeats no row
       if (metrics.is_open())
         metrics << epoch + 1 << ',' << train_loss << ',' << val_loss << ',' << unigram << ',' << secs << ','
                 << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ',' << skipped << ','
                 << peak << '\n'
                 << std::flush;
-      if (!c.save.empty() && rank == 0) {
-        std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"vocabulary", vocab.chars()}};
-        save(model->state_dict(), c.save, meta);
-        save(opt, scaler, c.save + ".optim");
-      }
     }
     if (c.sample_chars > 0 && rank == 0)
       std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include <ember/ember.h>
@@ -28,6 +29,7 @@ struct Config {
   std::string amp = "none", profile, prune_method = "l1", quantize;
   double prune = 0;
   int profile_steps = 20;
+  int64_t save_every = 0;
   int epochs = 2, workers = 0, threads = 2, accumulate = 1;
   int64_t batch_size = 64, train_size = 12000, test_size = 2000;
   double lr = -1, expect_accuracy = -1;
@@ -214,8 +216,13 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation");
   app.add_option("--train-size", c.train_size, "synthetic training examples")->check(CLI::PositiveNumber);
   app.add_option("--test-size", c.test_size, "synthetic test examples")->check(CLI::PositiveNumber);
-  app.add_option("--save", c.save, "write model.safetensors-style checkpoints here after each epoch");
-  app.add_option("--resume", c.resume, "start from this checkpoint (and its .optim file)");
+  app.add_option("--save", c.save,
+                 "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
+                 "scaler, schedule, loader position, random state), replaced atomically");
+  app.add_option("--save-every", c.save_every, "also save every this many optimizer steps, mid-epoch (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", c.resume,
+                 "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--profile", c.profile,
                  "profile the first --profile-steps batches: a Chrome trace to this file (chrome://tracing, "
@@ -269,20 +276,11 @@ int main(int argc, char** argv) {
     auto train_forward = [&](const Tensor& x) { return ddp ? ddp(x) : model(x); };
     auto opt = make_optimizer(c, model->parameters());
     const double base_lr = opt->param_groups().front().options().get_lr();
-    int first_epoch = 0;
-    if (!c.resume.empty()) {
-      load(model, c.resume);
-      load(*opt, scaler, c.resume + ".optim");
-      const auto meta = load_metadata(c.resume);
-      first_epoch = std::stoi(meta.at("epoch")) + 1;
-      std::printf("resumed from %s at epoch %d\n", c.resume.c_str(), first_epoch + 1);
-    }
-    // Stepped once per epoch; a resumed run jumps to its epoch with the closed form.
+    // Stepped once per epoch; its state is in the checkpoint.
     std::unique_ptr<optim::LRScheduler> scheduler;
     if (c.schedule == "cosine") {
-      for (optim::ParamGroup& g : opt->param_groups()) g.initial_lr = base_lr;  // not a resumed, decayed lr
+      for (optim::ParamGroup& g : opt->param_groups()) g.initial_lr = base_lr;
       scheduler = std::make_unique<optim::CosineAnnealingLR>(*opt, c.epochs);
-      if (first_epoch > 0) scheduler->step(first_epoch);
     }
     std::shared_ptr<const data::Sampler> sampler;
     if (group) sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world, rank, true, c.seed);
@@ -294,11 +292,44 @@ int main(int argc, char** argv) {
                                 .num_workers(c.workers)
                                 .pin_memory(c.pin_memory),
                             sampler);
+    // Note [Training checkpoints]: everything the run depends on, in one file. A resumed run
+    // continues bit for bit: the loader's next batch, the random state, the epoch's running sums.
+    TrainingState state{&*model, opt.get()};
+    state.scaler = &scaler;
+    state.scheduler = scheduler.get();
+    state.loader = &loader;
+    if (!c.save.empty() && rank == 0) io::check_writable(c.save, "--save");  // now, not after an epoch
+    int first_epoch = 0;
+    int64_t optimizer_steps = 0;
+    std::optional<TrainingState> resumed;  // set when the checkpoint was saved mid-epoch
+    if (!c.resume.empty()) {
+      load_checkpoint(state, c.resume);
+      const auto saved_model = state.values.find("model");
+      EMBER_CHECK(saved_model != state.values.end() && saved_model->second == c.model, "--resume: '", c.resume,
+                  "' is a checkpoint of --model ", saved_model == state.values.end() ? "?" : saved_model->second,
+                  ", not ", c.model);
+      const data::DataLoaderState at = loader.state_dict();
+      EMBER_CHECK(at.epoch <= c.epochs, "--resume: '", c.resume, "' has finished ", at.epoch,
+                  " epochs, beyond this run's --epochs ", c.epochs);
+      if (at.epoch == c.epochs) {
+        std::printf("%s has finished all %d epochs: nothing to train (raise --epochs to train on)\n", c.resume.c_str(),
+                    c.epochs);
+        return 0;
+      }
+      first_epoch = static_cast<int>(at.epoch);
+      optimizer_steps = state.get_int("optimizer_steps", 0, std::numeric_limits<int64_t>::max());
+      if (at.batch > 0) resumed = state;
+      // A run resumed with another --epochs has another schedule: jump to its point (closed form).
+      if (scheduler && state.get_int("epochs", 1, std::numeric_limits<int>::max()) != c.epochs)
+        scheduler->step(first_epoch);
+      std::printf("resumed from %s at epoch %d, batch %lld\n", c.resume.c_str(), first_epoch + 1,
+                  static_cast<long long>(at.batch));
+    }
     std::ofstream metrics = examples::open_metrics(
         c.metrics,
         "epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,data_wait_seconds,amp,loss_scale,"
         "skipped_steps,peak_bytes",
-        first_epoch > 0);
+        !c.resume.empty());
     std::printf("%s, %lld training examples, %s, %s, batch %lld x %d, %d worker(s), on %s%s\n",
                 c.data_dir.empty() ? "synthetic digits" : "MNIST", static_cast<long long>(train->size()),
                 c.model.c_str(), c.optimizer.c_str(), static_cast<long long>(c.batch_size), c.accumulate, c.workers,
@@ -308,19 +339,48 @@ int main(int argc, char** argv) {
                   static_cast<long long>(sampler->size()), static_cast<long long>(c.batch_size * world));
     double accuracy = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
-      loader.set_epoch(epoch);
+      loader.set_epoch(epoch);  // keeps a resumed mid-epoch position in this epoch
       loader.reset_stats();
       examples::Progress progress(epoch + 1, sampler ? sampler->size() : train->size());
       examples::DeviceSums sums(device, 2);  // loss × batch size, correct predictions
       double seen = 0, shown_loss = 0;
       int64_t step = 0, batches = 0;
-      const int64_t skipped_before = scaler.skipped_steps();
+      int64_t skipped_before = scaler.skipped_steps();
+      if (resumed) {  // the epoch's counters and sums as they were at the save
+        batches = loader.state_dict().batch;
+        step = resumed->get_int("step", 0, batches);
+        seen = static_cast<double>(resumed->get_int("seen", 0, std::numeric_limits<int64_t>::max()));
+        sums.set(0, resumed->get_double("loss_sum"));
+        sums.set(1, resumed->get_double("correct"));
+        skipped_before -= resumed->get_int("skipped_in_epoch", 0, batches);
+        resumed.reset();
+      }
+      // The whole training state, mid-epoch (after an optimizer step) or at the epoch's end.
+      auto save_state = [&](bool mid_epoch) {
+        if (c.save.empty() || rank != 0) return;
+        state.values = {{"model", c.model},
+                        {"epochs", std::to_string(c.epochs)},
+                        {"optimizer_steps", std::to_string(optimizer_steps)}};
+        if (mid_epoch) {
+          sums.refresh(batches, /*always=*/true);
+          char text[32];
+          for (const auto& [key, value] : {std::pair{"loss_sum", sums[0]}, std::pair{"correct", sums[1]}}) {
+            std::snprintf(text, sizeof text, "%.17g", value);
+            state.values[key] = text;
+          }
+          state.values["step"] = std::to_string(step);
+          state.values["seen"] = std::to_string(static_cast<int64_t>(seen));
+          state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
+        }
+        save_checkpoint(state, c.save);
+      };
       memory::reset_peak(device);
       // One optimizer step through the loss scaler: skipped (on the device, no wait) when fp16
       // gradients overflowed.
       auto optimizer_step = [&] {
         scaler.step(*opt);
         scaler.update();
+        ++optimizer_steps;
       };
       opt->zero_grad();
       // The profiler (Note [Profiler]) over the first batches of the run; each batch is a range.
@@ -347,23 +407,31 @@ int main(int argc, char** argv) {
           scaler.scale(loss / static_cast<double>(c.accumulate)).backward();
           return loss;
         };
+        bool stepped = false;
         if (c.optimizer == "lbfgs") {
           opt->step([&] {
             opt->zero_grad();
             return forward_backward();
           });
+          ++optimizer_steps;
+          stepped = true;
         } else {
           forward_backward();
           if (++step % c.accumulate == 0) {
             optimizer_step();
             opt->zero_grad();
+            stepped = true;
           }
         }
         const double n = static_cast<double>(target.size(0));
         sums.add(0, loss * n);
         sums.add(1, logits.argmax(1).eq(target).sum());
         seen += n;
-        if (sums.refresh(++batches)) shown_loss = sums[0] / seen;
+        ++batches;
+        // Mid-epoch saves only between optimizer steps, where no gradient is half accumulated.
+        if (stepped && c.save_every > 0 && optimizer_steps % c.save_every == 0 && batches < loader.size())
+          save_state(/*mid_epoch=*/true);
+        if (sums.refresh(batches)) shown_loss = sums[0] / seen;
         progress.update(batches, static_cast<int64_t>(seen), shown_loss);
         batch_range.reset();
         if (profiling && batches == c.profile_steps) {
@@ -390,16 +458,12 @@ int main(int argc, char** argv) {
         std::printf(" | %s: loss scale %g, %lld skipped step(s)", c.amp.c_str(), scaler.get_scale(),
                     static_cast<long long>(skipped));
       std::printf("\n");
+      save_state(/*mid_epoch=*/false);  // before the metrics row: a kill between them repeats no row
       if (metrics.is_open())
         metrics << epoch + 1 << ',' << loss_sum / seen << ',' << correct / seen << ',' << test_loss << ',' << test_acc
                 << ',' << secs << ',' << loader.data_wait_seconds() << ',' << c.amp << ',' << scaler.get_scale() << ','
                 << skipped << ',' << peak << '\n'
                 << std::flush;
-      if (!c.save.empty() && rank == 0) {
-        std::map<std::string, std::string> meta{{"epoch", std::to_string(epoch)}, {"model", c.model}};
-        save(model->state_dict(), c.save, meta);
-        save(*opt, scaler, c.save + ".optim");
-      }
     }
     std::printf("test accuracy %.4f\n", accuracy);
     if ((c.prune > 0 || !c.quantize.empty()) && rank == 0) {

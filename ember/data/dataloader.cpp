@@ -38,6 +38,22 @@ Batch keep_examples(std::vector<Example<>>&& examples, const std::vector<int64_t
 
 namespace {
 
+// What the exception in flight says, whatever its type: a worker may run user code that throws
+// an int or a string, which must reach the training loop as an ember::Error, not abort.
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (const std::string& s) {
+    return "an exception of type std::string: " + s;
+  } catch (const char* s) {
+    return std::string("an exception of type const char*: ") + s;
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 // pin_memory: the batch's tensors move to page-locked memory (in the worker that made it),
 // so the training loop's to(kCUDA, non_blocking) is an asynchronous copy. Without a CUDA
 // device (or in a build without CUDA) batches stay in pageable memory, which is what a
@@ -77,9 +93,9 @@ class DataLoader::WorkerPool {
         if (init) {
           try {
             init(id, mix_seed(seed, static_cast<uint64_t>(id)));
-          } catch (const std::exception& e) {
+          } catch (...) {
             std::lock_guard<std::mutex> lock(mutex_);
-            init_error_ = detail::concat("worker_init of worker ", id, " failed: ", e.what());
+            init_error_ = detail::concat("worker_init of worker ", id, " failed: ", current_exception_message());
           }
         }
         run(id);
@@ -151,7 +167,9 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
   std::mutex mutex;
   std::condition_variable cv;
   std::map<int64_t, Result> ready;
-  int64_t submitted = 0;
+  int64_t number = 0;     // the epoch
+  int64_t submitted = 0;  // batches handed to the workers
+  int64_t delivered = 0;  // batches taken by the consumer (the next one's index)
   bool cancelled = false;
 
   // Queued tasks of a cancelled epoch return at once. Only the consumer's thread cancels; a
@@ -170,8 +188,8 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
       Batch batch;
       try {
         batch = options.batch_reader_(idx);
-      } catch (const std::exception& e) {
-        throw Error(detail::concat("batch ", b, ": ", e.what()));
+      } catch (...) {
+        throw Error(detail::concat("batch ", b, ": ", current_exception_message()));
       }
       batch.indices = idx;
       if (options.pin_memory_) pin(batch);
@@ -180,20 +198,25 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
     std::vector<Example<>> examples;
     try {
       examples = dataset->get_batch(idx);
-    } catch (const std::exception& batch_error) {
+    } catch (...) {
+      const std::string batch_error = current_exception_message();
       for (int64_t i : idx) {  // find the example that fails, to name it
         try {
           (void)dataset->get(i);
-        } catch (const std::exception& e) {
-          throw Error(detail::concat("sample ", i, " (batch ", b, "): ", e.what()));
+        } catch (...) {
+          throw Error(detail::concat("sample ", i, " (batch ", b, "): ", current_exception_message()));
         }
       }
-      throw Error(detail::concat("batch ", b, ": ", batch_error.what()));
+      throw Error(detail::concat("batch ", b, ": ", batch_error));
     }
     EMBER_CHECK(examples.size() == idx.size(), "batch ", b, ": get_batch returned ", examples.size(), " examples for ",
                 idx.size(), " indices");
-    Batch batch =
-        options.collate_ ? options.collate_(std::move(examples), idx) : stack_collate(std::move(examples), idx);
+    Batch batch;
+    try {
+      batch = options.collate_ ? options.collate_(std::move(examples), idx) : stack_collate(std::move(examples), idx);
+    } catch (...) {
+      throw Error(detail::concat("batch ", b, " (collate): ", current_exception_message()));
+    }
     if (options.pin_memory_) pin(batch);
     return batch;
   }
@@ -214,8 +237,8 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
         Result r;
         try {
           r.batch = epoch->load(b);
-        } catch (const std::exception& e) {
-          r.error = detail::concat("DataLoader: worker ", worker, " failed on ", e.what());
+        } catch (...) {  // load names the sample; what escapes it is ours (bad_alloc)
+          r.error = detail::concat("DataLoader: worker ", worker, " failed on ", current_exception_message());
         }
         {
           std::lock_guard<std::mutex> lock(epoch->mutex);
@@ -239,8 +262,8 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
     if (options.num_workers_ == 0) {
       try {
         out = load(b);
-      } catch (const std::exception& e) {
-        throw Error(detail::concat("DataLoader: failed on ", e.what()));
+      } catch (...) {
+        throw Error(detail::concat("DataLoader: failed on ", current_exception_message()));
       }
     } else {
       Result r;
@@ -260,6 +283,10 @@ struct DataLoader::Epoch : std::enable_shared_from_this<DataLoader::Epoch> {
       submit_up_to(b + 1 + static_cast<int64_t>(options.num_workers_) * options.prefetch_factor_);
       if (!r.error.empty()) throw Error(r.error);
       out = std::move(r.batch);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      delivered = b + 1;
     }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(stats->mutex);
@@ -301,7 +328,9 @@ int64_t DataLoader::size() const {
 DataLoader::Iterator DataLoader::begin() {
   if (current_) current_->cancel();
   if (pool_) pool_->clear();  // the previous epoch's queued batches
-  const int64_t epoch = next_epoch_++;
+  const int64_t epoch = next_epoch_++, start = start_batch_;
+  start_batch_ = 0;
+  positioned_ = false;
   if (options_.num_workers_ > 0 && (!options_.persistent_workers_ || !pool_)) {
     pool_.reset();  // non-persistent workers: a fresh set each epoch, as PyTorch
     pool_ = std::make_shared<WorkerPool>(options_.num_workers_, options_.worker_init_,
@@ -313,6 +342,7 @@ DataLoader::Iterator DataLoader::begin() {
   e->epoch_seed = mix_seed(options_.seed_ ^ 0xA5A5A5A5ULL, static_cast<uint64_t>(epoch));
   e->pool = pool_;
   e->stats = stats_;
+  e->number = epoch;
   const std::vector<int64_t> order = sampler_->indices(epoch);
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(options_.batch_size_)) {
     const size_t end = std::min(order.size(), i + static_cast<size_t>(options_.batch_size_));
@@ -320,13 +350,39 @@ DataLoader::Iterator DataLoader::begin() {
     e->batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
                             order.begin() + static_cast<std::ptrdiff_t>(end));
   }
+  EMBER_CHECK(start <= static_cast<int64_t>(e->batches.size()), "DataLoader: load_state_dict's batch ", start,
+              " is beyond epoch ", epoch, "'s ", e->batches.size(), " batches");
+  e->submitted = e->delivered = start;
   if (pool_) {
     const std::string init_error = pool_->init_error();
     EMBER_CHECK(init_error.empty(), "DataLoader: ", init_error);
-    e->submit_up_to(static_cast<int64_t>(options_.num_workers_) * options_.prefetch_factor_);
+    e->submit_up_to(start + static_cast<int64_t>(options_.num_workers_) * options_.prefetch_factor_);
   }
   current_ = e;
-  return Iterator(e, 0);
+  return Iterator(e, start);
+}
+
+void DataLoader::set_epoch(int64_t epoch) {
+  EMBER_CHECK(epoch >= 0, "DataLoader::set_epoch: the epoch must be >= 0, got ", epoch);
+  if (epoch != next_epoch_) start_batch_ = 0;
+  next_epoch_ = epoch;
+  positioned_ = true;
+}
+
+DataLoaderState DataLoader::state_dict() const {
+  if (!current_ || positioned_) return {next_epoch_, start_batch_};
+  std::lock_guard<std::mutex> lock(current_->mutex);
+  if (current_->delivered >= static_cast<int64_t>(current_->batches.size())) return {current_->number + 1, 0};
+  return {current_->number, current_->delivered};
+}
+
+void DataLoader::load_state_dict(const DataLoaderState& state) {
+  EMBER_CHECK(state.epoch >= 0 && state.batch >= 0 && state.batch <= size(), "DataLoader::load_state_dict: epoch ",
+              state.epoch, " batch ", state.batch, " is not a position of this loader (epochs >= 0, ", size(),
+              " batches each)");
+  next_epoch_ = state.epoch;
+  start_batch_ = state.batch;
+  positioned_ = true;
 }
 
 DataLoader::Iterator DataLoader::end() {

@@ -8,7 +8,7 @@
 //     for (int epoch = 0; epoch < 10; ++epoch)
 //       for (const data::Batch& batch : loader) train_step(batch.data, batch.target);
 // Guarantees: batches arrive in exactly the sampler's order whatever num_workers is, so a run
-// is reproducible; a worker's exception reaches the consumer as an ember::Error naming the
+// is reproducible; an exception of any type in a worker reaches the consumer as an ember::Error naming the
 // sample index when that batch is due; ending or leaving a loop early, or destroying the
 // loader mid-epoch, stops the workers without deadlock or leak. Workers run ember's kernels
 // single-threaded (set_num_threads(1) in each), so workers and OpenMP never oversubscribe.
@@ -62,6 +62,13 @@ struct DataLoaderOptions {
   int workers() const { return num_workers_; }
 };
 
+// Where a loader stands: the epoch and the batch of it that the next one delivered will be.
+// Saved in training checkpoints, so a run stopped mid-epoch resumes with the very next batch
+// (torchdata's StatefulDataLoader does this for PyTorch; here the loader does it itself).
+struct DataLoaderState {
+  int64_t epoch = 0, batch = 0;
+};
+
 class DataLoader {
   struct Epoch;
   class WorkerPool;
@@ -93,9 +100,18 @@ class DataLoader {
   // Starts the next epoch (ending the previous one if it is still running).
   Iterator begin();
   Iterator end();
-  int64_t size() const;                                   // batches per epoch
-  void set_epoch(int64_t epoch) { next_epoch_ = epoch; }  // the epoch the next begin() runs
-  int64_t epoch() const { return next_epoch_ - 1; }       // the epoch begin() last started
+  int64_t size() const;  // batches per epoch
+  // The epoch the next begin() runs (from its first batch, unless load_state_dict put the
+  // loader mid-way through this very epoch).
+  void set_epoch(int64_t epoch);
+  int64_t epoch() const { return next_epoch_ - 1; }  // the epoch begin() last started
+
+  // The position after the batches delivered so far: {epoch, next batch} during an epoch, the
+  // next epoch's start after its last batch. load_state_dict makes the next begin() start there;
+  // the batches then are those an uninterrupted run would have delivered, whatever num_workers
+  // (samplers and sample seeds are pure functions of seed, epoch and index).
+  DataLoaderState state_dict() const;
+  void load_state_dict(const DataLoaderState& state);
 
   // Time the consumer spent waiting for batches (the loop's data wait), and batches delivered,
   // over all epochs since construction or reset_stats().
@@ -109,7 +125,8 @@ class DataLoader {
   std::shared_ptr<const Sampler> sampler_;
   std::shared_ptr<WorkerPool> pool_;  // persistent workers live here between epochs
   std::shared_ptr<Epoch> current_;
-  int64_t next_epoch_ = 0;
+  int64_t next_epoch_ = 0, start_batch_ = 0;
+  bool positioned_ = false;  // set_epoch or load_state_dict since the last begin()
   struct Stats;
   std::shared_ptr<Stats> stats_;
 };

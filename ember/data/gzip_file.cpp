@@ -1,6 +1,10 @@
 #include "ember/data/gzip_file.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <vector>
 
@@ -8,7 +12,17 @@
 
 namespace ember::data {
 
+void check_regular_file(const std::string& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(detail::concat(what, ": cannot open '", path, "': ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw Error(detail::concat(what, ": '", path, "' is a directory, not a file"));
+  if (!S_ISREG(st.st_mode))
+    throw Error(detail::concat(what, ": '", path, "' is not a regular file (a FIFO, socket or device)"));
+}
+
 std::string read_gzip_or_plain(const std::string& path, size_t limit, const char* what) {
+  check_regular_file(path, what);
   gzFile f = gzopen(path.c_str(), "rb");
   EMBER_CHECK(f != nullptr, what, ": cannot open '", path, "'");
   gzbuffer(f, 1 << 20);  // zlib's default 8 KiB input buffer makes reading MNIST 3x slower

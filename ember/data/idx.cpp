@@ -1,4 +1,5 @@
 #include <cstring>
+#include <filesystem>
 
 #include "ember/data/gzip_file.h"
 #include "ember/data/idx.h"
@@ -31,10 +32,8 @@ namespace {
 
 Tensor read_first_of(const std::string& root, const std::string& name) {
   for (const std::string& candidate : {root + "/" + name + ".gz", root + "/" + name}) {
-    if (FILE* probe = std::fopen(candidate.c_str(), "rb")) {
-      std::fclose(probe);
-      return read_idx(candidate);
-    }
+    std::error_code ec;  // exists, not opened: opening a FIFO would block
+    if (std::filesystem::exists(candidate, ec)) return read_idx(candidate);
   }
   throw Error("MNIST: neither '" + root + "/" + name + ".gz' nor '" + root + "/" + name +
               "' exists (download MNIST as in the README)");

@@ -1,5 +1,7 @@
 #include "ember/io/checkpoint.h"
 
+#include "ember/io/training_state.h"
+
 #include <cstdio>
 #include <string>
 
@@ -64,7 +66,12 @@ std::map<std::string, std::string> load_metadata(const std::string& path) {
 
 nn::Module::LoadResult load(nn::Module& module, const std::string& path, bool strict) {
   try {
-    return module.load_state_dict(load(path), strict);
+    io::SafetensorsContents contents = io::read_safetensors(path);
+    if (!is_checkpoint(contents.metadata)) return module.load_state_dict(contents.tensors, strict);
+    StateDict weights;  // a training checkpoint (Note [Training checkpoints]): its "model/" part
+    for (const auto& item : contents.tensors)
+      if (item.key().rfind("model/", 0) == 0) weights.insert(item.key().substr(6), item.value());
+    return module.load_state_dict(weights, strict);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (loading '" + path + "')");
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/tensor/ordered_dict.h"
@@ -41,10 +42,19 @@ struct SafetensorsContents {
 // Parses a whole file held in memory into CPU tensors.
 SafetensorsContents parse_safetensors(const uint8_t* data, size_t size, const std::string& source);
 SafetensorsContents read_safetensors(const std::string& path);
-// Writes tensors (any device, any layout; copied to contiguous CPU memory) in order. The file
-// is written beside `path` and renamed into place, so a crash never leaves half a checkpoint.
+// Writes tensors (any device, any layout; copied to contiguous CPU memory) in order, through
+// write_file_atomically: a crash never leaves half a file.
 void write_safetensors(const std::string& path, const OrderedDict<Tensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Writes the pieces, in order, as the file `path`: to `path`.tmp, fsynced, renamed into place,
+// the directory fsynced (Note [Durable writes]). On any failure the temporary file is removed,
+// `path` is left as it was, and an ember::Error names `what`, the file and the system's reason.
+void write_file_atomically(const std::string& path, const std::vector<std::pair<const void*, size_t>>& pieces,
+                           const char* what);
+// Checks, before a long run, that a later write_file_atomically(path) can create its file: the
+// folder exists and is writable, and `path` is not a directory. Throws an ember::Error if not.
+void check_writable(const std::string& path, const char* what);
 
 // "F32" for kFloat32, and back; the safetensors names of ember's dtypes.
 const char* safetensors_dtype_name(DType dtype);

@@ -54,6 +54,17 @@ class Generator {
     std::lock_guard<std::mutex> lock(mutex_);
     return seed_;
   }
+  // The next block to hand out: with seed(), the generator's whole state (checkpoints save it,
+  // so a resumed run draws the same dropout masks as one never stopped).
+  uint64_t offset() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return offset_;
+  }
+  void set_state(uint64_t seed, uint64_t offset) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    seed_ = seed;
+    offset_ = offset;
+  }
   // Reserves `blocks` Philox blocks; returns (seed, first block).
   std::pair<uint64_t, uint64_t> reserve(uint64_t blocks) {
     std::lock_guard<std::mutex> lock(mutex_);
