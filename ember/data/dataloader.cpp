@@ -98,8 +98,17 @@ class DataLoader::WorkerPool {
             init_error_ = detail::concat("worker_init of worker ", id, " failed: ", current_exception_message());
           }
         }
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          ++initialized_;
+        }
+        cv_.notify_all();
         run(id);
       });
+    // Every worker_init has run before the first batch is asked for, so a failing one is
+    // reported by begin(), every time, not only when it happened to be fast.
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return initialized_ == n; });
   }
   ~WorkerPool() {
     {
@@ -145,6 +154,7 @@ class DataLoader::WorkerPool {
   std::condition_variable cv_;
   std::deque<Task> tasks_;
   bool stop_ = false;
+  int initialized_ = 0;  // workers whose init has run
   std::string init_error_;
   std::vector<std::thread> threads_;
 };
