@@ -69,6 +69,7 @@
 #include "ember/tensor/dtype.h"
 #include "ember/tensor/error.h"
 #include "ember/tensor/generator.h"
+#include "ember/tensor/memory_overlap.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/quantized.h"
 #include "ember/tensor/tensor.h"

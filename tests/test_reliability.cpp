@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "helpers.h"
 
@@ -357,6 +359,78 @@ TEST(LoaderWorkers, AnExceptionOfAnyTypeReachesTheLoopAsAnError) {
   data::DataLoader init(std::make_shared<ThrowsAnything>(0),
                         data::DataLoaderOptions().num_workers(1).worker_init([](int, uint64_t) { throw 7; }));
   EXPECT_ERROR_CONTAINS(init.begin(), "worker_init of worker 0 failed: an exception that is not a std::exception");
+}
+
+// --- in-place ops on overlapping memory (Note [Memory overlap]) ---
+
+TEST(InPlaceOverlap, AWrittenToTensorWithInternalOverlapIsRefused) {
+  Tensor row = zeros({3});
+  Tensor expanded = row.expand({2, 3});  // both rows are the same three floats
+  EXPECT_ERROR_CONTAINS(expanded.add_(ones({2, 3})), "add_: more than one element of the written-to tensor");
+  EXPECT_ERROR_CONTAINS(expanded.mul_(2.0), "mul_: more than one element");
+  EXPECT_ERROR_CONTAINS(expanded.copy_(ones({2, 3})), "copy_: more than one element");
+  EXPECT_ERROR_CONTAINS(expanded += 1.0, "add_: more than one element");
+  expanded.fill_(4.0);  // one value for every element: well defined, allowed as in PyTorch
+  EXPECT_EQ(row.to_vector<float>(), std::vector<float>({4, 4, 4}));
+  EXPECT_EQ(internal_overlap(row.expand({1, 3})), MemOverlap::No);  // a size-1 stride-0 dim is no overlap
+}
+
+TEST(InPlaceOverlap, AnInputThatPartlyOverlapsTheDestinationIsRefused) {
+  Tensor a = arange(0, 10, kFloat32);
+  // x[1:6] += x[0:5] would read elements that the kernel has already overwritten.
+  Tensor dst = a.narrow(0, 1, 5);
+  EXPECT_ERROR_CONTAINS(dst.add_(a.narrow(0, 0, 5)), "add_: some elements of the input (shape [5]) and the written-to");
+  EXPECT_ERROR_CONTAINS(dst.copy_(a.narrow(0, 2, 5)), "copy_: some elements of the input");
+  Tensor m = arange(0, 9, kFloat32).reshape({3, 3});
+  EXPECT_ERROR_CONTAINS(m.copy_(m.t()), "copy_: some elements");  // the same bytes in another order
+  EXPECT_ERROR_CONTAINS(m.sub_(m[0]), "sub_: some elements");     // a row of m broadcast over m
+  Tensor counts = zeros({6});
+  EXPECT_ERROR_CONTAINS(counts.narrow(0, 0, 4).scatter_add_(0, tensor({0, 1}, kInt64), counts.narrow(0, 1, 2)),
+                        "scatter_add_: some elements");
+  EXPECT_EQ(a.to_vector<float>(), arange(0, 10, kFloat32).to_vector<float>());  // nothing was written
+}
+
+TEST(InPlaceOverlap, TheSameViewAndDisjointViewsStayAllowed) {
+  Tensor a = arange(0, 6, kFloat32);
+  a.add_(a);  // each element is read before it is written
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>({0, 2, 4, 6, 8, 10}));
+  a.mul_(a.view({6}));  // another handle of the very same view
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>({0, 4, 16, 36, 64, 100}));
+  a.copy_(a);
+  Tensor first = a.narrow(0, 0, 3);
+  first.sub_(a.narrow(0, 3, 3));  // the same storage, disjoint halves
+  EXPECT_EQ(a.to_vector<float>(), std::vector<float>({-36, -60, -84, 36, 64, 100}));
+  Tensor grid = zeros({4, 4});
+  Tensor col0 = grid.select(1, 0);
+  col0.add_(grid.select(1, 1));  // strided views: too costly to decide, let through as in PyTorch
+  EXPECT_EQ(overlap(col0, grid.select(1, 1)), MemOverlap::TooHard);
+  EXPECT_EQ(overlap(a, zeros({6})), MemOverlap::No);
+}
+
+// --- concurrent backward into shared parameters ---
+
+// Threads running backward through the same leaves: every addition into .grad lands (it was a
+// plain read-modify-write, losing some of them). Runs under TSan in CI.
+TEST(ConcurrentBackward, ThreadsAccumulateIntoSharedLeavesWithoutLosingAnything) {
+  Tensor w = zeros({64}, TensorOptions().requires_grad(true));
+  Tensor b = zeros({}, TensorOptions().requires_grad(true));
+  constexpr int kThreads = 4, kRounds = 200;
+  std::vector<std::thread> threads;
+  std::atomic<bool> failed{false};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        const Tensor x = full({64}, static_cast<double>(t + 1));
+        for (int r = 0; r < kRounds; ++r) ((w * x).sum() + b).backward();  // d/dw = x, d/db = 1
+      } catch (...) {
+        failed = true;
+      }
+    });
+  for (auto& th : threads) th.join();
+  ASSERT_FALSE(failed);
+  // Integers in float: the sums are exact whatever the order, so any lost addition shows.
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(64, kRounds * (1 + 2 + 3 + 4)));
+  EXPECT_EQ(b.grad().item<float>(), kThreads * kRounds);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ if [ "${EMBER_TSAN:-0}" = "1" ]; then
   echo "== ThreadSanitizer (threading and autograd tests) =="
   cmake --preset tsan
   cmake --build --preset tsan -j "$jobs"
-  TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/ember_tests --gtest_filter='*Thread*:Autograd.*:Memory.*:Dispatch.*:Autocast.*:Profiler.*:LibTorchPort.*'
+  TSAN_OPTIONS="halt_on_error=1" ./build/tsan/tests/ember_tests --gtest_filter='*Thread*:Autograd.*:Memory.*:Dispatch.*:Autocast.*:Profiler.*:LibTorchPort.*:ConcurrentBackward.*:LoaderWorkers.*:DataLoaderState.*:*ExactResume*'
 fi
 
 if [ "${EMBER_ASAN:-0}" = "1" ]; then

@@ -1,6 +1,7 @@
 #pragma once
 // Per-tensor autograd state, allocated on first use (TensorImpl::autograd).
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "ember/autograd/node.h"
@@ -16,6 +17,9 @@ struct AutogradMeta {
   bool retains_grad = false;
   std::vector<TensorHook> leaf_hooks;  // register_hook on a leaf
   std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
+  // Guards grad and grad_accumulator: backward passes on several threads (hogwild training,
+  // one model shared by worker threads) reach the same leaf, and each addition must land.
+  std::mutex mutex;
 };
 
 namespace autograd {

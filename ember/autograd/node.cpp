@@ -67,6 +67,7 @@ class AccumulateGrad final : public Node {
     if (!impl) return {};
     const Tensor leaf(impl);
     AutogradMeta& m = *impl->autograd;
+    const std::lock_guard<std::mutex> lock(m.mutex);  // another thread's backward may add into .grad now
     Tensor g = std::move(grads[0]);
     for (const auto& hook : m.leaf_hooks) {
       Tensor r = hook(g);
@@ -107,6 +108,7 @@ Edge edge_of(const Tensor& t) {
   AutogradMeta& m = *t.impl()->autograd;
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
   if (!m.requires_grad) return {};
+  const std::lock_guard<std::mutex> lock(m.mutex);  // one accumulator per leaf, whichever thread builds a graph
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t.impl());

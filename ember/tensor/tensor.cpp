@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ember/tensor/backend.h"
+#include "ember/tensor/memory_overlap.h"
 #include "ember/tensor/ops.h"
 
 namespace ember {
@@ -97,6 +98,10 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
   EMBER_CHECK(broadcast_shapes(self.sizes(), src.sizes(), "copy_") == self.sizes(), "copy_: source shape ",
               shape_str(src.sizes()), " cannot be broadcast to destination shape ", shape_str(self.sizes()));
   if (self.numel() == 0) return self;
+  // Note [Memory overlap]: a copy onto the very same view is a no-op; other overlaps are refused.
+  if (overlap(self, src) == MemOverlap::Full && self.sizes() == src.sizes()) return self;
+  assert_no_internal_overlap(self, "copy_");
+  assert_no_partial_overlap(self, src, "copy_");
   const Tensor expanded = expand(src, self.sizes());
   if (src.device() == self.device()) {
     backend(self.device()).copy(expanded, self);

@@ -1,4 +1,5 @@
 // Indexing ops: index_select, gather, scatter_add, embedding, one_hot, tril/triu.
+#include "ember/tensor/memory_overlap.h"
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
@@ -58,6 +59,8 @@ Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
     EMBER_CHECK(idx.size(d) <= src.size(d) && (d == dim || idx.size(d) <= x.size(d)), "scatter_add: index of shape ",
                 shape_str(idx.sizes()), " is larger than src ", shape_str(src.sizes()), " or self ",
                 shape_str(x.sizes()), " at dimension ", d);
+  assert_no_internal_overlap(x, "scatter_add_");  // Note [Memory overlap]
+  assert_no_partial_overlap(x, src, "scatter_add_");
   if (idx.numel() > 0) backend(x.device()).scatter_add(x, dim, idx, src);
   return x;
 }
