@@ -18,6 +18,8 @@
 
 #include <ember/ember.h>
 
+#include "cli.h"
+
 #include "report.h"
 
 using namespace ember;
@@ -528,7 +530,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", o.quick, "small workloads (seconds)");
   app.add_option("--only", o.only, "one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8")
       ->check(CLI::IsMember({"", "amp", "loader", "ddp", "accumulation", "optimizers", "nograd", "cuda", "int8"}));
-  app.add_option("--threads", o.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+  app.add_option("--threads", o.threads, "threads for ember's kernels")->check(examples::cli::count(1, 1024));
   app.add_option("--report", o.report, "the HTML report (its folder is made; empty: none)");
   CLI11_PARSE(app, argc, argv);
   o.self = argv[0];

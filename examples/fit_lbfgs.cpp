@@ -6,10 +6,13 @@
 //   fit_lbfgs --data iris --data-dir ../shared/data
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include <ember/ember.h>
+
+#include "cli.h"
 
 using namespace ember;
 
@@ -24,11 +27,14 @@ struct Problem {
 Problem load(const std::string& which, const std::string& dir, uint64_t seed) {
   Problem p;
   Tensor table;
+  std::string source = "the synthetic data";  // for messages about the data
   if (which == "digits" && std::ifstream(dir + "/digits/digits.csv.gz")) {
-    table = data::read_csv(dir + "/digits/digits.csv.gz");
+    source = dir + "/digits/digits.csv.gz";
+    table = data::read_csv(source);
     p.name = "UCI digits (1797 x 64)";
   } else if (which == "iris" && std::ifstream(dir + "/iris/iris.csv")) {
-    table = data::read_csv(dir + "/iris/iris.csv", /*skip_header=*/true);
+    source = dir + "/iris/iris.csv";
+    table = data::read_csv(source, /*skip_header=*/true);
     p.name = "iris (150 x 4)";
   } else {
     // Three Gaussian blobs in 8 dimensions, for machines without the shared data.
@@ -40,9 +46,18 @@ Problem load(const std::string& which, const std::string& dir, uint64_t seed) {
     table = cat({feats, labels.unsqueeze(1)}, 1);
     p.name = "synthetic blobs (600 x 8)";
   }
+  // Derived sizes come from the data: say what is wrong with the file, not with a reshape.
+  EMBER_CHECK(table.dim() == 2 && table.size(1) >= 2 && table.size(0) >= 1, "'", source, "' has shape ",
+              shape_str(table.sizes()), "; expected rows of features with the class label in the last column");
   const int64_t f = table.size(1) - 1;
+  const Tensor labels = table.select(1, f).to(kFloat64).contiguous();
+  const std::vector<double> values = labels.to_vector<double>();
+  for (size_t row = 0; row < values.size(); ++row)
+    EMBER_CHECK(
+        std::isfinite(values[row]) && values[row] >= 0 && values[row] < 1000 && values[row] == std::floor(values[row]),
+        "'", source, "': row ", row + 1, " has class label ", values[row], "; labels must be integers in [0, 1000)");
   p.x = table.narrow(1, 0, f).contiguous();
-  p.y = table.select(1, f).to(kInt64);
+  p.y = labels.to(kInt64);
   const Tensor mean = p.x.mean({0}, true), std = p.x.std({0}, true, true);
   p.x = (p.x - mean) / where(std > 0, std, 1.0);
   p.classes = p.y.max().item<int64_t>() + 1;
@@ -106,10 +121,10 @@ int main(int argc, char** argv) {
   app.add_option("--data", which, "digits, iris or synthetic")->check(CLI::IsMember({"digits", "iris", "synthetic"}));
   app.add_option("--data-dir", dir, "folder with digits/ and iris/ (synthetic data when absent)");
   app.add_option("--lbfgs-iterations", lbfgs_iterations, "L-BFGS iterations; its loss is the target")
-      ->check(CLI::PositiveNumber);
+      ->check(examples::cli::count(1, 1e7));
   app.add_option("--max-iterations", max_iterations, "give up on AdamW and SGD after this many")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "seed of the synthetic data");
+      ->check(examples::cli::count(1, 1e9));
+  app.add_option("--seed", seed, "seed of the synthetic data")->check(examples::cli::count(0, 18446744073709551615.0));
   app.add_flag("--check", check, "exit with status 1 unless L-BFGS fits to >= 90% training accuracy (for CI)");
   CLI11_PARSE(app, argc, argv);
   try {

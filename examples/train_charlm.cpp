@@ -13,6 +13,8 @@
 
 #include <ember/ember.h>
 
+#include "cli.h"
+
 #include "amp.h"
 #include "progress.h"
 
@@ -133,20 +135,24 @@ int main(int argc, char** argv) {
   CLI::App app{"Train a small character-level transformer on a text with ember, then sample from it."};
   app.option_defaults()->always_capture_default();
   app.add_option("--text", c.text_path, "text file, gzipped or not (default: built-in sonnets)");
-  app.add_option("--epochs", c.epochs, "passes over the training windows")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch_size, "windows per batch")->check(CLI::PositiveNumber);
-  app.add_option("--lr", c.lr, "AdamW peak learning rate (cosine decay over the run)")->check(CLI::PositiveNumber);
-  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->check(CLI::NonNegativeNumber);
-  app.add_option("--seq-len", c.seq_len, "characters of context (the block size)")->check(CLI::PositiveNumber);
-  app.add_option("--stride", c.stride, "characters between the starts of training windows")->check(CLI::PositiveNumber);
-  app.add_option("--layers", c.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
-  app.add_option("--heads", c.n_head, "attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--embd", c.n_embd, "embedding width (a multiple of --heads)")->check(CLI::PositiveNumber);
-  app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--epochs", c.epochs, "passes over the training windows")->check(examples::cli::count(1, 1e6));
+  app.add_option("--batch-size", c.batch_size, "windows per batch")->check(examples::cli::count(1, 1 << 24));
+  app.add_option("--lr", c.lr, "AdamW peak learning rate (cosine decay over the run)")
+      ->check(examples::cli::positive(1e6));
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay")->check(examples::cli::range(0, 1e6));
+  app.add_option("--seq-len", c.seq_len, "characters of context (the block size)")
+      ->check(examples::cli::count(1, 1 << 16));
+  app.add_option("--stride", c.stride, "characters between the starts of training windows")
+      ->check(examples::cli::count(1, 1 << 16));
+  app.add_option("--layers", c.n_layer, "transformer blocks")->check(examples::cli::count(1, 1024));
+  app.add_option("--heads", c.n_head, "attention heads")->check(examples::cli::count(1, 1024));
+  app.add_option("--embd", c.n_embd, "embedding width (a multiple of --heads)")
+      ->check(examples::cli::count(1, 1 << 16));
+  app.add_option("--dropout", c.dropout, "dropout probability")->check(examples::cli::range(0, 0.99));
   app.add_option("--val-fraction", c.val_fraction, "the text's tail held out for validation")
-      ->check(CLI::Range(0.0, 0.5));
-  app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
+      ->check(examples::cli::range(0, 0.5));
+  app.add_option("--workers", c.workers, "data-loader worker threads")->check(examples::cli::count(0, 256));
+  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(examples::cli::count(1, 1024));
   app.add_flag("--distributed", c.distributed,
                "data parallel over the processes of `mpirun -np N`: each rank trains on its shard of the windows "
                "(--batch-size per rank), DistributedDataParallel averages the gradients; rank 0 reports and saves");
@@ -154,20 +160,22 @@ int main(int argc, char** argv) {
   app.add_option("--amp", c.amp,
                  "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
       ->check(CLI::IsMember({"none", "bf16", "fp16"}));
-  app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling");
-  app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling")
+      ->check(examples::cli::count(0, 18446744073709551615.0));
+  app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(examples::cli::count(0, 1e8));
   app.add_option("--prompt", c.prompt, "text the sample continues");
-  app.add_option("--temperature", c.temperature, "sampling temperature")->check(CLI::PositiveNumber);
+  app.add_option("--temperature", c.temperature, "sampling temperature")->check(examples::cli::positive(1e6));
   app.add_option("--save", c.save,
                  "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
                  "scaler, schedule, loader position, random state), replaced atomically");
   app.add_option("--save-every", c.save_every, "also save every this many steps, mid-epoch (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::cli::count(0, 1e12));
   app.add_option("--resume", c.resume,
                  "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--expect-below", c.expect_below,
-                 "exit with status 1 unless the last training loss is below this fraction of the unigram entropy");
+                 "exit with status 1 unless the last training loss is below this fraction of the unigram entropy")
+      ->check(examples::cli::positive(1e6));
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -17,6 +17,8 @@
 
 #include <ember/ember.h>
 
+#include "cli.h"
+
 #include "amp.h"
 #include "progress.h"
 
@@ -195,14 +197,15 @@ int main(int argc, char** argv) {
   app.add_option("--model", c.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--optimizer", c.optimizer, "sgd (momentum 0.9), adam, adamw or lbfgs")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "lbfgs"}));
-  app.add_option("--epochs", c.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", c.batch_size, "examples per batch")->check(CLI::PositiveNumber);
-  app.add_option("--lr", c.lr, "learning rate (default: the optimizer's: sgd 0.05, adam/adamw 1e-3, lbfgs 1)");
+  app.add_option("--epochs", c.epochs, "passes over the training set")->check(examples::cli::count(1, 1e6));
+  app.add_option("--batch-size", c.batch_size, "examples per batch")->check(examples::cli::count(1, 1 << 24));
+  app.add_option("--lr", c.lr, "learning rate (default: the optimizer's: sgd 0.05, adam/adamw 1e-3, lbfgs 1)")
+      ->check(examples::cli::positive(1e6));
   app.add_option("--schedule", c.schedule, "learning-rate schedule over the epochs: none or cosine (to 0)")
       ->check(CLI::IsMember({"none", "cosine"}));
   app.add_option("--accumulate", c.accumulate, "batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--workers", c.workers, "data-loader worker threads")->check(CLI::NonNegativeNumber);
+      ->check(examples::cli::count(1, 1 << 20));
+  app.add_option("--workers", c.workers, "data-loader worker threads")->check(examples::cli::count(0, 256));
   app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
   app.add_option("--amp", c.amp,
                  "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
@@ -212,25 +215,26 @@ int main(int argc, char** argv) {
   app.add_flag("--distributed", c.distributed,
                "data parallel over the processes of `mpirun -np N`: each rank trains on its shard "
                "(--batch-size per rank) and DistributedDataParallel averages the gradients; rank 0 reports and saves");
-  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(CLI::PositiveNumber);
-  app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation");
-  app.add_option("--train-size", c.train_size, "synthetic training examples")->check(CLI::PositiveNumber);
-  app.add_option("--test-size", c.test_size, "synthetic test examples")->check(CLI::PositiveNumber);
+  app.add_option("--threads", c.threads, "threads for ember's kernels")->check(examples::cli::count(1, 1024));
+  app.add_option("--seed", c.seed, "seed for weights, shuffling and augmentation")
+      ->check(examples::cli::count(0, 18446744073709551615.0));
+  app.add_option("--train-size", c.train_size, "synthetic training examples")->check(examples::cli::count(1, 1 << 28));
+  app.add_option("--test-size", c.test_size, "synthetic test examples")->check(examples::cli::count(1, 1 << 28));
   app.add_option("--save", c.save,
                  "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
                  "scaler, schedule, loader position, random state), replaced atomically");
   app.add_option("--save-every", c.save_every, "also save every this many optimizer steps, mid-epoch (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(examples::cli::count(0, 1e12));
   app.add_option("--resume", c.resume,
                  "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--profile", c.profile,
                  "profile the first --profile-steps batches: a Chrome trace to this file (chrome://tracing, "
                  "Perfetto) and a table of the ops' times");
-  app.add_option("--profile-steps", c.profile_steps, "batches to profile")->check(CLI::PositiveNumber);
+  app.add_option("--profile-steps", c.profile_steps, "batches to profile")->check(examples::cli::count(1, 1e9));
   app.add_option("--prune", c.prune,
                  "after training: prune this share of the weights, fine-tune one epoch, report (technique 8)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(examples::cli::range(0, 1));
   app.add_option("--prune-method", c.prune_method,
                  "l1 (smallest |w| per layer), global (one L1 threshold over all layers) or ln-structured (whole "
                  "output channels by L2 norm)")
@@ -239,7 +243,8 @@ int main(int argc, char** argv) {
                  "after training: an int8 model, compared with float32: dynamic (Linear layers), static "
                  "(calibrated, every layer int8) or qat (one epoch of quantization-aware training, then static)")
       ->check(CLI::IsMember({"dynamic", "static", "qat"}));
-  app.add_option("--expect-accuracy", c.expect_accuracy, "exit with status 1 below this test accuracy (for CI)");
+  app.add_option("--expect-accuracy", c.expect_accuracy, "exit with status 1 below this test accuracy (for CI)")
+      ->check(examples::cli::range(0, 1));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -303,11 +308,12 @@ int main(int argc, char** argv) {
     int64_t optimizer_steps = 0;
     std::optional<TrainingState> resumed;  // set when the checkpoint was saved mid-epoch
     if (!c.resume.empty()) {
-      load_checkpoint(state, c.resume);
-      const auto saved_model = state.values.find("model");
-      EMBER_CHECK(saved_model != state.values.end() && saved_model->second == c.model, "--resume: '", c.resume,
-                  "' is a checkpoint of --model ", saved_model == state.values.end() ? "?" : saved_model->second,
+      const auto meta = load_metadata(c.resume);  // the model kind first: a clearer message than missing keys
+      const auto saved_model = meta.find("run/model");
+      EMBER_CHECK(!is_checkpoint(meta) || (saved_model != meta.end() && saved_model->second == c.model), "--resume: '",
+                  c.resume, "' is a checkpoint of --model ", saved_model == meta.end() ? "?" : saved_model->second,
                   ", not ", c.model);
+      load_checkpoint(state, c.resume);
       const data::DataLoaderState at = loader.state_dict();
       EMBER_CHECK(at.epoch <= c.epochs, "--resume: '", c.resume, "' has finished ", at.epoch,
                   " epochs, beyond this run's --epochs ", c.epochs);
