@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -143,9 +144,8 @@ TEST(DataLoaderState, ResumesWithTheNextBatchInTheSamplersOrder) {
     std::vector<std::vector<int64_t>> rest;
     for (const data::Batch& b : other) rest.push_back(b.indices);
     EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(all.begin() + 2, all.end())) << workers << " workers";
-    other.load_state_dict({2, 4});  // the epoch's end: an empty pass
-    const auto first = other.begin();
-    EXPECT_FALSE(first != other.end());
+    other.load_state_dict({2, 4});               // the epoch's end: an empty pass
+    EXPECT_FALSE(other.begin() != other.end());  // in either order of evaluation
     other.load_state_dict({2, 1});
     other.set_epoch(0);  // another epoch starts from its first batch
     EXPECT_EQ(other.begin()->indices.size(), 3u);
@@ -431,6 +431,45 @@ TEST(ConcurrentBackward, ThreadsAccumulateIntoSharedLeavesWithoutLosingAnything)
   // Integers in float: the sums are exact whatever the order, so any lost addition shows.
   EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(64, kRounds * (1 + 2 + 3 + 4)));
   EXPECT_EQ(b.grad().item<float>(), kThreads * kRounds);
+}
+
+// --- zero-sized dimensions, as PyTorch accepts them ---
+
+TEST(ZeroSized, LinearWithNoInputsOrNoOutputsOrAnEmptyBatch) {
+  nn::Linear no_inputs(0, 4);  // PyTorch: the output is the bias, broadcast over the batch
+  const Tensor y = no_inputs(zeros({3, 0}));
+  ASSERT_EQ(y.sizes(), Shape({3, 4}));
+  EXPECT_TRUE(identical(y, no_inputs->bias.detach().expand({3, 4}).contiguous()));
+  y.sum().backward();
+  EXPECT_EQ(no_inputs->weight.grad().sizes(), Shape({4, 0}));
+  EXPECT_EQ(no_inputs->bias.grad().to_vector<float>(), std::vector<float>(4, 3.0f));
+
+  nn::Linear no_outputs(4, 0);
+  Tensor x = randn({2, 5, 4}, TensorOptions().requires_grad(true));
+  const Tensor z = no_outputs(x);
+  EXPECT_EQ(z.sizes(), Shape({2, 5, 0}));
+  z.sum().backward();
+  EXPECT_TRUE(identical(x.grad(), zeros({2, 5, 4})));
+
+  nn::Linear layer(4, 2);
+  const Tensor empty_batch = layer(zeros({0, 4}));
+  EXPECT_EQ(empty_batch.sizes(), Shape({0, 2}));
+  empty_batch.sum().backward();
+  EXPECT_TRUE(identical(layer->weight.grad(), zeros({2, 4})));
+  EXPECT_EQ(matmul(ones({2, 3, 0}), ones({0, 5})).sizes(), Shape({2, 3, 5}));
+  EXPECT_EQ(matmul(ones({2, 3, 0}), ones({2, 0, 5})).abs().sum().item<float>(), 0.0f);
+}
+
+TEST(ZeroSized, AmbiguousShapesAndEmptyReductionsSaySo) {
+  // PyTorch refuses these too; the message says why rather than "invalid for input of size 0".
+  EXPECT_ERROR_CONTAINS(zeros({3, 0}).reshape({-1, 0}),
+                        "the unspecified dimension -1 can be any value and is ambiguous");
+  EXPECT_ERROR_CONTAINS(zeros({0}).max(), "numel() == 0");
+  EXPECT_TRUE(std::isnan(zeros({0}).mean().item<float>()));  // 0/0, as PyTorch
+  data::DataLoader loader(std::make_shared<data::TensorDataset>(zeros({0, 3})),
+                          data::DataLoaderOptions().batch_size(4));
+  EXPECT_EQ(loader.size(), 0);
+  EXPECT_FALSE(loader.begin() != loader.end());
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ for trial in $(seq 1 "$trials"); do
     set +e
     # shellcheck disable=SC2086
     ( timeout -s KILL "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))" "$bin"/${configs[$i]} --save "$ckpt" \
-      "${resume[@]}" > "$work/leg.log" 2>&1 ) 2> /dev/null  # no "Killed" from the shell
+      "${resume[@]}" > "$work/leg.log" 2>&1; exit $? ) 2> /dev/null  # the subshell says "Killed", to /dev/null
     rc=$?
     set -e
     if [ "$rc" = 137 ]; then

@@ -61,10 +61,10 @@ Tensor autograd::linear(const Tensor& x, const Tensor& weight, const Tensor& bia
          sw = x.requires_grad() ? SavedTensor(weight) : SavedTensor(),
          has_bias = bias.defined()](std::vector<Tensor>& d) {
           const Tensor w = sw.unpack("linear"), xs = sx.unpack("linear");
-          const Tensor d2 = d[0].reshape({-1, lw.sizes[0]});
+          const Tensor d2 = d[0].reshape(fold_leading(d[0].sizes()));
           return std::vector<Tensor>{
               w.defined() ? mm_of(d2, w).reshape(lx.sizes) : Tensor(),
-              xs.defined() ? mm_of(d2.t(), xs.reshape({-1, lw.sizes[1]})) : Tensor(),
+              xs.defined() ? mm_of(d2.t(), xs.reshape(fold_leading(xs.sizes()))) : Tensor(),
               has_bias ? (building_graph() ? ember::sum(d2, {0}) : native::sum(d2, {0})) : Tensor()};
         },
         kDifferentiable);
@@ -87,7 +87,7 @@ Tensor autograd::matmul(const Tensor& a, const Tensor& b) {
   if (da >= 3 && db <= 2) {
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
     if (db == 2) out_shape.push_back(b.size(1));
-    return ember::mm(a.reshape({-1, ka}), db == 1 ? b.unsqueeze(1) : b).reshape(out_shape);
+    return ember::mm(a.reshape(fold_leading(a.sizes())), db == 1 ? b.unsqueeze(1) : b).reshape(out_shape);
   }
   const Tensor a3 = da == 1 ? a.unsqueeze(0) : a, b3 = db == 1 ? b.unsqueeze(1) : b;
   const Shape batch = broadcast_shapes(Shape(a3.sizes().begin(), a3.sizes().end() - 2),
@@ -97,7 +97,8 @@ Tensor autograd::matmul(const Tensor& a, const Tensor& b) {
   sa.insert(sa.end(), {M, ka});
   sb.insert(sb.end(), {ka, N});
   out_shape.insert(out_shape.end(), {M, N});
-  Tensor out = ember::bmm(a3.expand(sa).reshape({-1, M, ka}), b3.expand(sb).reshape({-1, ka, N})).reshape(out_shape);
+  Tensor out = ember::bmm(a3.expand(sa).reshape(fold_leading(sa, 2)), b3.expand(sb).reshape(fold_leading(sb, 2)))
+                   .reshape(out_shape);
   if (da == 1) out = out.squeeze(-2);
   if (db == 1) out = out.squeeze(-1);
   return out;

@@ -395,8 +395,14 @@ void DataLoader::load_state_dict(const DataLoaderState& state) {
   positioned_ = true;
 }
 
-DataLoader::Iterator DataLoader::end() {
-  return Iterator(current_, current_ ? static_cast<int64_t>(current_->batches.size()) : 0);
+DataLoader::Iterator DataLoader::end() { return Iterator(nullptr, 0); }
+
+bool DataLoader::Iterator::operator==(const Iterator& o) const {
+  auto at_end = [](const Iterator& it) {
+    return !it.epoch_ || it.index_ >= static_cast<int64_t>(it.epoch_->batches.size());
+  };
+  if (at_end(*this) || at_end(o)) return at_end(*this) && at_end(o);
+  return epoch_ == o.epoch_ && index_ == o.index_;
 }
 
 DataLoader::Iterator::Iterator(std::shared_ptr<Epoch> epoch, int64_t index) : epoch_(std::move(epoch)), index_(index) {

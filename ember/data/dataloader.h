@@ -86,7 +86,9 @@ class DataLoader {
     const Batch* operator->() const { return &batch_; }
     Iterator& operator++();
     bool operator!=(const Iterator& o) const { return !(*this == o); }
-    bool operator==(const Iterator& o) const { return epoch_ == o.epoch_ && index_ == o.index_; }
+    // Every iterator past its epoch's last batch equals end(), whichever of begin() and end()
+    // was called first.
+    bool operator==(const Iterator& o) const;
 
    private:
     friend class DataLoader;

@@ -13,7 +13,11 @@ Tensor reduce(const Tensor& loss, const std::string& reduction, const char* op) 
 }
 
 // [N, C, d1, ...] -> [N * d1 * ..., C] with the class dim last.
-Tensor classes_last(const Tensor& x) { return x.dim() == 2 ? x : x.movedim(1, -1).reshape({-1, x.size(1)}); }
+Tensor classes_last(const Tensor& x) {
+  if (x.dim() == 2) return x;
+  const Tensor last = x.movedim(1, -1);
+  return last.reshape(fold_leading(last.sizes()));
+}
 
 // The shared core of cross_entropy and nll_loss on log-probabilities [M, C] and targets [M].
 Tensor nll_core(const Tensor& logp, const Tensor& target_in, const Shape& target_shape, const CrossEntropyOptions& o,

@@ -1,5 +1,7 @@
 #include "ember/tensor/shape.h"
 
+#include <functional>
+#include <numeric>
 #include <sstream>
 
 #include "ember/tensor/error.h"
@@ -31,6 +33,15 @@ int64_t checked_numel(const Shape& sizes, const char* op) {
                 " overflows int64");
   }
   return n;
+}
+
+Shape fold_leading(const Shape& sizes, int64_t keep) {
+  EMBER_CHECK(keep >= 0 && keep <= static_cast<int64_t>(sizes.size()), "fold_leading: cannot keep ", keep,
+              " dims of shape ", shape_str(sizes));
+  const auto split = sizes.end() - keep;
+  Shape out{std::accumulate(sizes.begin(), split, int64_t{1}, std::multiplies<int64_t>())};
+  out.insert(out.end(), split, sizes.end());
+  return out;
 }
 
 Shape contiguous_strides(const Shape& sizes) {

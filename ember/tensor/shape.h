@@ -31,6 +31,9 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // Product of sizes; throws on a negative size or when the product overflows int64.
 int64_t checked_numel(const Shape& sizes, const char* op);
 Shape contiguous_strides(const Shape& sizes);
+// The shape that folds all but the last `keep` dims into one: [2, 3, 4] with keep 1 -> [6, 4].
+// Unlike reshape({-1, n}) it is defined when n is 0 (Linear(0, n) on [b, 0], as in PyTorch).
+Shape fold_leading(const Shape& sizes, int64_t keep = 1);
 // Elements a (sizes, strides) layout spans from its first element: 1 + the largest offset,
 // or 0 when empty. Throws naming `op` on a length mismatch, a negative stride or overflow.
 int64_t storage_extent(const Shape& sizes, const Shape& strides, const char* op);

@@ -30,8 +30,9 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
     }
   }
   if (infer_at >= 0) {
-    EMBER_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for input of size ",
-                numel);
+    EMBER_CHECK(known != 0, op, ": cannot reshape a tensor of ", numel, " elements into shape ", shape_str(shape),
+                " because the unspecified dimension -1 can be any value and is ambiguous");
+    EMBER_CHECK(numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for input of size ", numel);
     out[infer_at] = numel / known;
   } else {
     EMBER_CHECK(known == numel, op, ": shape ", shape_str(shape), " is invalid for input of size ", numel);

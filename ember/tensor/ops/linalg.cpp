@@ -67,7 +67,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Shape out_shape(a.sizes().begin(), a.sizes().end() - 1);
     const Tensor b2 = db == 1 ? native::unsqueeze(b, 1) : b;
     if (db == 2) out_shape.push_back(b.size(1));
-    return reshape(mm_impl(reshape(a, {-1, ka}), b2), out_shape);
+    return reshape(mm_impl(reshape(a, fold_leading(a.sizes())), b2), out_shape);
   }
   // General batched case: broadcast the batch dims, then one strided batched GEMM.
   const Tensor a3 = da == 1 ? native::unsqueeze(a, 0) : a;
@@ -120,7 +120,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.size(-1) != weight.size(1)) shape_mismatch("linear", x, native::t(weight), x.size(-1), weight.size(1));
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(weight.size(0));
-  const Tensor x2 = native::reshape(x, {-1, weight.size(1)});
+  const Tensor x2 = native::reshape(x, fold_leading(x.sizes()));
   if (!bias.defined()) return reshape(mm_impl(x2, t(weight)), out_shape);
   EMBER_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
               "], got ", shape_str(bias.sizes()));
@@ -150,7 +150,7 @@ Tensor csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const 
                 " input features");
   Shape out_shape(x.sizes().begin(), x.sizes().end() - 1);
   out_shape.push_back(out_features);
-  const Tensor x2 = contiguous(reshape(x, {-1, in_features}));
+  const Tensor x2 = contiguous(reshape(x, fold_leading(x.sizes())));
   Tensor out = ops::empty_on({x2.size(0), out_features}, kFloat32, x.device());
   if (out.numel() > 0)
     backend(x.device())
