@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target fuzz_safetensors fuzz_idx fuzz_csv
+cmake --build --preset fuzz -j "$(nproc)" --target fuzz_safetensors fuzz_idx fuzz_csv fuzz_checkpoint
 findings=build/fuzz/findings
 mkdir -p "$findings"
-for target in safetensors idx csv; do
+for target in safetensors idx csv checkpoint; do
   corpus=build/fuzz/corpus-$target
   mkdir -p "$corpus"
   cp -n fuzz/corpus/$target/* "$corpus"/ 2>/dev/null || true

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "ember/data/dataloader.h"
+#include "ember/io/checkpoint_format.h"
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/lr_scheduler.h"
@@ -47,8 +48,7 @@ struct TrainingState {
   std::string source = "the checkpoint";            // the file load_checkpoint read (messages)
 };
 
-// The current checkpoint format; a file of a newer one is refused with that said.
-constexpr int kCheckpointFormat = 1;
+using io::kCheckpointFormat;  // the format written; a file of a newer one is refused with that said
 
 // Writes the state as one file, atomically and durably. On a failure the previous checkpoint
 // at `path` is left as it was.
@@ -56,7 +56,6 @@ void save_checkpoint(const TrainingState& state, const std::string& path);
 // Restores every object the state points to (the same kinds, built with the same shapes) and
 // fills `values`. A state without a scaler/scheduler/loader ignores that part of the file.
 void load_checkpoint(TrainingState& state, const std::string& path);
-// Whether a file's metadata (load_metadata) says it is a training checkpoint.
-bool is_checkpoint(const std::map<std::string, std::string>& metadata);
+using io::is_checkpoint;  // whether a file's metadata (load_metadata) says it is a training checkpoint
 
 }  // namespace ember
