@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,41 @@ class DeviceSums {
   std::vector<double> host_;
   int64_t every_;
 };
+
+// Where a run resumed from a training checkpoint (Note [Training checkpoints]) starts: the
+// loader's restored position, checked against this run's --epochs. `finished`: the checkpoint
+// has done all of them (said on stdout; nothing to train). `epochs_changed`: it was saved by a
+// run with another --epochs, whose schedule the caller re-derives.
+struct ResumePoint {
+  int epoch = 0;
+  int64_t batch = 0;
+  bool finished = false, epochs_changed = false;
+};
+
+inline ResumePoint resume_point(const TrainingState& state, const data::DataLoader& loader, const std::string& path,
+                                int epochs) {
+  const data::DataLoaderState at = loader.state_dict();
+  EMBER_CHECK(at.epoch <= epochs, "--resume: '", path, "' has finished ", at.epoch,
+              " epochs, beyond this run's --epochs ", epochs);
+  ResumePoint r;
+  r.epoch = static_cast<int>(at.epoch);
+  r.batch = at.batch;
+  r.finished = at.epoch == epochs;
+  r.epochs_changed = state.get_int("epochs", 1, std::numeric_limits<int>::max()) != epochs;
+  if (r.finished)
+    std::printf("%s has finished all %d epochs: nothing to train (raise --epochs to train on)\n", path.c_str(), epochs);
+  else
+    std::printf("resumed from %s at epoch %d, batch %lld\n", path.c_str(), r.epoch + 1,
+                static_cast<long long>(r.batch));
+  return r;
+}
+
+// A double as text that reads back as the same double (checkpoint values).
+inline std::string exact_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
 
 // Opens `path` for per-epoch rows; a run resumed after epoch 0 appends to the file it continues.
 inline std::ofstream open_metrics(const std::string& path, const std::string& header, bool resumed) {

@@ -237,21 +237,12 @@ int main(int argc, char** argv) {
       const auto saved = state.values.find("vocabulary");
       EMBER_CHECK(saved != state.values.end() && saved->second == vocab.chars(), "--resume: '", c.resume,
                   "' was trained on a text with another vocabulary");
-      const data::DataLoaderState at = loader.state_dict();
-      EMBER_CHECK(at.epoch <= c.epochs, "--resume: '", c.resume, "' has finished ", at.epoch,
-                  " epochs, beyond this run's --epochs ", c.epochs);
-      if (at.epoch == c.epochs) {
-        std::printf("%s has finished all %d epochs: nothing to train (raise --epochs to train on)\n", c.resume.c_str(),
-                    c.epochs);
-        return 0;
-      }
-      first_epoch = static_cast<int>(at.epoch);
+      const examples::ResumePoint at = examples::resume_point(state, loader, c.resume, c.epochs);
+      if (at.finished) return 0;
+      first_epoch = at.epoch;
       if (at.batch > 0) resumed = state;
       // A run resumed with another --epochs has another schedule: jump to its point (closed form).
-      if (state.get_int("epochs", 1, std::numeric_limits<int>::max()) != c.epochs)
-        scheduler.step(first_epoch * steps_per_epoch + at.batch);
-      std::printf("resumed from %s at epoch %d, step %lld\n", c.resume.c_str(), first_epoch + 1,
-                  static_cast<long long>(at.batch));
+      if (at.epochs_changed) scheduler.step(first_epoch * steps_per_epoch + at.batch);
     }
 
     std::ofstream metrics = examples::open_metrics(
@@ -292,9 +283,7 @@ int main(int argc, char** argv) {
         state.values = {{"vocabulary", vocab.chars()}, {"epochs", std::to_string(c.epochs)}};
         if (mid_epoch) {
           sums.refresh(steps, /*always=*/true);
-          char text[32];
-          std::snprintf(text, sizeof text, "%.17g", sums[0]);
-          state.values["loss_sum"] = text;
+          state.values["loss_sum"] = examples::exact_text(sums[0]);
           state.values["seen"] = std::to_string(seen);
           state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
         }

@@ -314,22 +314,13 @@ int main(int argc, char** argv) {
                   c.resume, "' is a checkpoint of --model ", saved_model == meta.end() ? "?" : saved_model->second,
                   ", not ", c.model);
       load_checkpoint(state, c.resume);
-      const data::DataLoaderState at = loader.state_dict();
-      EMBER_CHECK(at.epoch <= c.epochs, "--resume: '", c.resume, "' has finished ", at.epoch,
-                  " epochs, beyond this run's --epochs ", c.epochs);
-      if (at.epoch == c.epochs) {
-        std::printf("%s has finished all %d epochs: nothing to train (raise --epochs to train on)\n", c.resume.c_str(),
-                    c.epochs);
-        return 0;
-      }
-      first_epoch = static_cast<int>(at.epoch);
+      const examples::ResumePoint at = examples::resume_point(state, loader, c.resume, c.epochs);
+      if (at.finished) return 0;
+      first_epoch = at.epoch;
       optimizer_steps = state.get_int("optimizer_steps", 0, std::numeric_limits<int64_t>::max());
       if (at.batch > 0) resumed = state;
       // A run resumed with another --epochs has another schedule: jump to its point (closed form).
-      if (scheduler && state.get_int("epochs", 1, std::numeric_limits<int>::max()) != c.epochs)
-        scheduler->step(first_epoch);
-      std::printf("resumed from %s at epoch %d, batch %lld\n", c.resume.c_str(), first_epoch + 1,
-                  static_cast<long long>(at.batch));
+      if (scheduler && at.epochs_changed) scheduler->step(first_epoch);
     }
     std::ofstream metrics = examples::open_metrics(
         c.metrics,
@@ -369,11 +360,8 @@ int main(int argc, char** argv) {
                         {"optimizer_steps", std::to_string(optimizer_steps)}};
         if (mid_epoch) {
           sums.refresh(batches, /*always=*/true);
-          char text[32];
-          for (const auto& [key, value] : {std::pair{"loss_sum", sums[0]}, std::pair{"correct", sums[1]}}) {
-            std::snprintf(text, sizeof text, "%.17g", value);
-            state.values[key] = text;
-          }
+          state.values["loss_sum"] = examples::exact_text(sums[0]);
+          state.values["correct"] = examples::exact_text(sums[1]);
           state.values["step"] = std::to_string(step);
           state.values["seen"] = std::to_string(static_cast<int64_t>(seen));
           state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
