@@ -55,4 +55,17 @@ inline CLI::Validator count(double lo, double hi) {
                         "INT in [" + detail::shortest(lo) + ", " + detail::shortest(hi) + "]");
 }
 
+// The trainers' checkpoint options, one wording for all (Note [Training checkpoints]);
+// `steps` names what --save-every counts ("steps", "optimizer steps").
+inline void add_checkpoint_options(CLI::App& app, std::string& save, int64_t& save_every, std::string& resume,
+                                   const std::string& steps) {
+  app.add_option("--save", save,
+                 "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
+                 "scaler, schedule, loader position, random state), replaced atomically");
+  app.add_option("--save-every", save_every, "also save every this many " + steps + ", mid-epoch (0: never)")
+      ->check(count(0, 1e12));
+  app.add_option("--resume", resume,
+                 "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
+}
+
 }  // namespace ember::examples::cli

@@ -165,13 +165,7 @@ int main(int argc, char** argv) {
   app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(examples::cli::count(0, 1e8));
   app.add_option("--prompt", c.prompt, "text the sample continues");
   app.add_option("--temperature", c.temperature, "sampling temperature")->check(examples::cli::positive(1e6));
-  app.add_option("--save", c.save,
-                 "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
-                 "scaler, schedule, loader position, random state), replaced atomically");
-  app.add_option("--save-every", c.save_every, "also save every this many steps, mid-epoch (0: never)")
-      ->check(examples::cli::count(0, 1e12));
-  app.add_option("--resume", c.resume,
-                 "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
+  examples::cli::add_checkpoint_options(app, c.save, c.save_every, c.resume, "steps");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--expect-below", c.expect_below,
                  "exit with status 1 unless the last training loss is below this fraction of the unigram entropy")

@@ -220,13 +220,7 @@ int main(int argc, char** argv) {
       ->check(examples::cli::count(0, 18446744073709551615.0));
   app.add_option("--train-size", c.train_size, "synthetic training examples")->check(examples::cli::count(1, 1 << 28));
   app.add_option("--test-size", c.test_size, "synthetic test examples")->check(examples::cli::count(1, 1 << 28));
-  app.add_option("--save", c.save,
-                 "write the training state here after each epoch: one checkpoint file (model, optimizer, loss "
-                 "scaler, schedule, loader position, random state), replaced atomically");
-  app.add_option("--save-every", c.save_every, "also save every this many optimizer steps, mid-epoch (0: never)")
-      ->check(examples::cli::count(0, 1e12));
-  app.add_option("--resume", c.resume,
-                 "continue from this checkpoint exactly where it was saved (same flags as the run that saved it)");
+  examples::cli::add_checkpoint_options(app, c.save, c.save_every, c.resume, "optimizer steps");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--profile", c.profile,
                  "profile the first --profile-steps batches: a Chrome trace to this file (chrome://tracing, "

@@ -43,14 +43,14 @@ MemOverlap overlap(const Tensor& a, const Tensor& b) {
   return a_begin < b_end && b_begin < a_end ? MemOverlap::Partial : MemOverlap::No;
 }
 
-void assert_no_internal_overlap(const Tensor& out, const char* op) {
-  EMBER_CHECK(internal_overlap(out) != MemOverlap::Partial, op,
+void assert_no_internal_overlap(const Tensor& out, const char* op, const char* suffix) {
+  EMBER_CHECK(internal_overlap(out) != MemOverlap::Partial, op, suffix,
               ": more than one element of the written-to tensor (shape ", shape_str(out.sizes()), ", strides ",
               shape_str(out.strides()), ") refers to a single memory location; clone() it before the in-place op");
 }
 
-void assert_no_partial_overlap(const Tensor& out, const Tensor& input, const char* op) {
-  EMBER_CHECK(overlap(out, input) != MemOverlap::Partial, op, ": some elements of the input (shape ",
+void assert_no_partial_overlap(const Tensor& out, const Tensor& input, const char* op, const char* suffix) {
+  EMBER_CHECK(overlap(out, input) != MemOverlap::Partial, op, suffix, ": some elements of the input (shape ",
               shape_str(input.sizes()), ") and the written-to tensor (shape ", shape_str(out.sizes()),
               ") refer to the same memory locations; clone() the input before the in-place op");
 }

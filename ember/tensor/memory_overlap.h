@@ -19,8 +19,9 @@ MemOverlap internal_overlap(const Tensor& t);
 // How a's and b's memory relate: No, Full (the same view), Partial, or TooHard to tell.
 MemOverlap overlap(const Tensor& a, const Tensor& b);
 
-// The checks of an in-place op `op` writing `out` (throw an ember::Error naming op and shapes).
-void assert_no_internal_overlap(const Tensor& out, const char* op);
-void assert_no_partial_overlap(const Tensor& out, const Tensor& input, const char* op);
+// The checks of an in-place op writing `out`; an ember::Error names the op (`op` + `suffix`,
+// e.g. "add" "_", so callers build no string unless the check fails) and the shapes.
+void assert_no_internal_overlap(const Tensor& out, const char* op, const char* suffix = "");
+void assert_no_partial_overlap(const Tensor& out, const Tensor& input, const char* op, const char* suffix = "");
 
 }  // namespace ember

@@ -146,9 +146,8 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, const Scalar& al
   EMBER_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
               " doesn't match the broadcast shape ", shape_str(shape));
   if (self.numel() == 0) return self;
-  const std::string op_ = std::string(name) + "_";  // Note [Memory overlap]
-  assert_no_internal_overlap(self, op_.c_str());
-  assert_no_partial_overlap(self, other, op_.c_str());
+  assert_no_internal_overlap(self, name, "_");  // Note [Memory overlap]
+  assert_no_partial_overlap(self, other, name, "_");
   const Tensor o = expand(as_dtype(other, common), shape);
   if (common == self.dtype()) {
     backend(self.device()).binary(op, self, o, self, alpha);
