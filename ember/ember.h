@@ -65,6 +65,7 @@
 #include "ember/nn/nn.h"
 #include "ember/optim/optim.h"
 #include "ember/tensor/allocator.h"
+#include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/device.h"
 #include "ember/tensor/dtype.h"
 #include "ember/tensor/error.h"

@@ -1,9 +1,19 @@
-// 2-D convolution on NCHW tensors: im2col + GEMM (Eigen), forward and backward. All tensors
+// 2-D convolution on NCHW tensors, forward and backward: im2col + GEMM (Eigen) for every shape
+// and dtype, and for float32 the direct kernels (conv_direct.cpp) where they apply, chosen per
+// pass by a heuristic or by benchmark mode (backends::cpu, tensor/cpu/cpu.h). All tensors
 // arrive contiguous; float16/bfloat16 compute in float32.
 #include <Eigen/Core>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <vector>
 
+#include "ember/tensor/cpu/conv_algorithms.h"
+#include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/cpu_backend.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
@@ -15,20 +25,6 @@ template <class T>
 using MatR = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 template <class T>
 using CMatR = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
-// sample(n, thread) for every n in [0, N): one sample per thread, each thread with its own
-// workspace slot, Eigen serial inside; with one thread, Eigen parallelizes each product.
-template <class F>
-void for_each_sample(int64_t N, int threads, const F& sample) {
-  if (threads > 1) {
-#ifdef EMBER_WITH_OPENMP
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t n = 0; n < N; ++n) sample(n, omp_get_thread_num());
-    return;
-#endif
-  }
-  for (int64_t n = 0; n < N; ++n) sample(n, 0);
-}
 
 // col [Cg*kH*kW, Ho*Wo] <- x [Cg, H, W]: each column is one receptive field, zero-padded.
 template <class T>
@@ -108,7 +104,7 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
         for (int64_t o = 0; o < Og; ++o) Y.row(o).array() += b[g * Og + o];
     }
   };
-  for_each_sample(N, threads, sample);
+  for_each_task(N, threads, sample);
 }
 
 // dx (zeroed by the caller), dw, db from dy; any of them may be null.
@@ -166,7 +162,7 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
       }
     }
   };
-  for_each_sample(N, threads, sample);
+  for_each_task(N, threads, sample);
   if (dw) {
     const T* parts = static_cast<const T*>(dw_ws.data_ptr());
     for (int64_t k = 0; k < O * rows; ++k) {
@@ -177,6 +173,110 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   }
 }
 
+// The algorithm of one float32 pass: forced, benchmarked, or the heuristic.
+enum class Pass { forward, backward_data, backward_weight };
+
+std::atomic<backends::cpu::ConvAlgorithm> forced_algorithm{backends::cpu::ConvAlgorithm::automatic};
+std::atomic<bool> benchmark_mode{false};
+struct BenchmarkCache {
+  std::mutex mutex;
+  std::map<std::array<int64_t, 17>, bool> direct_wins;  // key: pass, shape, parameters
+  backends::cpu::BenchmarkStats stats;
+};
+BenchmarkCache& benchmark_cache() {
+  static BenchmarkCache cache;
+  return cache;
+}
+
+// The heuristic (BENCHMARKS.md, "CPU convolution"): the direct kernels for every stride-1
+// pass they apply to, except 1 x 1 kernels, which im2col + GEMM runs as one GEMM with no copy.
+bool direct_by_heuristic(const ConvShape& s) { return s.kH * s.kW > 1; }
+
+template <class Direct, class Im2col>
+void run_pass(Pass pass, const ConvShape& s, const Conv2dParams& p, bool direct_applies, const Direct& direct,
+              const Im2col& im2col) {
+  using backends::cpu::ConvAlgorithm;
+  const ConvAlgorithm forced = forced_algorithm.load(std::memory_order_relaxed);
+  if (!direct_applies || forced == ConvAlgorithm::im2col_gemm) return im2col();
+  if (forced == ConvAlgorithm::direct) return direct();
+  if (!benchmark_mode.load(std::memory_order_relaxed)) return direct_by_heuristic(s) ? direct() : im2col();
+  const std::array<int64_t, 17> key{static_cast<int64_t>(pass),
+                                    s.N,
+                                    s.C,
+                                    s.H,
+                                    s.W,
+                                    s.O,
+                                    s.kH,
+                                    s.kW,
+                                    s.Ho,
+                                    s.Wo,
+                                    p.padding[0],
+                                    p.padding[1],
+                                    p.dilation[0],
+                                    p.dilation[1],
+                                    p.groups,
+                                    p.stride[0],
+                                    p.stride[1]};
+  BenchmarkCache& cache = benchmark_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.direct_wins.find(key);
+    if (it != cache.direct_wins.end()) {
+      ++cache.stats.hits;
+      return it->second ? direct() : im2col();
+    }
+  }
+  // Time each once, as cudnn.benchmark does; the last one run leaves its (equal) result.
+  auto seconds = [](const auto& run) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double t_im2col = seconds(im2col), t_direct = seconds(direct);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.direct_wins[key] = t_direct <= t_im2col;
+  ++cache.stats.searches;
+}
+
+ConvShape shape_of(const Tensor& input, const Tensor& weight, const Tensor& out) {
+  return {input.size(0),  input.size(1),  input.size(2), input.size(3), weight.size(0),
+          weight.size(2), weight.size(3), out.size(2),   out.size(3)};
+}
+
+const float* float_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
+float* float_ptr_mut(const Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+
+void conv2d_float(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
+                  const Conv2dParams& p) {
+  const ConvShape s = shape_of(input, weight, out);
+  run_pass(
+      Pass::forward, s, p, direct_forward_applies(s, p),
+      [&] { conv2d_direct(float_ptr(input), float_ptr(weight), float_ptr(bias), float_ptr_mut(out), s, p); },
+      [&] { conv2d_typed<float>(input, weight, bias, out, p); });
+}
+
+void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
+                           const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
+  const ConvShape s = shape_of(input, weight, grad_out);
+  if (grad_bias.defined())
+    conv2d_backward_typed<float>(input, weight, grad_out, nullptr, nullptr, float_ptr_mut(grad_bias), p);
+  if (grad_input.defined())
+    run_pass(
+        Pass::backward_data, s, p, direct_backward_data_applies(s, p),
+        [&] { conv2d_backward_data_direct(float_ptr(grad_out), float_ptr(weight), float_ptr_mut(grad_input), s, p); },
+        [&] {
+          std::memset(float_ptr_mut(grad_input), 0, sizeof(float) * grad_input.numel());
+          conv2d_backward_typed<float>(input, weight, grad_out, float_ptr_mut(grad_input), nullptr, nullptr, p);
+        });
+  if (grad_weight.defined())
+    run_pass(
+        Pass::backward_weight, s, p, direct_forward_applies(s, p),
+        [&] { conv2d_backward_weight_direct(float_ptr(input), float_ptr(grad_out), float_ptr_mut(grad_weight), s, p); },
+        [&] {
+          conv2d_backward_typed<float>(input, weight, grad_out, nullptr, float_ptr_mut(grad_weight), nullptr, p);
+        });
+}
+
 }  // namespace
 
 // input [N, C, H, W], weight [O, C/g, kH, kW], bias [O] -> out [N, O, Ho, Wo]
@@ -184,14 +284,14 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
                         const Conv2dParams& p) {
   switch (input.dtype()) {
     case kFloat32:
-      return conv2d_typed<float>(input, weight, bias, out, p);
+      return conv2d_float(input, weight, bias, out, p);
     case kFloat64:
       return conv2d_typed<double>(input, weight, bias, out, p);
     case kFloat16:
     case kBFloat16: {  // compute in float32
       Tensor of = empty(out.sizes(), kFloat32);
-      conv2d_typed<float>(native::to(input, kFloat32), native::to(weight, kFloat32),
-                          bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
+      conv2d_float(native::to(input, kFloat32), native::to(weight, kFloat32),
+                   bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
       copy(of, out);
       return;
     }
@@ -200,21 +300,19 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
   }
 }
 
-// The gradients of conv2d; grad_input is zeroed here, undefined outputs are skipped.
+// The gradients of conv2d; undefined outputs are skipped.
 void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
                                  const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                  const Conv2dParams& p) {
-  if (grad_input.defined()) fill(grad_input, 0);
-  auto ptr = [](const Tensor& t, auto* tag) {
-    return t.defined() ? static_cast<decltype(tag)>(t.data_ptr()) : nullptr;
-  };
   switch (input.dtype()) {
     case kFloat32:
-      return conv2d_backward_typed<float>(input, weight, grad_out, ptr(grad_input, (float*)nullptr),
-                                          ptr(grad_weight, (float*)nullptr), ptr(grad_bias, (float*)nullptr), p);
-    case kFloat64:
-      return conv2d_backward_typed<double>(input, weight, grad_out, ptr(grad_input, (double*)nullptr),
-                                           ptr(grad_weight, (double*)nullptr), ptr(grad_bias, (double*)nullptr), p);
+      return conv2d_backward_float(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
+    case kFloat64: {
+      auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<double*>(t.data_ptr()) : nullptr; };
+      if (grad_input.defined()) fill(grad_input, 0);
+      return conv2d_backward_typed<double>(input, weight, grad_out, ptr(grad_input), ptr(grad_weight), ptr(grad_bias),
+                                           p);
+    }
     default:
       throw Error(detail::concat("conv2d backward: expected float32 or float64, got ", input.dtype(),
                                  " (16-bit convolutions compute in float32 and are differentiated there)"));
@@ -222,3 +320,21 @@ void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, cons
 }
 
 }  // namespace ember::cpu
+
+namespace ember::backends::cpu {
+void set_conv_algorithm(ConvAlgorithm algorithm) { ember::cpu::forced_algorithm = algorithm; }
+ConvAlgorithm conv_algorithm() { return ember::cpu::forced_algorithm; }
+void set_benchmark(bool benchmark) { ember::cpu::benchmark_mode = benchmark; }
+bool benchmark() { return ember::cpu::benchmark_mode; }
+BenchmarkStats benchmark_stats() {
+  auto& cache = ember::cpu::benchmark_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.stats;
+}
+void clear_benchmark_cache() {
+  auto& cache = ember::cpu::benchmark_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.direct_wins.clear();
+  cache.stats = {};
+}
+}  // namespace ember::backends::cpu

@@ -1,0 +1,47 @@
+#pragma once
+// The CPU's float32 convolution algorithms, between conv.cpp (which chooses) and the files that
+// implement them: im2col + GEMM (conv.cpp) and the direct kernels (conv_direct.cpp).
+#include <cstdint>
+
+#include "ember/tensor/backend.h"
+
+#ifdef EMBER_WITH_OPENMP
+#include <omp.h>
+#endif
+
+namespace ember::cpu {
+
+// The sizes of one convolution: input [N, C, H, W], weight [O, C / groups, kH, kW],
+// output [N, O, Ho, Wo].
+struct ConvShape {
+  int64_t N, C, H, W, O, kH, kW, Ho, Wo;
+};
+
+// Whether the direct kernels compute this pass: stride 1 for all three; backward-data also
+// needs padding <= dilation * (kernel - 1), its padding as a convolution of the gradient.
+bool direct_forward_applies(const ConvShape& s, const Conv2dParams& p);
+bool direct_backward_data_applies(const ConvShape& s, const Conv2dParams& p);
+
+// y [N, O, Ho, Wo] (overwritten) from x, w and b (may be null).
+void conv2d_direct(const float* x, const float* w, const float* b, float* y, const ConvShape& s, const Conv2dParams& p);
+// dx [N, C, H, W] (overwritten) from dy [N, O, Ho, Wo] and w.
+void conv2d_backward_data_direct(const float* dy, const float* w, float* dx, const ConvShape& s, const Conv2dParams& p);
+// dw [O, C / groups, kH, kW] (overwritten) from x and dy.
+void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, const ConvShape& s,
+                                   const Conv2dParams& p);
+
+// task(i, thread) for every i in [0, count): one task per thread at a time, each thread with
+// its own workspace slot; serial with one thread.
+template <class F>
+void for_each_task(int64_t count, int threads, const F& task) {
+  if (threads > 1) {
+#ifdef EMBER_WITH_OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < count; ++i) task(i, omp_get_thread_num());
+    return;
+#endif
+  }
+  for (int64_t i = 0; i < count; ++i) task(i, 0);
+}
+
+}  // namespace ember::cpu

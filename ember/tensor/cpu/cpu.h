@@ -1,0 +1,34 @@
+#pragma once
+// Global switches of the CPU back end, the CPU's counterparts of backends::cudnn (cuda/cuda.h).
+#include <cstdint>
+
+namespace ember::backends::cpu {
+
+// float32 convolution algorithms (tensor/cpu/conv.cpp): im2col + GEMM, the fallback for every
+// shape, or the direct kernels (stride 1; Note [Direct convolution on a padded flat plane] in
+// tensor/cpu/conv_direct.h). `automatic` lets a per-shape heuristic choose, or benchmark mode.
+enum class ConvAlgorithm { automatic, im2col_gemm, direct };
+// Forces one algorithm where it applies (im2col + GEMM elsewhere): for tests and benchmarks.
+void set_conv_algorithm(ConvAlgorithm algorithm);
+ConvAlgorithm conv_algorithm();
+
+// Benchmark mode (as torch.backends.cudnn.benchmark, on the CPU): for each new configuration
+// of a convolution pass (forward, backward-data, backward-weight; shapes and parameters) time
+// the algorithms that apply once, cache the fastest, reuse it. Off by default: the heuristic.
+void set_benchmark(bool benchmark);
+bool benchmark();
+struct BenchmarkStats {
+  int64_t searches = 0, hits = 0;
+};
+BenchmarkStats benchmark_stats();
+void clear_benchmark_cache();
+
+// The widest instruction set the direct kernels may use (as oneDNN's DNNL_MAX_CPU_ISA; the
+// environment variable EMBER_MAX_CPU_ISA=avx2 sets it at start). AVX-512 is used only where
+// the CPU has it and ember was compiled for it.
+enum class Isa { avx2, avx512 };
+void set_max_isa(Isa isa);
+// What the direct kernels run with now: "avx512", "avx2" (or "none" off x86-64).
+const char* isa();
+
+}  // namespace ember::backends::cpu

@@ -1,0 +1,206 @@
+// The CPU's float32 convolution algorithms (tensor/cpu/conv.cpp, conv_direct.cpp): every pass
+// of im2col + GEMM and of the direct kernels, with each instruction set this CPU has, against a
+// naive loop in double (DESIGN habit 7), over strides, paddings, dilations, groups, odd sizes,
+// one sample and channel counts that fill no whole register block; and the switches of
+// backends::cpu (forced algorithm, benchmark mode, the widest instruction set).
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+namespace bc = backends::cpu;
+using testing::all_close;
+
+struct Case {
+  int64_t N, C, H, W, O, kH, kW, stride, pad_h, pad_w, dil, groups;
+};
+
+// Restores the back end's switches however a test ends.
+struct SwitchesGuard {
+  ~SwitchesGuard() {
+    bc::set_conv_algorithm(bc::ConvAlgorithm::automatic);
+    bc::set_benchmark(false);
+    bc::set_max_isa(bc::Isa::avx512);
+  }
+};
+
+struct Reference {
+  Tensor y, dx, dw, db;
+};
+
+// y = conv(x, w) + b and, for the output gradient dy, dx, dw, db: plain loops in double.
+Reference naive(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy, const Case& k) {
+  const int64_t Cg = k.C / k.groups, Og = k.O / k.groups;
+  const int64_t Ho = dy.size(2), Wo = dy.size(3);
+  const auto X = x.to(kFloat64).to_vector<double>(), Wt = w.to(kFloat64).to_vector<double>();
+  const auto B = b.to(kFloat64).to_vector<double>(), DY = dy.to(kFloat64).to_vector<double>();
+  std::vector<double> Y(DY.size(), 0.0), DX(X.size(), 0.0), DW(Wt.size(), 0.0), DB(B.size(), 0.0);
+  for (int64_t n = 0; n < k.N; ++n)
+    for (int64_t o = 0; o < k.O; ++o) {
+      const int64_t g = o / Og;
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const int64_t yi = ((n * k.O + o) * Ho + oh) * Wo + ow;
+          double s = B[o];
+          DB[o] += DY[yi];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < k.kH; ++i)
+              for (int64_t j = 0; j < k.kW; ++j) {
+                const int64_t h = oh * k.stride - k.pad_h + i * k.dil, ww = ow * k.stride - k.pad_w + j * k.dil;
+                if (h < 0 || h >= k.H || ww < 0 || ww >= k.W) continue;
+                const int64_t xi = ((n * k.C + g * Cg + c) * k.H + h) * k.W + ww;
+                const int64_t wi = ((o * Cg + c) * k.kH + i) * k.kW + j;
+                s += X[xi] * Wt[wi];
+                DX[xi] += DY[yi] * Wt[wi];
+                DW[wi] += DY[yi] * X[xi];
+              }
+          Y[yi] = s;
+        }
+    }
+  return {tensor(Y, dy.sizes()), tensor(DX, x.sizes()), tensor(DW, w.sizes()), tensor(DB, b.sizes())};
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      // N, C, H, W, O, kH, kW, stride, pad_h, pad_w, dil, groups
+      {2, 3, 11, 9, 5, 3, 3, 1, 1, 1, 1, 1},     // odd sizes, channels past one block
+      {3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1},   // a CNN's first layer
+      {2, 16, 14, 14, 20, 3, 3, 1, 1, 1, 1, 1},  // 20 outputs: a partial block in every kernel
+      {1, 8, 10, 13, 9, 3, 3, 1, 1, 1, 1, 1},    // one sample: threads split the blocks
+      {2, 4, 9, 7, 6, 5, 5, 1, 2, 2, 1, 1},      // 5 x 5: taps past one tile of entries
+      {2, 4, 9, 10, 6, 3, 2, 1, 0, 1, 1, 1},     // rectangular kernel, padding per axis
+      {2, 6, 12, 11, 4, 3, 3, 1, 2, 2, 2, 1},    // dilation 2
+      {2, 6, 8, 8, 6, 3, 3, 1, 1, 1, 1, 2},      // groups
+      {2, 4, 7, 7, 4, 3, 3, 1, 1, 1, 1, 4},      // depthwise
+      {2, 3, 8, 9, 5, 3, 3, 1, 0, 0, 1, 1},      // no padding
+      {2, 3, 8, 9, 5, 3, 3, 1, 3, 3, 1, 1},      // padding past dil * (k - 1): backward-data falls back
+      {2, 5, 6, 7, 7, 1, 1, 1, 0, 0, 1, 1},      // 1 x 1
+      {2, 3, 11, 9, 5, 3, 3, 2, 1, 1, 1, 1},     // stride 2: im2col + GEMM only
+      {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},      // the smallest
+  };
+  return all;
+}
+
+std::string describe(const Case& k, const char* algorithm) {
+  return detail::concat(algorithm, " on ", bc::isa(), ": N", k.N, " C", k.C, " ", k.H, "x", k.W, " O", k.O, " k", k.kH,
+                        "x", k.kW, " stride ", k.stride, " pad ", k.pad_h, ",", k.pad_w, " dil ", k.dil, " groups ",
+                        k.groups);
+}
+
+void expect_all_passes_match(const Case& k, const char* algorithm) {
+  manual_seed(static_cast<uint64_t>(k.C * 131 + k.H * 7 + k.O));
+  const Tensor x = randn({k.N, k.C, k.H, k.W}), w = randn({k.O, k.C / k.groups, k.kH, k.kW}), b = randn({k.O});
+  const Tensor y = conv2d(x, w, b, {k.stride, k.stride}, {k.pad_h, k.pad_w}, {k.dil, k.dil}, k.groups);
+  const Tensor dy = randn_like(y);
+  const Reference ref = naive(x, w, b, dy, k);
+  const auto [dx, dw, db] = native::conv2d_backward(x, w, dy, {k.stride, k.stride}, {k.pad_h, k.pad_w}, {k.dil, k.dil},
+                                                    k.groups, {true, true, true});
+  SCOPED_TRACE(describe(k, algorithm));
+  EXPECT_TRUE(all_close(y, ref.y.to(kFloat32), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(dx, ref.dx.to(kFloat32), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(dw, ref.dw.to(kFloat32), 1e-4, 1e-4));
+  EXPECT_TRUE(all_close(db, ref.db.to(kFloat32), 1e-4, 1e-4));
+  // Each pass alone (the autograd layer asks for what it needs) gives the same.
+  const auto [dx_only, no_w, no_b] = native::conv2d_backward(x, w, dy, {k.stride, k.stride}, {k.pad_h, k.pad_w},
+                                                             {k.dil, k.dil}, k.groups, {true, false, false});
+  EXPECT_TRUE(all_close(dx_only, dx, 0, 0));
+  EXPECT_FALSE(no_w.defined() || no_b.defined());
+}
+
+// Every instruction set the direct kernels have on this machine.
+std::vector<bc::Isa> isas() {
+  std::vector<bc::Isa> out{bc::Isa::avx2};
+  bc::set_max_isa(bc::Isa::avx512);
+  if (std::string(bc::isa()) == "avx512") out.push_back(bc::Isa::avx512);
+  return out;
+}
+
+TEST(ConvAlgorithms, EveryPassOfEveryAlgorithmMatchesTheNaiveLoop) {
+  SwitchesGuard guard;
+  for (bc::Isa isa : isas()) {
+    bc::set_max_isa(isa);
+    for (const Case& k : cases()) {
+      bc::set_conv_algorithm(bc::ConvAlgorithm::im2col_gemm);
+      expect_all_passes_match(k, "im2col + GEMM");
+      bc::set_conv_algorithm(bc::ConvAlgorithm::direct);
+      expect_all_passes_match(k, "direct");
+      bc::set_conv_algorithm(bc::ConvAlgorithm::automatic);
+      expect_all_passes_match(k, "heuristic");
+    }
+  }
+}
+
+TEST(ConvAlgorithms, IsaNamesWhatRuns) {
+  SwitchesGuard guard;
+  bc::set_max_isa(bc::Isa::avx2);
+  const std::string capped = bc::isa();
+  EXPECT_TRUE(capped == "avx2" || capped == "none") << capped;  // "none" off x86-64
+  bc::set_max_isa(bc::Isa::avx512);
+  const std::string best = bc::isa();
+  EXPECT_TRUE(best == "avx512" || best == capped) << best;
+}
+
+TEST(ConvAlgorithms, BenchmarkModeSearchesOncePerConfigurationAndPass) {
+  SwitchesGuard guard;
+  bc::set_benchmark(true);
+  bc::clear_benchmark_cache();
+  manual_seed(3);
+  const Tensor x = randn({2, 4, 10, 10}), w = randn({6, 4, 3, 3}), b = randn({6});
+  const Tensor y = conv2d(x, w, b, {1, 1}, {1, 1});
+  EXPECT_EQ(bc::benchmark_stats().searches, 1);
+  EXPECT_EQ(bc::benchmark_stats().hits, 0);
+  const Tensor y2 = conv2d(x, w, b, {1, 1}, {1, 1});
+  EXPECT_EQ(bc::benchmark_stats().searches, 1);
+  EXPECT_EQ(bc::benchmark_stats().hits, 1);
+  EXPECT_TRUE(all_close(y, y2, 1e-6, 1e-6));
+  // The backward passes are configurations of their own; bias's gradient has one algorithm.
+  const Tensor dy = randn_like(y);
+  (void)native::conv2d_backward(x, w, dy, {1, 1}, {1, 1}, {1, 1}, 1, {true, true, true});
+  EXPECT_EQ(bc::benchmark_stats().searches, 3);
+  // Another shape searches again; stride 2 has one algorithm and never searches.
+  (void)conv2d(randn({3, 4, 10, 10}), w, b, {1, 1}, {1, 1});
+  (void)conv2d(x, w, b, {2, 2}, {1, 1});
+  EXPECT_EQ(bc::benchmark_stats().searches, 4);
+  // The result under benchmark mode is the naive loop's.
+  const Reference ref = naive(x, w, b, dy, {2, 4, 10, 10, 6, 3, 3, 1, 1, 1, 1, 1});
+  EXPECT_TRUE(all_close(y, ref.y.to(kFloat32), 1e-4, 1e-4));
+  bc::clear_benchmark_cache();
+  EXPECT_EQ(bc::benchmark_stats().searches, 0);
+  EXPECT_EQ(bc::benchmark_stats().hits, 0);
+}
+
+TEST(ConvAlgorithms, HalfPrecisionInputsTakeTheFloatPath) {
+  SwitchesGuard guard;
+  manual_seed(5);
+  const Tensor x = randn({2, 3, 9, 9}), w = randn({4, 3, 3, 3});
+  bc::set_conv_algorithm(bc::ConvAlgorithm::direct);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    const Tensor y = conv2d(x.to(dt), w.to(dt), {}, {1, 1}, {1, 1});
+    EXPECT_EQ(y.dtype(), dt);
+    EXPECT_TRUE(all_close(y.to(kFloat32), conv2d(x.to(dt).to(kFloat32), w.to(dt).to(kFloat32), {}, {1, 1}, {1, 1}),
+                          2e-2, 2e-2));
+  }
+}
+
+TEST(ConvAlgorithms, NanInTheInputReachesTheOutputsItTouches) {
+  SwitchesGuard guard;
+  bc::set_conv_algorithm(bc::ConvAlgorithm::direct);
+  std::vector<float> values(36, 0.0f);
+  values[2 * 6 + 3] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = tensor(values, Shape{1, 1, 6, 6});
+  const Tensor y = conv2d(x, ones({1, 1, 3, 3}), {}, {1, 1}, {1, 1});
+  const auto v = y.to_vector<float>();
+  for (int64_t oh = 0; oh < 6; ++oh)
+    for (int64_t ow = 0; ow < 6; ++ow) {
+      const bool touched = std::abs(oh - 2) <= 1 && std::abs(ow - 3) <= 1;
+      EXPECT_EQ(std::isnan(v[oh * 6 + ow]), touched) << oh << "," << ow;
+    }
+}
+
+}  // namespace
+}  // namespace ember
