@@ -1,7 +1,7 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim|quant]   (only the optimizer or the int8 section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv]   (only that section)
 #include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
@@ -158,6 +158,66 @@ int optimizer_section() {
   return 0;
 }
 
+// ---- convolutions: ember's algorithms against LibTorch's (oneDNN), pass by pass ----
+
+// One float32 convolution, stride 1: forward, and forward + backward (the gradients a layer
+// inside a network needs: input, weight, bias; the first layer's input needs none), for ember
+// with its heuristic (the direct kernels here), ember with im2col + GEMM forced, and LibTorch
+// (at::convolution_backward, what its autograd calls), interleaved round by round.
+void conv_row(const char* name, int64_t N, int64_t C, int64_t H, int64_t O, int64_t k, int64_t pad, bool input_grad) {
+  namespace bc = ember::backends::cpu;
+  const ember::Tensor x = ember::randn({N, C, H, H}), w = ember::randn({O, C, k, k}) * 0.05, b = ember::randn({O});
+  const torch::Tensor tx = as_torch(x), tw = as_torch(w), tb = as_torch(b);
+  const ember::Tensor gy = ember::randn_like(ember::conv2d(x, w, b, {1, 1}, {pad, pad}));
+  const torch::Tensor tgy = as_torch(gy);
+  check("conv2d", ember::conv2d(x, w, b, {1, 1}, {pad, pad}), torch::conv2d(tx, tw, tb, 1, pad), 1e-3);
+  const std::array<bool, 3> wanted{input_grad, true, true};
+  auto ember_pass = [&](bool backward) {
+    (void)ember::conv2d(x, w, b, {1, 1}, {pad, pad});
+    if (backward) (void)ember::native::conv2d_backward(x, w, gy, {1, 1}, {pad, pad}, {1, 1}, 1, wanted);
+  };
+  auto torch_pass = [&](bool backward) {
+    (void)torch::conv2d(tx, tw, tb, 1, pad);
+    if (backward)
+      (void)at::convolution_backward(tgy, tx, tw, at::IntArrayRef{O}, {1, 1}, {pad, pad}, {1, 1}, false, {0, 0}, 1,
+                                     wanted);
+  };
+  {  // the gradients agree before anything is timed
+    const auto [dx, dw, db] = ember::native::conv2d_backward(x, w, gy, {1, 1}, {pad, pad}, {1, 1}, 1, wanted);
+    const auto [tdx, tdw, tdb] =
+        at::convolution_backward(tgy, tx, tw, at::IntArrayRef{O}, {1, 1}, {pad, pad}, {1, 1}, false, {0, 0}, 1, wanted);
+    if (input_grad) check("conv2d input gradient", dx, tdx, 1e-3);
+    check("conv2d weight gradient", dw, tdw, 2e-2);
+    check("conv2d bias gradient", db, tdb, 1e-2);
+  }
+  for (bool backward : {false, true}) {
+    const auto t = ember::bench::interleaved_medians({[&] { ember_pass(backward); },
+                                                      [&] {
+                                                        bc::set_conv_algorithm(bc::ConvAlgorithm::im2col_gemm);
+                                                        ember_pass(backward);
+                                                        bc::set_conv_algorithm(bc::ConvAlgorithm::automatic);
+                                                      },
+                                                      [&] { torch_pass(backward); }},
+                                                     backward ? 7 : 9);
+    std::printf("| %s, %s | %.2f ms | %.2f ms | %.2f ms | %.2f | %.2f |\n", name,
+                backward ? "forward + backward" : "forward", t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[2] / t[0],
+                t[1] / t[0]);
+    std::fflush(stdout);
+  }
+}
+
+int conv_section() {
+  std::printf("direct kernels: %s\n\n", ember::backends::cpu::isa());
+  std::printf(
+      "| convolution (stride 1) | ember | ember, im2col + GEMM | LibTorch | LibTorch / ember | im2col / ember "
+      "|\n|---|---|---|---|---|---|\n");
+  conv_row("64→64 3×3 pad 1 on 32×64×56×56", 32, 64, 56, 64, 3, 1, true);
+  conv_row("small CNN conv 1→32 3×3 pad 1, 128×1×28×28", 128, 1, 28, 32, 3, 1, false);
+  conv_row("small CNN conv 32→64 3×3 pad 1, 128×32×14×14", 128, 32, 14, 64, 3, 1, true);
+  conv_row("64→64 1×1 on 32×64×56×56", 32, 64, 56, 64, 1, 0, true);
+  return 0;
+}
+
 // ---- int8: the dynamic quantized Linear against LibTorch's quantized::linear_dynamic ----
 
 // LibTorch's dynamic int8 Linear as torch.ao.nn.quantized.dynamic.Linear runs it: the weight
@@ -217,6 +277,7 @@ int main(int argc, char** argv) {
   std::printf("ember vs LibTorch %s, %d threads\n\n", TORCH_VERSION, threads);
   if (argc > 2 && std::string(argv[2]) == "optim") return optimizer_section();
   if (argc > 2 && std::string(argv[2]) == "quant") return quant_section();
+  if (argc > 2 && std::string(argv[2]) == "conv") return conv_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");

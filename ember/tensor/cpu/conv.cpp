@@ -188,9 +188,24 @@ BenchmarkCache& benchmark_cache() {
   return cache;
 }
 
-// The heuristic (BENCHMARKS.md, "CPU convolution"): the direct kernels for every stride-1
-// pass they apply to, except 1 x 1 kernels, which im2col + GEMM runs as one GEMM with no copy.
-bool direct_by_heuristic(const ConvShape& s) { return s.kH * s.kW > 1; }
+// The heuristic (BENCHMARKS.md, "CPU convolution"): the direct kernels wherever they apply,
+// except for 1 x 1 kernels (im2col + GEMM runs them as one GEMM with no copy) and for passes
+// with almost no work per output (a first layer's 1 input channel forward, its 1-channel
+// input gradient): there the direct kernels' per-tile costs and partly empty register blocks
+// lose to one GEMM per sample. The backward-weight pass wins on every stride-1 shape measured.
+bool direct_by_heuristic(Pass pass, const ConvShape& s, const Conv2dParams& p) {
+  const int64_t taps = s.kH * s.kW, Cg = s.C / p.groups, Og = s.O / p.groups;
+  if (taps == 1) return false;
+  switch (pass) {
+    case Pass::forward:
+      return Cg * taps >= 32 && Og >= 4;
+    case Pass::backward_data:
+      return Og * taps >= 32 && Cg >= 4;
+    case Pass::backward_weight:
+      return true;
+  }
+  return true;
+}
 
 template <class Direct, class Im2col>
 void run_pass(Pass pass, const ConvShape& s, const Conv2dParams& p, bool direct_applies, const Direct& direct,
@@ -199,7 +214,7 @@ void run_pass(Pass pass, const ConvShape& s, const Conv2dParams& p, bool direct_
   const ConvAlgorithm forced = forced_algorithm.load(std::memory_order_relaxed);
   if (!direct_applies || forced == ConvAlgorithm::im2col_gemm) return im2col();
   if (forced == ConvAlgorithm::direct) return direct();
-  if (!benchmark_mode.load(std::memory_order_relaxed)) return direct_by_heuristic(s) ? direct() : im2col();
+  if (!benchmark_mode.load(std::memory_order_relaxed)) return direct_by_heuristic(pass, s, p) ? direct() : im2col();
   const std::array<int64_t, 17> key{static_cast<int64_t>(pass),
                                     s.N,
                                     s.C,

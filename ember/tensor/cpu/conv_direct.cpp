@@ -1,6 +1,7 @@
 // The direct float32 convolution for stride 1 (Note [Direct convolution on a padded flat
 // plane], conv_direct.h): padded planes, packed weights, threads, and the choice of
 // instruction set. The register tiles are in conv_direct_kernels.h.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "ember/tensor/cpu/conv_algorithms.h"
 #include "ember/tensor/cpu/conv_direct.h"
 #include "ember/tensor/cpu/cpu.h"
+#include "ember/tensor/cpu/transpose8x8.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -54,23 +56,23 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // The padded flat plane of one [C][H][W] input for a stride-1 convolution.
 struct Plane {
-  int64_t Wp, Ho, Wo, flat, J, x_plane;  // J: flat rounded up to whole tiles
+  int64_t Wp, Ho, Wo, x_plane;
   std::vector<int64_t> tap_offset;
 };
 
 Plane make_plane(int64_t H, int64_t W, int64_t kH, int64_t kW, std::array<int64_t, 2> pad, std::array<int64_t, 2> dil,
-                 int64_t span) {
+                 int64_t width) {
   Plane pl;
   const int64_t Hp = H + 2 * pad[0];
-  pl.Wp = W + 2 * pad[1];
+  // One run of zeros between rows pads both sides when no window reaches past it.
+  pl.Wp = pad[1] <= dil[1] * (kW - 1) ? W + pad[1] : W + 2 * pad[1];
   pl.Ho = Hp - dil[0] * (kH - 1);
-  pl.Wo = pl.Wp - dil[1] * (kW - 1);
-  pl.flat = pl.Ho * pl.Wp;
-  pl.J = round_up(pl.flat, span);
+  pl.Wo = W + 2 * pad[1] - dil[1] * (kW - 1);
   for (int64_t i = 0; i < kH; ++i)
     for (int64_t j = 0; j < kW; ++j) pl.tap_offset.push_back(i * dil[0] * pl.Wp + j * dil[1]);
-  // Tiles read up to J + the last tap's offset; 16 more keep every plane's start aligned.
-  pl.x_plane = round_up(pl.J + pl.tap_offset.back(), 16);
+  // Tiles read whole vectors up to the last output position plus the last tap's offset; a
+  // multiple of 16 keeps every plane's start aligned.
+  pl.x_plane = round_up(round_up(pl.Ho * pl.Wp, width) + pl.tap_offset.back(), 16);
   return pl;
 }
 
@@ -100,7 +102,7 @@ void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, in
                 const float* bias, float* out) {
   const Kernels& k = kernels();
   const int64_t OB = k.tiling.forward_block, taps = kH * kW, blocks = (Og + OB - 1) / OB;
-  const Plane pl = make_plane(H, W, kH, kW, pad, dil, k.tiling.forward_span);
+  const Plane pl = make_plane(H, W, kH, kW, pad, dil, k.tiling.width);
   // wpk [G][blocks][Cg][taps][OB]: the OB weights one step broadcasts sit side by side.
   Tensor packed = empty({G * blocks * Cg * taps * OB}, kFloat32);
   float* wpk = static_cast<float*>(packed.data_ptr());
@@ -193,20 +195,26 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
   const Kernels& k = kernels();
   const int64_t G = p.groups, Cg = s.C / G, Og = s.O / G, taps = s.kH * s.kW, entries = Cg * taps;
   const int64_t OB = k.tiling.weight_block, blocks = (Og + OB - 1) / OB, Opad = blocks * OB;
-  const Plane pl = make_plane(s.H, s.W, s.kH, s.kW, p.padding, p.dilation, k.tiling.forward_span);
-  // dyT [J][Opad] <- dy [Og][Ho][Wo] of one sample and group: position-major, on rows of width Wp.
+  const Plane pl = make_plane(s.H, s.W, s.kH, s.kW, p.padding, p.dilation, k.tiling.width);
+  // dyT [Ho * Wo][Opad] <- dy [Og][Ho * Wo] of one sample and group: position-major.
+  const int64_t positions = pl.Ho * pl.Wo;
   auto transpose_gradient = [&](const float* d, float* dyT) {
-    std::memset(dyT, 0, sizeof(float) * pl.J * Opad);
+    if (Opad > Og)
+      for (int64_t j = 0; j < positions; ++j) std::memset(dyT + j * Opad + Og, 0, sizeof(float) * (Opad - Og));
+#ifdef __AVX2__
+    const int64_t o8 = Og / 8 * 8, j8 = positions / 8 * 8;
+    for (int64_t o0 = 0; o0 < o8; o0 += 8)  // 8 x 8 blocks in registers, then the edges
+      for (int64_t j0 = 0; j0 < j8; j0 += 8)
+        transpose8x8_32(d + o0 * positions + j0, positions, dyT + j0 * Opad + o0, Opad);
+#else
+    const int64_t o8 = 0, j8 = 0;
+#endif
     for (int64_t o = 0; o < Og; ++o)
-      for (int64_t oh = 0; oh < pl.Ho; ++oh) {
-        const float* src = d + (o * pl.Ho + oh) * pl.Wo;
-        float* dst = dyT + oh * pl.Wp * Opad + o;
-        for (int64_t ow = 0; ow < pl.Wo; ++ow) dst[ow * Opad] = src[ow];
-      }
+      for (int64_t j = o < o8 ? j8 : 0; j < positions; ++j) dyT[j * Opad + o] = d[o * positions + j];
   };
   auto args_for = [&](const float* xp, const float* dyT, float* dwT) {
     direct::WeightArgs a;
-    a.dyT = dyT, a.J = pl.J, a.Opad = Opad, a.xp = xp, a.x_plane = pl.x_plane;
+    a.dyT = dyT, a.Ho = pl.Ho, a.Wo = pl.Wo, a.Wp = pl.Wp, a.Opad = Opad, a.xp = xp, a.x_plane = pl.x_plane;
     a.tap_offset = pl.tap_offset.data();
     a.C = Cg, a.taps = taps, a.dwT = dwT;
     a.block_begin = 0, a.block_end = blocks;
@@ -214,7 +222,7 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
   };
   // dwT [G][entries][Opad] per thread, summed and transposed into dw [G * Og][entries] at the end.
   const int64_t tasks = s.N * G, threads = tasks >= parallel_threads() ? parallel_threads() : 1;
-  const int64_t dwT_size = G * entries * Opad, per_thread = Cg * pl.x_plane + pl.J * Opad;
+  const int64_t dwT_size = G * entries * Opad, per_thread = Cg * pl.x_plane + positions * Opad;
   Tensor ws = empty({threads, per_thread}, kFloat32);
   Tensor parts = zeros({threads, dwT_size}, kFloat32);
   float* part = static_cast<float*>(parts.data_ptr());

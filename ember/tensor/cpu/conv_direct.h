@@ -5,20 +5,26 @@
 //
 // Note [Direct convolution on a padded flat plane]
 // The input plane of one sample and one group is copied once into a zero-padded buffer
-// xp [C][x_plane] whose rows are Wp = W + 2 * pad_w wide. With stride 1, output (oh, ow) reads
-// xp[c][j + offset(kh, kw)] at j = oh * Wp + ow and offset(kh, kw) = kh * dil_h * Wp + kw * dil_w:
-// over the flat index j every tap of the kernel is one contiguous, shifted vector load, with no
-// branch for the padding. The price is Wp - Wo junk columns per row (2 of 58 for 56 x 56 and
-// pad 1), computed and dropped. A register tile holds OB output channels x RW vectors of j;
-// each step loads RW input vectors and broadcasts OB weights (packed [C][taps][OB] per block)
-// into OB * RW fused multiply-adds, so the convolution runs from L1 at the FMA units' rate
-// without an im2col buffer (9x the input for 3 x 3) and writes NCHW directly.
+// xp [C][x_plane] of rows Wp wide, each row pad_w zeros then the W values (after pad_h rows of
+// zeros). With stride 1, output (oh, ow) reads xp[c][j + offset(kh, kw)] at j = oh * Wp + ow and
+// offset(kh, kw) = kh * dil_h * Wp + kw * dil_w: over the flat index j every tap of the kernel
+// is one contiguous, shifted vector load, with no branch for the padding. A window that runs
+// off a row's right end reads the next row's leading zeros, so one run of pad_w zeros pads both
+// sides and Wp = W + pad_w, as long as pad_w <= dil_w * (kW - 1) (PyTorch's "same" padding and
+// less; larger padding takes Wp = W + 2 * pad_w). The price is Wp - Wo junk columns per row
+// (1 of 57 for 56 x 56, 3 x 3, pad 1), computed and dropped.
+// A register tile holds OB output channels x RW vectors of j; each step loads RW input vectors
+// and broadcasts OB weights (packed [C][taps][OB] per block) into OB * RW fused multiply-adds,
+// so the convolution runs from L1 at the FMA units' rate without an im2col buffer (9x the
+// input for 3 x 3) and writes NCHW directly.
 // The backward-data pass is the same kernel on the output gradient with the kernel flipped and
 // the channels swapped (a stride-1 convolution with padding dil * (k - 1) - pad). The
-// backward-weight pass reduces over j: dw[o][c][tap] = sum_j dy[o][j] * xp[c][j + offset(tap)],
-// with the gradient transposed to dyT [j][o] on the same padded rows (junk columns zero) so that
-// a vector runs over output channels: a tile broadcasts one input value per (c, tap) entry and
-// needs no horizontal sum.
+// backward-weight pass sums over output positions: dw[o][c][tap] = sum over (oh, ow) of
+// dy[o][oh][ow] * xp[c][oh * Wp + ow + offset(tap)], with the gradient transposed to
+// dyT [oh * Wo + ow][o] so that a vector runs over output channels: a tile broadcasts one input
+// value per (c, tap) entry, visits real positions only and needs no horizontal sum.
+// A non-finite input value reaches exactly the outputs whose windows hold it in the forward and
+// backward-data passes (junk columns are dropped, padded weights feed only dropped channels).
 #include <cstdint>
 
 namespace ember::cpu::direct {
@@ -35,13 +41,13 @@ struct ForwardArgs {
   int64_t block_begin = 0, block_end = 0;
 };
 
-// One sample and one group: dwT[c * taps + tap][o] += sum_j dyT[j][o] * xp[c][j + offset(tap)]
-// for output channels [block_begin, block_end) * weight_block.
+// One sample and one group: dwT[c * taps + tap][o] += sum over (oh, ow) of
+// dyT[oh * Wo + ow][o] * xp[c][oh * Wp + ow + offset(tap)], for output channels
+// [block_begin, block_end) * weight_block.
 struct WeightArgs {
-  const float* dyT = nullptr;  // [J][Opad]: the output gradient transposed, on rows of width Wp;
-                               // junk columns, positions past Ho * Wp and channels past O zero
-  int64_t J = 0, Opad = 0;     // Opad: O rounded up to whole blocks
-  const float* xp = nullptr;   // [C][x_plane] as in ForwardArgs
+  const float* dyT = nullptr;                // [Ho * Wo][Opad]: the output gradient transposed; channels past O zero
+  int64_t Ho = 0, Wo = 0, Wp = 0, Opad = 0;  // Opad: O rounded up to whole blocks
+  const float* xp = nullptr;                 // [C][x_plane] as in ForwardArgs
   int64_t x_plane = 0;
   const int64_t* tap_offset = nullptr;
   int64_t C = 0, taps = 0;
