@@ -3,6 +3,7 @@
 //   ember_tour                 the default run (seconds on 2 cores)
 //   ember_tour --quick         small workloads (seconds; what CI runs)
 //   ember_tour --only amp      one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8
+//                              (cuda also times the CPU's convolution algorithms)
 //   ember_tour --report F      where the HTML report goes (default tour/report.html)
 // Sections that need what this machine lacks (a GPU, mpirun) say what they would measure.
 #include <unistd.h>
@@ -367,10 +368,49 @@ void nograd_section(const Options& o) {
                   fmt("peak %.2fx", double(peak[1]) / peak[0]) + fmt(", time %.2fx", ms[1] / ms[0])});
 }
 
-// 7. CUDA: the CNN's step on the CPU and the GPU (when there is one).
+// The CNN's SGD step on the CPU, its median time in ms over `reps`.
+double cpu_cnn_step_ms(const Tensor& x, const Tensor& y, int reps) {
+  manual_seed(11);
+  nn::Sequential net = small_cnn();
+  optim::SGD opt(net->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  return median_seconds(
+             [&] {
+               opt.zero_grad();
+               nn::functional::cross_entropy(net(x), y).backward();
+               opt.step();
+             },
+             reps) *
+         1e3;
+}
+
+// 7. CUDA: the CNN's step on the CPU and the GPU (when there is one); before it, the CPU's own
+// convolution algorithms (backends::cpu) on the same step.
 void cuda_section(const Options& o) {
-  section("7. CUDA (caching allocator, cuDNN benchmark mode)",
-          "The same step on the GPU; the caching allocator keeps cudaMalloc out of the loop.");
+  section("7. CUDA (caching allocator, cuDNN benchmark mode) and the CPU's convolutions",
+          "The same step on the GPU; the caching allocator keeps cudaMalloc out of the loop. On the CPU, "
+          "direct convolution kernels read the input in place where im2col copies it 9x for a 3x3 kernel; "
+          "benchmark mode times both once per shape and keeps the faster, as cudnn.benchmark does.");
+  {
+    namespace bc = backends::cpu;
+    const int64_t batch = o.quick ? 32 : 128;
+    manual_seed(10);
+    const Tensor x = randn({batch, 1, 28, 28}), y = randint(0, 10, {batch});
+    const int reps = o.quick ? 3 : 10;
+    bc::set_conv_algorithm(bc::ConvAlgorithm::im2col_gemm);
+    const double im2col = cpu_cnn_step_ms(x, y, reps);
+    bc::set_conv_algorithm(bc::ConvAlgorithm::automatic);
+    const double heuristic = cpu_cnn_step_ms(x, y, reps);
+    bc::set_benchmark(true);
+    const double benchmarked = cpu_cnn_step_ms(x, y, reps);
+    bc::set_benchmark(false);
+    std::printf(
+        "CPU CNN step, batch %lld (%s kernels): im2col + GEMM %.1f ms, direct (heuristic) %.1f ms, benchmark "
+        "mode %.1f ms\n",
+        static_cast<long long>(batch), bc::isa(), im2col, heuristic, benchmarked);
+    time_bars.push_back({"7 CPU conv, CNN step (ms)", im2col, heuristic});
+    rows.push_back({"7 CPU conv (CNN step)", fmt("im2col %.1f ms", im2col), fmt("direct %.1f ms", heuristic),
+                    fmt("%.2fx faster", im2col / heuristic)});
+  }
   if (!cuda::is_available()) {
     std::printf(
         "skipped: no GPU on this machine (it would time the CNN step on CPU and GPU, with the caching "
