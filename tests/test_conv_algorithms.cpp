@@ -22,10 +22,13 @@ struct Case {
 
 // Restores the back end's switches however a test ends.
 struct SwitchesGuard {
+  bc::ConvAlgorithm algorithm = bc::conv_algorithm();
+  bool benchmark = bc::benchmark();
+  bc::Isa isa = bc::max_isa();
   ~SwitchesGuard() {
-    bc::set_conv_algorithm(bc::ConvAlgorithm::automatic);
-    bc::set_benchmark(false);
-    bc::set_max_isa(bc::Isa::avx512);
+    bc::set_conv_algorithm(algorithm);
+    bc::set_benchmark(benchmark);
+    bc::set_max_isa(isa);
   }
 };
 

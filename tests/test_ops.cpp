@@ -291,5 +291,53 @@ TEST(Pooling, MaxPoolTiesNaNAndEdges) {
                         "index 99 is outside a plane of 4 elements");
 }
 
+// The 2x2 stride-2 float32 pooling runs 8 windows per AVX2 step (pool.cpp): the same values and
+// indices as a plain loop (first tap of the maximum in scan order, or the first NaN; the tap's
+// own -0 or +0) on every row length from 1 to 19 (masked tails), odd heights, ties, NaNs, and
+// float64 (the scalar path) on the same data.
+TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
+  manual_seed(8);
+  for (int64_t W = 2; W <= 40; W += 3)
+    for (int64_t H : {2, 5}) {
+      // Small integers make ties common; a few NaNs and signed zeros.
+      std::vector<float> v = randint(-3, 3, {2, 3, H, W}).to(kFloat32).to_vector<float>();
+      for (size_t i = 0; i < v.size(); i += 7) v[i] = (i % 3 == 0) ? NAN : (i % 3 == 1 ? -0.0f : 0.0f);
+      const Tensor x = tensor(v, Shape{2, 3, H, W});
+      auto [y, idx] = max_pool2d_with_indices(x, {2, 2});
+      const int64_t Ho = H / 2, Wo = W / 2;
+      ASSERT_EQ(y.sizes(), (Shape{2, 3, Ho, Wo}));
+      const auto yv = y.to_vector<float>();
+      const auto iv = idx.to_vector<int64_t>();
+      for (int64_t pl = 0; pl < 6; ++pl)
+        for (int64_t oh = 0; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < Wo; ++ow) {
+            int64_t at = -1;
+            bool nan = false;
+            for (int64_t i = 0; i < 2 && !nan; ++i)
+              for (int64_t j = 0; j < 2 && !nan; ++j) {
+                const int64_t pos = (2 * oh + i) * W + 2 * ow + j;
+                const float c = v[pl * H * W + pos];
+                if (std::isnan(c)) {
+                  at = pos, nan = true;
+                } else if (at < 0 || c > v[pl * H * W + at]) {
+                  at = pos;
+                }
+              }
+            const int64_t o = (pl * Ho + oh) * Wo + ow;
+            SCOPED_TRACE(detail::concat("W ", W, " H ", H, " plane ", pl, " output ", oh, ",", ow));
+            EXPECT_EQ(iv[o], at);
+            const float want = v[pl * H * W + at];
+            if (nan) {
+              EXPECT_TRUE(std::isnan(yv[o]));
+            } else {
+              EXPECT_EQ(yv[o], want);
+              EXPECT_EQ(std::signbit(yv[o]), std::signbit(want));
+            }
+          }
+      auto [y64, idx64] = max_pool2d_with_indices(x.to(kFloat64), {2, 2});
+      EXPECT_EQ(idx64.to_vector<int64_t>(), iv);
+    }
+}
+
 }  // namespace
 }  // namespace ember

@@ -266,5 +266,6 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
 
 namespace ember::backends::cpu {
 void set_max_isa(Isa isa) { ember::cpu::max_isa = isa; }
+Isa max_isa() { return ember::cpu::max_isa; }
 const char* isa() { return ember::cpu::kernels().name; }
 }  // namespace ember::backends::cpu

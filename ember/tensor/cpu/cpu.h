@@ -28,6 +28,7 @@ void clear_benchmark_cache();
 // the CPU has it and ember was compiled for it.
 enum class Isa { avx2, avx512 };
 void set_max_isa(Isa isa);
+Isa max_isa();
 // What the direct kernels run with now: "avx512", "avx2" (or "none" off x86-64).
 const char* isa();
 

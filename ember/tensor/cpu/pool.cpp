@@ -1,7 +1,11 @@
 // 2-D max, average and adaptive average pooling on NCHW tensors, forward and backward. All
 // tensors arrive contiguous.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 #include <limits>
 #include <utility>
 
@@ -50,6 +54,101 @@ inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64
     }
   out = any_nan ? T(std::numeric_limits<M>::quiet_NaN()) : T(best);
   index = at;
+}
+
+#ifdef __AVX2__
+// The 2x2, stride-2 windows of one output row, 8 at a time: y, index [n] from rows r0 and r0 + W
+// of a plane (n <= 8 outputs, 2n input columns; masked loads and stores past them). The same
+// result as window_max: the first tap in scan order (0,0), (0,1), (1,0), (1,1) that holds the
+// maximum, or the first NaN; the value is that tap's (so -0 before +0 stays -0).
+inline void max_pool_2x2_row8(const float* r0, int64_t W, int64_t n, int32_t base, float* y, int64_t* index) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto load16 = [&](const float* r, __m256& even, __m256& odd) {
+    __m256 lo, hi;
+    if (n == 8) {
+      lo = _mm256_loadu_ps(r);
+      hi = _mm256_loadu_ps(r + 8);
+    } else {  // lanes [0, 2n) of the 16
+      lo = _mm256_maskload_ps(r, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane));
+      hi = _mm256_maskload_ps(r + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane));
+    }
+    // [x0 .. x15] -> even columns x0, x2, ..., x14 and odd ones, in order.
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+  };
+  __m256 p00, p01, p10, p11;
+  load16(r0, p00, p01);
+  load16(r0 + W, p10, p11);
+  const __m256 best = _mm256_max_ps(_mm256_max_ps(p00, p01), _mm256_max_ps(p10, p11));
+  const __m256 any_nan = _mm256_or_ps(_mm256_cmp_ps(p00, p01, _CMP_UNORD_Q), _mm256_cmp_ps(p10, p11, _CMP_UNORD_Q));
+  auto hit = [&](__m256 v) {
+    return _mm256_blendv_ps(_mm256_cmp_ps(v, best, _CMP_EQ_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q), any_nan);
+  };
+  // From the last tap to the first, so that the first hit wins.
+  __m256 value = p11;
+  __m256i tap = _mm256_set1_epi32(static_cast<int>(W + 1));  // offsets 0, 1, W, W + 1
+  const __m256 h10 = hit(p10), h01 = hit(p01), h00 = hit(p00);
+  value = _mm256_blendv_ps(value, p10, h10);
+  tap = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(W))), h10));
+  value = _mm256_blendv_ps(value, p01, h01);
+  tap = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_castsi256_ps(_mm256_set1_epi32(1)), h01));
+  value = _mm256_blendv_ps(value, p00, h00);
+  tap = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_setzero_ps(), h00));
+  const __m256i at = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(base), _mm256_slli_epi32(lane, 1)), tap);
+  const __m256i at_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at));
+  const __m256i at_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+  if (n == 8) {
+    _mm256_storeu_ps(y, value);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index), at_lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + 4), at_hi);
+    return;
+  }
+  const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
+  _mm256_maskstore_ps(y, keep, value);
+  const __m256i lanes4 = _mm256_setr_epi64x(0, 1, 2, 3);
+  _mm256_maskstore_epi64(reinterpret_cast<long long*>(index), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lanes4), at_lo);
+  _mm256_maskstore_epi64(reinterpret_cast<long long*>(index + 4), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lanes4),
+                         at_hi);
+}
+#endif
+
+// Whether max_pool_2x2_row8 computes this pooling: float32, 2x2 windows at stride 2 that all lie
+// inside the input (no padding or dilation; ceil_mode adds no partial window), planes with int32
+// offsets.
+bool vector_max_pool_applies(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+#ifdef __AVX2__
+  return in.dtype() == kFloat32 && p.kernel == std::array<int64_t, 2>{2, 2} &&
+         p.stride == std::array<int64_t, 2>{2, 2} && p.padding == std::array<int64_t, 2>{0, 0} &&
+         p.dilation == std::array<int64_t, 2>{1, 1} && 2 * out.size(2) <= in.size(2) && 2 * out.size(3) <= in.size(3) &&
+         in.size(2) * in.size(3) < (int64_t(1) << 31);
+#else
+  (void)in, (void)out, (void)p;
+  return false;
+#endif
+}
+
+// in [planes, H, W] -> out, indices [planes, Ho, Wo] by max_pool_2x2_row8.
+void vector_max_pool(const Tensor& in, const Tensor& out, const Tensor& indices) {
+#ifdef __AVX2__
+  const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
+  const int64_t Ho = out.size(2), Wo = out.size(3);
+  const float* x = static_cast<const float*>(in.data_ptr());
+  float* y = static_cast<float*>(out.data_ptr());
+  int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+  parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl)
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const float* r0 = x + pl * H * W + 2 * oh * W;
+        const int64_t o = (pl * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < Wo; ow += 8)
+          max_pool_2x2_row8(r0 + 2 * ow, W, std::min<int64_t>(8, Wo - ow), static_cast<int32_t>(2 * oh * W + 2 * ow),
+                            y + o + ow, idx + o + ow);
+      }
+  });
+#else
+  (void)in, (void)out, (void)indices;
+#endif
 }
 
 template <class T>
@@ -156,6 +255,7 @@ void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of
 // in [N, C, H, W] -> out, indices [N, C, Ho, Wo]
 void CpuBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   if (in.dtype() == kUInt8) return max_pool_typed<uint8_t>(in, out, indices, p);  // quantized models' activations
+  if (vector_max_pool_applies(in, out, p)) return vector_max_pool(in, out, indices);
   EMBER_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { max_pool_typed<scalar_t>(in, out, indices, p); });
 }
 // grad_out, indices [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
@@ -163,9 +263,9 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
   const int64_t planes = grad_in.size(0) * grad_in.size(1), HW = grad_in.size(2) * grad_in.size(3);
   const int64_t outs = grad_out.size(2) * grad_out.size(3);
   const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
-  for (int64_t k = 0; k < planes * outs; ++k)  // indices come from max_pool2d; check them anyway
-    EMBER_CHECK(idx[k] >= 0 && idx[k] < HW, "max_pool2d_backward: index ", idx[k], " is outside a plane of ", HW,
-                " elements");
+  // Indices come from max_pool2d; they are checked anyway, inside the threads' loops (a
+  // separate serial pass cost a third of this kernel), and the first bad one is reported after.
+  std::atomic<int64_t> bad{-1};
   EMBER_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
     const scalar_t* dy = static_cast<const scalar_t*>(grad_out.data_ptr());
     scalar_t* dx = static_cast<scalar_t*>(grad_in.data_ptr());
@@ -173,11 +273,20 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
       for (int64_t pl = b; pl < e; ++pl) {
         scalar_t* dxp = dx + pl * HW;
         std::fill(dxp, dxp + HW, scalar_t(0));
-        for (int64_t o = pl * outs; o < (pl + 1) * outs; ++o)
-          dxp[idx[o]] = scalar_t(opmath_t<scalar_t>(dxp[idx[o]]) + opmath_t<scalar_t>(dy[o]));
+        for (int64_t o = pl * outs; o < (pl + 1) * outs; ++o) {
+          const int64_t at = idx[o];
+          if (at < 0 || at >= HW) {
+            int64_t none = -1;
+            bad.compare_exchange_strong(none, o);
+            return;
+          }
+          dxp[at] = scalar_t(opmath_t<scalar_t>(dxp[at]) + opmath_t<scalar_t>(dy[o]));
+        }
       }
     });
   });
+  EMBER_CHECK(bad.load() < 0, "max_pool2d_backward: index ", bad.load() < 0 ? 0 : idx[bad.load()],
+              " is outside a plane of ", HW, " elements");
 }
 
 // in [N, C, H, W] -> out [N, C, Ho, Wo]
