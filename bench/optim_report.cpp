@@ -4,11 +4,28 @@
 //     the same update composed of unfused ember ops (what an optimizer written with tensor
 //     ops, like LibTorch 1.13's, costs);
 //   - one training step of the small CNN (batch 128) with SGD momentum: time and samples/s;
-//   - L-BFGS on Rosenbrock from (-1.5, 2): iterations and closure evaluations to loss < 1e-8.
+//   - L-BFGS on Rosenbrock from (-1.5, 2): iterations and closure evaluations to loss < 1e-8;
+//   - a tiny model's training loop on a quiet machine and with a second copy of itself running
+//     (tiny work must stay on the calling thread: an OpenMP region per step, whose threads
+//     spin-wait for cores the other process holds, once made such a loop 75x slower).
 //   build/bench/bench/optim_report [threads]
+//   build/bench/bench/optim_report [threads] busy   (the second copy: trains until killed)
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ember/tensor/parallel.h>
 
 #include "models.h"
 #include "timing.h"
@@ -124,11 +141,68 @@ void lbfgs_rosenbrock(bool strong_wolfe) {
       x[0].item<double>(), x[1].item<double>());
 }
 
+// A tiny regression (y = 3x + 2 through Linear(1, 8), Tanh, Linear(8, 1), batch 16, SGD
+// momentum): `steps` steps, in seconds. The parallel regions it opened go to `regions`.
+double tiny_regression_seconds(int64_t steps, int64_t* regions = nullptr) {
+  manual_seed(0);
+  nn::Sequential net(nn::Linear(1, 8), nn::Tanh(), nn::Linear(8, 1));
+  optim::SGD opt(net->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  const Tensor x = randn({16, 1}), y = x * 3 + 2;
+  const int64_t regions_before = parallel_regions();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    nn::functional::mse_loss(net(x), y).backward();
+    opt.step();
+  }
+  if (regions) *regions = parallel_regions() - regions_before;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median_of_3(const std::function<double()>& f) {
+  double t[3] = {f(), f(), f()};
+  std::sort(t, t + 3);
+  return t[1];
+}
+
+// The tiny loop quiet, then beside one and two other copies of this program running it (same
+// threads; two copies and this one oversubscribe the 2 cores).
+void tiny_model_under_load(int threads, const char* self) {
+  const int64_t steps = 2000;
+  int64_t regions = 0;
+  const double quiet = median_of_3([&] { return tiny_regression_seconds(steps, &regions); });
+  bench::row("tiny model, " + std::to_string(steps) +
+                 " SGD steps, quiet (s); parallel regions opened: " + std::to_string(regions),
+             fmt("%.3f", quiet), "-", 0, "");
+  const std::string t = std::to_string(threads);
+  char* args[] = {const_cast<char*>(self), const_cast<char*>(t.c_str()), const_cast<char*>("busy"), nullptr};
+  std::vector<pid_t> others;
+  for (int copies = 1; copies <= 2; ++copies) {
+    pid_t other = 0;
+    if (posix_spawn(&other, "/proc/self/exe", nullptr, nullptr, args, environ) != 0) {
+      std::printf("| tiny model under load | could not start another copy |\n");
+      break;
+    }
+    others.push_back(other);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the other copies are training now
+    const double loaded = median_of_3([&] { return tiny_regression_seconds(steps); });
+    bench::row("  the same beside " + std::to_string(copies) + " other cop" + (copies == 1 ? "y" : "ies") +
+                   " of itself (s), loaded / quiet",
+               fmt("%.3f", loaded), fmt("%.3f", quiet), loaded / quiet, "<= 2");
+  }
+  for (pid_t other : others) {
+    kill(other, SIGKILL);
+    waitpid(other, nullptr, 0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   set_num_threads(threads);
+  if (argc > 2 && std::string(argv[2]) == "busy")
+    for (;;) tiny_regression_seconds(1000);  // until the first copy kills it
   std::printf("ember optimizers, %d threads\n\n| what | ember | reference | ratio | target |\n|---|---|---|---|---|\n",
               threads);
   cnn_step();  // first: the optimizer runs below leave ~1 GB of freed memory behind
@@ -137,5 +211,7 @@ int main(int argc, char** argv) {
   std::printf("\n");
   lbfgs_rosenbrock(false);
   lbfgs_rosenbrock(true);
+  std::printf("\n");
+  tiny_model_under_load(threads, argv[0]);
   return 0;
 }
