@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ember/tensor/allocator.h"
+#include "ember/tensor/benchmark_stats.h"
 #include "ember/tensor/tensor.h"
 
 namespace ember {
@@ -129,11 +130,7 @@ namespace backends::cudnn {
 // convolution configuration once, cache the fastest, reuse it. Off by default: cuDNN's heuristic.
 void set_benchmark(bool benchmark);
 bool benchmark();
-// How often benchmark mode searched (a new configuration) and how often it reused a cached
-// choice, since the start or clear_benchmark_cache().
-struct BenchmarkStats {
-  int64_t searches = 0, hits = 0;
-};
+using BenchmarkStats = backends::BenchmarkStats;
 BenchmarkStats benchmark_stats();
 void clear_benchmark_cache();
 }  // namespace backends::cudnn

@@ -1,6 +1,6 @@
 #pragma once
 // Global switches of the CPU back end, the CPU's counterparts of backends::cudnn (cuda/cuda.h).
-#include <cstdint>
+#include "ember/tensor/benchmark_stats.h"
 
 namespace ember::backends::cpu {
 
@@ -17,9 +17,7 @@ ConvAlgorithm conv_algorithm();
 // the algorithms that apply once, cache the fastest, reuse it. Off by default: the heuristic.
 void set_benchmark(bool benchmark);
 bool benchmark();
-struct BenchmarkStats {
-  int64_t searches = 0, hits = 0;
-};
+using BenchmarkStats = backends::BenchmarkStats;
 BenchmarkStats benchmark_stats();
 void clear_benchmark_cache();
 
