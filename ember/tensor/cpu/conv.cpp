@@ -216,23 +216,11 @@ void run_pass(Pass pass, const ConvShape& s, const Conv2dParams& p, bool direct_
   if (!direct_applies || forced == ConvAlgorithm::im2col_gemm) return im2col();
   if (forced == ConvAlgorithm::direct) return direct();
   if (!benchmark_mode.load(std::memory_order_relaxed)) return direct_by_heuristic(pass, s, p) ? direct() : im2col();
-  const std::array<int64_t, 17> key{static_cast<int64_t>(pass),
-                                    s.N,
-                                    s.C,
-                                    s.H,
-                                    s.W,
-                                    s.O,
-                                    s.kH,
-                                    s.kW,
-                                    s.Ho,
-                                    s.Wo,
-                                    p.padding[0],
-                                    p.padding[1],
-                                    p.dilation[0],
-                                    p.dilation[1],
-                                    p.groups,
-                                    p.stride[0],
-                                    p.stride[1]};
+  // clang-format off
+  const std::array<int64_t, 17> key = {static_cast<int64_t>(pass), s.N, s.C, s.H, s.W, s.O, s.kH, s.kW, s.Ho, s.Wo,
+                                       p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups,
+                                       p.stride[0], p.stride[1]};
+  // clang-format on
   BenchmarkCache& cache = benchmark_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
