@@ -1,6 +1,6 @@
 // The tour: every performance technique of ember, each with its switch off and on, on the same
 // workload, measured in this run, with one line of why. One table at the end.
-//   ember_tour                 the default run (about a minute on 2 cores)
+//   ember_tour                 the default run (half a minute on 2 cores)
 //   ember_tour --quick         small workloads (seconds; what CI runs)
 //   ember_tour --only amp      one section: amp, loader, ddp, accumulation, optimizers, nograd, cuda, int8
 //                              (cuda also times the CPU's convolution algorithms)
