@@ -92,4 +92,25 @@ const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::st
   return ::testing::AssertionSuccess();
 }
 
+void for_each_cpu_conv_algorithm(const std::function<void(const std::string& setting)>& f) {
+  namespace bc = backends::cpu;
+  struct Restore {
+    bc::ConvAlgorithm algorithm = bc::conv_algorithm();
+    bc::Isa isa = bc::max_isa();
+    ~Restore() {
+      bc::set_conv_algorithm(algorithm);
+      bc::set_max_isa(isa);
+    }
+  } restore;
+  std::vector<bc::Isa> isas{bc::Isa::avx2};
+  bc::set_max_isa(bc::Isa::avx512);
+  if (std::string(bc::isa()) == "avx512") isas.push_back(bc::Isa::avx512);
+  for (bc::Isa isa : isas)
+    for (bc::ConvAlgorithm a : {bc::ConvAlgorithm::im2col_gemm, bc::ConvAlgorithm::direct}) {
+      bc::set_max_isa(isa);
+      bc::set_conv_algorithm(a);
+      f(std::string(a == bc::ConvAlgorithm::direct ? "direct" : "im2col + GEMM") + " on " + bc::isa());
+    }
+}
+
 }  // namespace ember::testing

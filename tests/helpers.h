@@ -2,6 +2,7 @@
 // Shared test helpers: the reference-file reader and tensor comparisons.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -24,6 +25,11 @@ const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::st
 // Same dtype, same shape, and every element within atol + rtol * |expected| (NaN == NaN).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
                                      double atol = 1e-6);
+
+// f(setting) once under each float32 convolution algorithm the CPU back end can be forced to
+// (im2col + GEMM, the direct kernels) with each instruction set this machine has; `setting`
+// names them. The back end's switches are restored afterwards.
+void for_each_cpu_conv_algorithm(const std::function<void(const std::string& setting)>& f);
 
 // The message of the ember::Error that f throws ("" when it throws none).
 template <class F>
