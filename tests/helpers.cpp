@@ -92,6 +92,16 @@ const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::st
   return ::testing::AssertionSuccess();
 }
 
+std::vector<backends::cpu::Isa> cpu_isas() {
+  namespace bc = backends::cpu;
+  const bc::Isa before = bc::max_isa();
+  std::vector<bc::Isa> out{bc::Isa::avx2};
+  bc::set_max_isa(bc::Isa::avx512);
+  if (std::string(bc::isa()) == "avx512") out.push_back(bc::Isa::avx512);
+  bc::set_max_isa(before);
+  return out;
+}
+
 void for_each_cpu_conv_algorithm(const std::function<void(const std::string& setting)>& f) {
   namespace bc = backends::cpu;
   struct Restore {
@@ -102,10 +112,7 @@ void for_each_cpu_conv_algorithm(const std::function<void(const std::string& set
       bc::set_max_isa(isa);
     }
   } restore;
-  std::vector<bc::Isa> isas{bc::Isa::avx2};
-  bc::set_max_isa(bc::Isa::avx512);
-  if (std::string(bc::isa()) == "avx512") isas.push_back(bc::Isa::avx512);
-  for (bc::Isa isa : isas)
+  for (bc::Isa isa : cpu_isas())
     for (bc::ConvAlgorithm a : {bc::ConvAlgorithm::im2col_gemm, bc::ConvAlgorithm::direct}) {
       bc::set_max_isa(isa);
       bc::set_conv_algorithm(a);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <ember/ember.h>
 
@@ -25,6 +26,10 @@ const Tensor& ref_tensor(const std::map<std::string, Tensor>& ref, const std::st
 // Same dtype, same shape, and every element within atol + rtol * |expected| (NaN == NaN).
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5,
                                      double atol = 1e-6);
+
+// The instruction sets the CPU's direct convolution kernels can run with here: avx2, and avx512
+// where the CPU has it (the back end's widest-ISA switch is left as it was).
+std::vector<backends::cpu::Isa> cpu_isas();
 
 // f(setting) once under each float32 convolution algorithm the CPU back end can be forced to
 // (im2col + GEMM, the direct kernels) with each instruction set this machine has; `setting`

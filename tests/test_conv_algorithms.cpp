@@ -115,17 +115,9 @@ void expect_all_passes_match(const Case& k, const char* algorithm) {
   EXPECT_FALSE(no_w.defined() || no_b.defined());
 }
 
-// Every instruction set the direct kernels have on this machine.
-std::vector<bc::Isa> isas() {
-  std::vector<bc::Isa> out{bc::Isa::avx2};
-  bc::set_max_isa(bc::Isa::avx512);
-  if (std::string(bc::isa()) == "avx512") out.push_back(bc::Isa::avx512);
-  return out;
-}
-
 TEST(ConvAlgorithms, EveryPassOfEveryAlgorithmMatchesTheNaiveLoop) {
   SwitchesGuard guard;
-  for (bc::Isa isa : isas()) {
+  for (bc::Isa isa : testing::cpu_isas()) {
     bc::set_max_isa(isa);
     for (const Case& k : cases()) {
       bc::set_conv_algorithm(bc::ConvAlgorithm::im2col_gemm);
