@@ -339,5 +339,36 @@ TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
     }
 }
 
+// A uint8 max pool (quantized activations) writes no indices; its 2x2 stride-2 windows run
+// eight per step, a row's last step moved back to end at the row's end and a step near the
+// tensor's end done in scalars. The values equal a plain loop's on every row length 2 to 41,
+// odd heights, one plane or many (a single short plane ends where the vector would read past it),
+// and the indexed path's on the same data; other windows take the general loop without indices.
+TEST(Pooling, Uint8MaxPoolWithoutIndicesMatchesALoop) {
+  manual_seed(9);
+  for (int64_t W = 2; W <= 41; ++W)
+    for (Shape planes : {Shape{1, 1}, Shape{2, 3}})
+      for (int64_t H : {2, 3, 6}) {
+        const Tensor x = randint(0, 256, {planes[0], planes[1], H, W}).to(kUInt8);
+        const std::vector<uint8_t> v = x.to_vector<uint8_t>();
+        const Tensor y = max_pool2d(x, {2, 2});
+        const int64_t Ho = H / 2, Wo = W / 2, n = planes[0] * planes[1];
+        ASSERT_EQ(y.sizes(), (Shape{planes[0], planes[1], Ho, Wo}));
+        const auto yv = y.to_vector<uint8_t>();
+        for (int64_t pl = 0; pl < n; ++pl)
+          for (int64_t oh = 0; oh < Ho; ++oh)
+            for (int64_t ow = 0; ow < Wo; ++ow) {
+              const uint8_t* r = v.data() + pl * H * W + 2 * oh * W + 2 * ow;
+              const uint8_t want = std::max({r[0], r[1], r[W], r[W + 1]});
+              ASSERT_EQ(yv[(pl * Ho + oh) * Wo + ow], want) << "W " << W << " H " << H << " plane " << pl;
+            }
+        EXPECT_EQ(std::get<0>(max_pool2d_with_indices(x, {2, 2})).to_vector<uint8_t>(), yv);
+      }
+  const Tensor x = randint(0, 256, {2, 2, 7, 9}).to(kUInt8);
+  for (auto [k, s, pad] : {std::array<int64_t, 3>{3, 2, 1}, {2, 1, 0}, {3, 3, 0}})
+    EXPECT_EQ(max_pool2d(x, {k, k}, Int2{s, s}, {pad, pad}).to_vector<uint8_t>(),
+              std::get<0>(max_pool2d_with_indices(x, {k, k}, Int2{s, s}, {pad, pad})).to_vector<uint8_t>());
+}
+
 }  // namespace
 }  // namespace ember

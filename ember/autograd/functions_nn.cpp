@@ -120,6 +120,8 @@ std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, In
 
 Tensor autograd::max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
                             bool ceil_mode) {
+  if (x.dtype() == kUInt8)  // quantized activations: no gradient, so no indices
+    return forward([&] { return native::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode); });
   return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
 }
 

@@ -157,7 +157,8 @@ class Backend {
   virtual void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
                                const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                const Conv2dParams& p);
-  // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch)
+  // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch; undefined
+  // for a uint8 input's values-only pool, CPU only)
   virtual void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
   virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
@@ -215,7 +216,6 @@ class Backend {
   virtual Tensor int8_pack_weight(const Tensor& w);
   // a uint8 [M, K] (rows contiguous), w packed by int8_pack_weight -> out [M, N] int32/float32/uint8
   virtual void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
-  // input uint8 [N, C, H, W] (its zero point: e.a_zero_point, which also pads), weight packed from
   // input uint8 [N, C, H, W] (its zero point: e.a_zero_point, which also pads), weight packed from
   // [O, kh * kw * C] (taps, then channels: the weight permuted to [O, kh, kw, C]) -> out [N, O, Ho, Wo]
   // uint8 or float32; groups 1

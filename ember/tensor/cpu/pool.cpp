@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#ifdef __AVX2__
+#include <cstring>
+#ifdef __SSE2__  // (AVX2 implies it)
 #include <immintrin.h>
 #endif
 #include <limits>
@@ -113,15 +114,18 @@ inline void max_pool_2x2_row8(const float* r0, int64_t W, int64_t n, int32_t bas
 }
 #endif
 
-// Whether max_pool_2x2_row8 computes this pooling: float32, 2x2 windows at stride 2 that all lie
-// inside the input (no padding or dilation; ceil_mode adds no partial window), planes with int32
-// offsets.
+// 2x2 windows at stride 2 that all lie inside the input (no padding or dilation; ceil_mode adds
+// no partial window).
+bool windows_2x2_inside(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
+  return p.kernel == std::array<int64_t, 2>{2, 2} && p.stride == std::array<int64_t, 2>{2, 2} &&
+         p.padding == std::array<int64_t, 2>{0, 0} && p.dilation == std::array<int64_t, 2>{1, 1} &&
+         2 * out.size(2) <= in.size(2) && 2 * out.size(3) <= in.size(3);
+}
+
+// Whether max_pool_2x2_row8 computes this pooling: float32 such windows, planes with int32 offsets.
 bool vector_max_pool_applies(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
 #ifdef __AVX2__
-  return in.dtype() == kFloat32 && p.kernel == std::array<int64_t, 2>{2, 2} &&
-         p.stride == std::array<int64_t, 2>{2, 2} && p.padding == std::array<int64_t, 2>{0, 0} &&
-         p.dilation == std::array<int64_t, 2>{1, 1} && 2 * out.size(2) <= in.size(2) && 2 * out.size(3) <= in.size(3) &&
-         in.size(2) * in.size(3) < (int64_t(1) << 31);
+  return in.dtype() == kFloat32 && windows_2x2_inside(in, out, p) && in.size(2) * in.size(3) < (int64_t(1) << 31);
 #else
   (void)in, (void)out, (void)p;
   return false;
@@ -151,6 +155,56 @@ void vector_max_pool(const Tensor& in, const Tensor& out, const Tensor& indices)
 #endif
 }
 
+#ifdef __SSE2__
+// Eight 2x2 windows of uint8 at stride 2, y[0 .. n) with n <= 8, from 16 bytes of each of two
+// rows (the reads may run past the rows, never past the tensor): the rows' maximum, then each
+// byte pair's (as 16-bit lanes, their high and low bytes), packed back to bytes.
+inline void max_pool_2x2_u8x8(const uint8_t* top, const uint8_t* bottom, uint8_t* y, int64_t n) {
+  const __m128i v = _mm_max_epu8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(top)),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(bottom)));
+  const __m128i m = _mm_max_epi16(_mm_and_si128(v, _mm_set1_epi16(0xFF)), _mm_srli_epi16(v, 8));
+  const __m128i bytes = _mm_packus_epi16(m, m);
+  if (n == 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y), bytes);
+    return;
+  }
+  alignas(16) uint8_t tmp[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+  std::memcpy(y, tmp, static_cast<size_t>(n));
+}
+#endif
+
+// Values only (no indices) of uint8 planes, 2x2 windows at stride 2 inside the input: the
+// activations of quantized models, which have no gradient and so need no indices (the max of
+// the integers is the max of the values). Eight windows per step; a row whose last step would
+// end past the row starts that step earlier (the overlap is computed twice, the same).
+void max_pool_2x2_u8(const Tensor& in, const Tensor& out) {
+  const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
+  const int64_t Ho = out.size(2), Wo = out.size(3);
+  const auto* x = static_cast<const uint8_t*>(in.data_ptr());
+  const uint8_t* x_end = x + planes * H * W;
+  auto* y = static_cast<uint8_t*>(out.data_ptr());
+  parallel_for(
+      0, planes * Ho, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(2 * W, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {  // r: an output row of some plane
+          const uint8_t* top = x + ((r / Ho) * H + 2 * (r % Ho)) * W;
+          const uint8_t* bottom = top + W;
+          uint8_t* yr = y + r * Wo;
+          int64_t ow = 0;
+#ifdef __SSE2__
+          if (bottom + 2 * std::max<int64_t>(Wo, 8) <= x_end)
+            for (; ow < Wo; ow += 8) {
+              const int64_t at = Wo >= 8 ? std::min(ow, Wo - 8) : 0;
+              max_pool_2x2_u8x8(top + 2 * at, bottom + 2 * at, yr + at, std::min<int64_t>(8, Wo - at));
+            }
+#endif
+          for (; ow < Wo; ++ow)
+            yr[ow] = std::max(std::max(top[2 * ow], top[2 * ow + 1]), std::max(bottom[2 * ow], bottom[2 * ow + 1]));
+        }
+      });
+}
+
+// indices may be undefined: values only.
 template <class T>
 void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
@@ -158,7 +212,7 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
   const int64_t kh = p.kernel[0], kw = p.kernel[1], dh = p.dilation[0], dw = p.dilation[1];
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
-  int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+  int64_t* idx = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
   // The taps inside the input, per output row and column (the same for every plane; integer
   // divisions per output would cost more than the pooling itself).
   std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(Ho)), cols(static_cast<size_t>(Wo));
@@ -169,7 +223,8 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * H * W;
       T* yp = y + pl * Ho * Wo;
-      int64_t* ip = idx + pl * Ho * Wo;
+      int64_t* ip = idx ? idx + pl * Ho * Wo : nullptr;
+      int64_t unused = 0;
       for (int64_t oh = 0; oh < Ho; ++oh) {
         const int64_t h0 = oh * p.stride[0] - p.padding[0];
         const auto [i0, i1] = rows[oh];
@@ -178,12 +233,13 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
           const auto [j0, j1] = cols[ow];
           const int64_t o = oh * Wo + ow, origin = h0 * W + w0;
           const bool inside = dense && i0 == 0 && i1 == kh && j0 == 0 && j1 == kw;
+          int64_t& index = ip ? ip[o] : unused;
           if (inside && kh == 2 && kw == 2)
-            window_max<T, 2, 2>(xp, origin, W, 0, 2, 0, 2, 1, 1, yp[o], ip[o]);
+            window_max<T, 2, 2>(xp, origin, W, 0, 2, 0, 2, 1, 1, yp[o], index);
           else if (inside && kh == 3 && kw == 3)
-            window_max<T, 3, 3>(xp, origin, W, 0, 3, 0, 3, 1, 1, yp[o], ip[o]);
+            window_max<T, 3, 3>(xp, origin, W, 0, 3, 0, 3, 1, 1, yp[o], index);
           else
-            window_max<T>(xp, origin, W, i0, i1, j0, j1, dh, dw, yp[o], ip[o]);
+            window_max<T>(xp, origin, W, i0, i1, j0, j1, dh, dw, yp[o], index);
         }
       }
     }
@@ -254,7 +310,10 @@ void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of
 
 // in [N, C, H, W] -> out, indices [N, C, Ho, Wo]
 void CpuBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
-  if (in.dtype() == kUInt8) return max_pool_typed<uint8_t>(in, out, indices, p);  // quantized models' activations
+  if (in.dtype() == kUInt8) {  // quantized models' activations
+    if (!indices.defined() && windows_2x2_inside(in, out, p)) return max_pool_2x2_u8(in, out);
+    return max_pool_typed<uint8_t>(in, out, indices, p);
+  }
   if (vector_max_pool_applies(in, out, p)) return vector_max_pool(in, out, indices);
   EMBER_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { max_pool_typed<scalar_t>(in, out, indices, p); });
 }
