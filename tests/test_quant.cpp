@@ -334,6 +334,78 @@ TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
   }
 }
 
+// The direct int8 kernels (int8_conv_direct.cpp, each vector kernel the CPU has) give the same
+// bytes and floats as im2col with the portable GEMM, on every shape edge: channel counts that
+// are not (1, 3, 5) and are (4, 8, 32) multiples of four (the regrouped and the shared weight),
+// output channels around the tile blocks (1, 5, 8, 17, 64), flat spans shorter and longer than
+// a tile with short last spans, padding 0 / shared / wider than the kernel reaches, dilation,
+// 1x1 and 5x5 kernels, 1x1 outputs, one image (threads split the blocks) and several.
+TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
+  manual_seed(32);
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, pad_h, pad_w, dil;
+  };
+  using backends::cpu::ConvAlgorithm;
+  int checked = 0;
+  for (const Case& t :
+       {Case{2, 3, 9, 8, 5, 3, 3, 1, 1, 1}, Case{1, 1, 28, 28, 32, 3, 3, 1, 1, 1},
+        Case{3, 32, 14, 14, 64, 3, 3, 1, 1, 1}, Case{2, 4, 10, 9, 8, 2, 2, 2, 2, 2},
+        Case{1, 8, 5, 7, 17, 5, 5, 2, 3, 1}, Case{2, 5, 6, 6, 1, 1, 1, 0, 0, 1}, Case{3, 8, 3, 3, 9, 3, 3, 0, 0, 1},
+        Case{1, 4, 20, 33, 5, 3, 1, 0, 4, 1}, Case{4, 16, 7, 7, 16, 3, 3, 3, 3, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << t.n << " " << t.c << "->" << t.o << " " << t.h << "x" << t.w << " k"
+                                      << t.kh << "x" << t.kw << " pad " << t.pad_h << "," << t.pad_w << " dil "
+                                      << t.dil);
+    const Tensor x = randint(0, 128, {t.n, t.c, t.h, t.w}).to(kUInt8);
+    const Tensor w = randint(-128, 128, {t.o, t.c, t.kh, t.kw}).to(kInt8);
+    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({t.o, -1}));
+    Int8Epilogue e;
+    e.a_zero_point = 37;
+    e.a_scale = 0.05;
+    e.w_scale = rand({t.o}) * 0.01 + 0.001;
+    e.bias = randn({t.o});
+    e.out_scale = 0.08;
+    e.out_zero_point = 50;
+    e.out_quant_max = 127;
+    e.relu = true;
+    Conv2dParams p;
+    p.padding = {t.pad_h, t.pad_w};
+    p.dilation = {t.dil, t.dil};
+    const int64_t ho = t.h + 2 * t.pad_h - t.dil * (t.kh - 1), wo = t.w + 2 * t.pad_w - t.dil * (t.kw - 1);
+    for (DType out_dtype : {kUInt8, kFloat32}) {
+      const TensorOptions options = TensorOptions().dtype(out_dtype);
+      Tensor expected = empty({t.n, t.o, ho, wo}, options);
+      cpu::int8_conv2d_with(ConvAlgorithm::im2col_gemm, cpu::Int8Kernel::Portable, x, packed, {t.kh, t.kw}, p, e,
+                            expected);
+      if (out_dtype == kUInt8) {  // the range is used, not all clamped
+        EXPECT_GT(expected.to(kInt32).amax().item<int32_t>(), 60);
+        EXPECT_LT(expected.to(kInt32).amin().item<int32_t>(), 127);
+      }
+      for (auto kernel : {cpu::Int8Kernel::Avx2, cpu::Int8Kernel::Avx512Vnni}) {
+        if (!cpu::int8_direct_applies(p, kernel)) continue;
+        SCOPED_TRACE(cpu::int8_kernel_name(kernel));
+        Tensor out = full({t.n, t.o, ho, wo}, 255, options);  // every element written
+        cpu::int8_conv2d_with(ConvAlgorithm::direct, kernel, x, packed, {t.kh, t.kw}, p, e, out);
+        EXPECT_TRUE(all_close(out.to(kFloat64), expected.to(kFloat64), 0, 0));
+        ++checked;
+      }
+    }
+  }
+  if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx2)) EXPECT_GE(checked, 18);
+  // Stride 2 and the portable kernel take im2col: direct does not apply, and says so when forced.
+  Conv2dParams strided;
+  strided.stride = {2, 2};
+  EXPECT_FALSE(cpu::int8_direct_applies(strided, cpu::Int8Kernel::Avx2));
+  EXPECT_FALSE(cpu::int8_direct_applies(Conv2dParams{}, cpu::Int8Kernel::Portable));
+  const Tensor x = zeros({1, 1, 3, 3}, TensorOptions().dtype(kUInt8));
+  Tensor out = empty({1, 1, 1, 1}, TensorOptions().dtype(kUInt8));
+  Int8Epilogue e;
+  e.w_scale = ones({1});
+  EXPECT_ERROR_CONTAINS(cpu::int8_conv2d_direct(cpu::Int8Kernel::Portable, x,
+                                                native::int8_pack_weight(zeros({1, 9}, TensorOptions().dtype(kInt8))),
+                                                {3, 3}, Conv2dParams{}, e, out),
+                        "the direct portable kernel does not apply");
+}
+
 nn::Sequential small_cnn() {
   return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
                         nn::Conv2d(4, 8, 3), nn::ReLU(), nn::Flatten(), nn::Linear(8 * 2 * 2, 16), nn::ReLU(),

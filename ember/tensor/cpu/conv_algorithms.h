@@ -1,7 +1,10 @@
 #pragma once
-// The CPU's float32 convolution algorithms, between conv.cpp (which chooses) and the files that
-// implement them: im2col + GEMM (conv.cpp) and the direct kernels (conv_direct.cpp).
+// The CPU's convolution algorithms, between conv.cpp (which chooses) and the files that
+// implement them: im2col + GEMM (conv.cpp) and the direct kernels (conv_direct.cpp; for int8,
+// int8_conv.cpp and int8_conv_direct.cpp).
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "ember/tensor/backend.h"
 
@@ -21,6 +24,16 @@ struct ConvShape {
 // needs padding <= dilation * (kernel - 1), its padding as a convolution of the gradient.
 bool direct_forward_applies(const ConvShape& s, const Conv2dParams& p);
 bool direct_backward_data_applies(const ConvShape& s, const Conv2dParams& p);
+
+// The padded flat plane of one [C][H][W] input for a stride-1 convolution (Note [Direct
+// convolution on a padded flat plane], conv_direct.h): rows Wp wide, Ho x Wo outputs, each tap
+// one offset into the plane, x_plane elements per channel (for tiles of `width` elements).
+struct FlatPlane {
+  int64_t Wp, Ho, Wo, x_plane;
+  std::vector<int64_t> tap_offset;
+};
+FlatPlane make_flat_plane(int64_t H, int64_t W, int64_t kH, int64_t kW, std::array<int64_t, 2> pad,
+                          std::array<int64_t, 2> dil, int64_t width);
 
 // y [N, O, Ho, Wo] (overwritten) from x, w and b (may be null).
 void conv2d_direct(const float* x, const float* w, const float* b, float* y, const ConvShape& s, const Conv2dParams& p);

@@ -52,32 +52,8 @@ const Kernels& kernels() {
   return avx2;
 }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// The padded flat plane of one [C][H][W] input for a stride-1 convolution.
-struct Plane {
-  int64_t Wp, Ho, Wo, x_plane;
-  std::vector<int64_t> tap_offset;
-};
-
-Plane make_plane(int64_t H, int64_t W, int64_t kH, int64_t kW, std::array<int64_t, 2> pad, std::array<int64_t, 2> dil,
-                 int64_t width) {
-  Plane pl;
-  const int64_t Hp = H + 2 * pad[0];
-  // One run of zeros between rows pads both sides when no window reaches past it.
-  pl.Wp = pad[1] <= dil[1] * (kW - 1) ? W + pad[1] : W + 2 * pad[1];
-  pl.Ho = Hp - dil[0] * (kH - 1);
-  pl.Wo = W + 2 * pad[1] - dil[1] * (kW - 1);
-  for (int64_t i = 0; i < kH; ++i)
-    for (int64_t j = 0; j < kW; ++j) pl.tap_offset.push_back(i * dil[0] * pl.Wp + j * dil[1]);
-  // Tiles read whole vectors up to the last output position plus the last tap's offset; a
-  // multiple of 16 keeps every plane's start aligned.
-  pl.x_plane = round_up(round_up(pl.Ho * pl.Wp, width) + pl.tap_offset.back(), 16);
-  return pl;
-}
-
 // xp [C][x_plane] <- x [C][H][W]: each row at (h + pad_h) * Wp + pad_w, zeros everywhere else.
-void pad_planes(const float* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const Plane& pl,
+void pad_planes(const float* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const FlatPlane& pl,
                 float* xp) {
   for (int64_t c = 0; c < C; ++c) {
     float* dst = xp + c * pl.x_plane;
@@ -102,7 +78,7 @@ void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, in
                 const float* bias, float* out) {
   const Kernels& k = kernels();
   const int64_t OB = k.tiling.forward_block, taps = kH * kW, blocks = (Og + OB - 1) / OB;
-  const Plane pl = make_plane(H, W, kH, kW, pad, dil, k.tiling.width);
+  const FlatPlane pl = make_flat_plane(H, W, kH, kW, pad, dil, k.tiling.width);
   // wpk [G][blocks][Cg][taps][OB]: the OB weights one step broadcasts sit side by side.
   Tensor packed = empty({G * blocks * Cg * taps * OB}, kFloat32);
   float* wpk = static_cast<float*>(packed.data_ptr());
@@ -154,6 +130,23 @@ void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, in
 
 }  // namespace
 
+// One run of zeros between rows pads both sides when no window reaches past it.
+FlatPlane make_flat_plane(int64_t H, int64_t W, int64_t kH, int64_t kW, std::array<int64_t, 2> pad,
+                          std::array<int64_t, 2> dil, int64_t width) {
+  auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  FlatPlane pl;
+  const int64_t Hp = H + 2 * pad[0];
+  pl.Wp = pad[1] <= dil[1] * (kW - 1) ? W + pad[1] : W + 2 * pad[1];
+  pl.Ho = Hp - dil[0] * (kH - 1);
+  pl.Wo = W + 2 * pad[1] - dil[1] * (kW - 1);
+  for (int64_t i = 0; i < kH; ++i)
+    for (int64_t j = 0; j < kW; ++j) pl.tap_offset.push_back(i * dil[0] * pl.Wp + j * dil[1]);
+  // Tiles read whole vectors up to the last output position plus the last tap's offset; a
+  // multiple of 16 keeps every plane's start aligned.
+  pl.x_plane = round_up(round_up(pl.Ho * pl.Wp, width) + pl.tap_offset.back(), 16);
+  return pl;
+}
+
 bool direct_forward_applies(const ConvShape& s, const Conv2dParams& p) {
 #ifdef EMBER_HAVE_DIRECT_CONV
   (void)s;
@@ -195,7 +188,7 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
   const Kernels& k = kernels();
   const int64_t G = p.groups, Cg = s.C / G, Og = s.O / G, taps = s.kH * s.kW, entries = Cg * taps;
   const int64_t OB = k.tiling.weight_block, blocks = (Og + OB - 1) / OB, Opad = blocks * OB;
-  const Plane pl = make_plane(s.H, s.W, s.kH, s.kW, p.padding, p.dilation, k.tiling.width);
+  const FlatPlane pl = make_flat_plane(s.H, s.W, s.kH, s.kW, p.padding, p.dilation, k.tiling.width);
   // dyT [Ho * Wo][Opad] <- dy [Og][Ho * Wo] of one sample and group: position-major.
   const int64_t positions = pl.Ho * pl.Wo;
   auto transpose_gradient = [&](const float* d, float* dyT) {

@@ -5,6 +5,7 @@
 // Shapes and contracts are those of tensor/backend.h; OpenMP parallelism with a grain size
 // (tensor/parallel.h) inside the kernels.
 #include "ember/tensor/backend.h"
+#include "ember/tensor/cpu/cpu.h"
 
 namespace ember::cpu {
 
@@ -36,5 +37,16 @@ const char* int8_kernel_name(Int8Kernel k);
 bool int8_kernel_available(Int8Kernel k);  // built in, and supported by this CPU
 Int8Kernel int8_gemm_kernel();
 void int8_gemm_with(Int8Kernel k, const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out);
+
+// The int8 convolution's algorithms (int8_conv.cpp): im2col + the int8 GEMM, for every shape, or
+// the direct kernels (stride 1, AVX2 or VNNI; Note [Direct int8 convolution] in
+// int8_conv_direct.cpp). int8_conv2d runs backends::cpu::conv_algorithm()'s choice with the
+// fastest kernel; int8_conv2d_with a given pair (`automatic`: direct wherever it applies), for
+// the tests. Arguments as Backend::int8_conv2d's.
+bool int8_direct_applies(const Conv2dParams& p, Int8Kernel k);
+void int8_conv2d_direct(Int8Kernel k, const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel,
+                        const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out);
+void int8_conv2d_with(backends::cpu::ConvAlgorithm algorithm, Int8Kernel k, const Tensor& input, const Tensor& w_packed,
+                      std::array<int64_t, 2> kernel, const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out);
 
 }  // namespace ember::cpu

@@ -1,7 +1,9 @@
-// The int8 convolution of statically quantized models: im2col of the uint8 input (padding with
-// the input's zero point, which stands for 0.0) into [Ho * Wo, C * kh * kw] rows, the int8 GEMM of
-// int8_gemm.cpp with its requantizing epilogue, then the [pixels, O] result written back as NCHW.
-// Images go to threads when there are enough of them; otherwise the GEMM splits its columns.
+// The int8 convolution of statically quantized models, and the choice of its algorithm: the
+// direct kernels (int8_conv_direct.cpp) for stride 1, else im2col of the uint8 input (padding
+// with the input's zero point, which stands for 0.0) into [Ho * Wo, C * kh * kw] rows, the int8
+// GEMM of int8_gemm.cpp with its requantizing epilogue, then the [pixels, O] result written back
+// as NCHW. Images go to threads when there are enough of them; otherwise the GEMM splits its
+// columns.
 #include <cstring>
 #include <vector>
 
@@ -57,10 +59,9 @@ void pixels_to_planes(const T* pixels, int64_t P, int64_t O, T* planes) {  // [P
     for (int64_t q = 0; q < P; ++q) planes[o * P + q] = pixels[q * O + o];
 }
 
-}  // namespace
-
-void CpuBackend::int8_conv2d(const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel,
-                             const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out) {
+// im2col + the int8 GEMM with kernel k.
+void int8_conv2d_im2col(Int8Kernel k, const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel,
+                        const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out) {
   const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
   const int64_t O = out.size(1), Ho = out.size(2), Wo = out.size(3), P = Ho * Wo, K = C * kernel[0] * kernel[1];
   const auto* x = input.data_ptr<uint8_t>();
@@ -74,7 +75,7 @@ void CpuBackend::int8_conv2d(const Tensor& input, const Tensor& w_packed, std::a
     im2col_u8(x + n * C * H * W, C, H, W, kernel, p, Ho, Wo, pad, channels_last.data(), cols.data());
     const Tensor a = from_blob(cols.data(), {P, K}, TensorOptions().dtype(kUInt8));
     const Tensor r = from_blob(pixels.data(), {P, O}, TensorOptions().dtype(out.dtype()));
-    int8_gemm(a, w_packed, e, r);
+    int8_gemm_with(k, a, w_packed, e, r);
     if (to_float)
       pixels_to_planes(reinterpret_cast<const float*>(pixels.data()), P, O, reinterpret_cast<float*>(y) + n * O * P);
     else
@@ -87,6 +88,22 @@ void CpuBackend::int8_conv2d(const Tensor& input, const Tensor& w_packed, std::a
   } else {
     for (int64_t n = 0; n < N; ++n) one_image(n);
   }
+}
+
+}  // namespace
+
+// The direct kernels wherever they apply: no im2col matrix and no transposes, and (with VNNI)
+// 2-4x faster on every layer measured (BENCHMARKS.md, "The direct int8 convolution").
+void int8_conv2d_with(backends::cpu::ConvAlgorithm algorithm, Int8Kernel k, const Tensor& input, const Tensor& w_packed,
+                      std::array<int64_t, 2> kernel, const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out) {
+  if (algorithm != backends::cpu::ConvAlgorithm::im2col_gemm && int8_direct_applies(p, k))
+    return int8_conv2d_direct(k, input, w_packed, kernel, p, e, out);
+  int8_conv2d_im2col(k, input, w_packed, kernel, p, e, out);
+}
+
+void CpuBackend::int8_conv2d(const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel,
+                             const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out) {
+  int8_conv2d_with(backends::cpu::conv_algorithm(), int8_gemm_kernel(), input, w_packed, kernel, p, e, out);
 }
 
 }  // namespace ember::cpu

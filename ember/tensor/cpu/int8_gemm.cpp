@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/int8_packed.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -38,60 +39,11 @@
 namespace ember::cpu {
 namespace {
 
-constexpr int64_t kPanel = 16, kGroup = 4, kHeader = 64;
-
-struct Packed {
-  int64_t n, k, n_padded, k_padded;
-  const int32_t* row_sums;
-  const int8_t* panels;
-  explicit Packed(const Tensor& t) {
-    const auto* base = static_cast<const int8_t*>(t.data_ptr());
-    const auto* header = reinterpret_cast<const int64_t*>(base);
-    n = header[0], k = header[1], n_padded = header[2], k_padded = header[3];
-    row_sums = reinterpret_cast<const int32_t*>(base + kHeader);
-    panels = base + kHeader + 4 * n_padded;
-  }
-  const int8_t* panel(int64_t p) const { return panels + p * k_padded * kPanel; }
-};
-
-// What the epilogue needs per call, resolved to raw pointers.
-struct Epilogue {
-  int32_t a_zero_point;
-  const int32_t* row_sums;
-  float a_scale;
-  const float* w_scale;  // [1] or [N]
-  bool per_channel;
-  const float* bias;  // or null
-  float inv_out_scale;
-  int32_t out_zero_point;
-  int64_t out_quant_min, out_quant_max;
-  bool relu;
-  DType out_dtype;
-  void* out;
-  int64_t ldo, n;
-
-  // Writes one accumulated row piece: acc[j] for columns n0 .. n0 + count.
-  void store(int64_t m, int64_t n0, int64_t count, const int32_t* acc) const {
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t col = n0 + j;
-      const int32_t raw = acc[j] - a_zero_point * row_sums[col];
-      if (out_dtype == kInt32) {
-        static_cast<int32_t*>(out)[m * ldo + col] = raw;
-        continue;
-      }
-      float v = static_cast<float>(raw) * (a_scale * w_scale[per_channel ? col : 0]);
-      if (bias) v += bias[col];
-      if (relu) v = std::max(v, 0.0f);
-      if (out_dtype == kFloat32) {
-        static_cast<float*>(out)[m * ldo + col] = v;
-      } else {
-        const float r = std::clamp(v * inv_out_scale, -1e9f, 1e9f);
-        const int64_t q = static_cast<int64_t>(std::nearbyint(r)) + out_zero_point;
-        static_cast<uint8_t*>(out)[m * ldo + col] = static_cast<uint8_t>(std::clamp(q, out_quant_min, out_quant_max));
-      }
-    }
-  }
-};
+using int8::Epilogue;
+using int8::kGroup;
+using int8::kHeader;
+using int8::kPanel;
+using int8::Packed;
 
 // Four consecutive activation bytes a[k .. k+4) as one int32, zero past the row's end.
 inline int32_t load_group(const uint8_t* row, int64_t k, int64_t K) {
@@ -311,30 +263,10 @@ void panels_vnni(const uint8_t* a, int64_t lda, int64_t M, const Packed& w, int6
 }
 #endif
 
-Epilogue make_epilogue(const Int8Epilogue& ep, const Packed& w, const Tensor& out) {
-  Epilogue e{};
-  e.a_zero_point = static_cast<int32_t>(ep.a_zero_point);
-  e.row_sums = w.row_sums;
-  e.a_scale = static_cast<float>(ep.a_scale);
-  e.w_scale = ep.w_scale.defined() ? ep.w_scale.data_ptr<float>() : nullptr;
-  e.per_channel = ep.w_scale.defined() && ep.w_scale.numel() > 1;
-  e.bias = ep.bias.defined() ? ep.bias.data_ptr<float>() : nullptr;
-  e.inv_out_scale = 1.0f / static_cast<float>(ep.out_scale);
-  e.out_zero_point = static_cast<int32_t>(ep.out_zero_point);
-  e.out_quant_min = std::max<int64_t>(ep.out_quant_min, 0);
-  e.out_quant_max = std::min<int64_t>(ep.out_quant_max, 255);
-  e.relu = ep.relu;
-  e.out_dtype = out.dtype();
-  e.out = out.data_ptr();
-  e.ldo = w.n;
-  e.n = w.n;
-  return e;
-}
-
 }  // namespace
 
 // w int8 [N, K] -> the packed layout above.
-Tensor CpuBackend::int8_pack_weight(const Tensor& w) {
+Tensor int8::pack_weight(const Tensor& w) {
   const int64_t n = w.size(0), k = w.size(1);
   const int64_t n_padded = (n + kPanel - 1) / kPanel * kPanel, k_padded = (k + kGroup - 1) / kGroup * kGroup;
   Tensor packed = zeros({kHeader + 4 * n_padded + n_padded * k_padded}, TensorOptions().dtype(kInt8));
@@ -356,6 +288,8 @@ Tensor CpuBackend::int8_pack_weight(const Tensor& w) {
   }
   return packed;
 }
+
+Tensor CpuBackend::int8_pack_weight(const Tensor& w) { return int8::pack_weight(w); }
 
 const char* int8_kernel_name(Int8Kernel k) {
   switch (k) {
@@ -402,7 +336,7 @@ void int8_gemm_with(Int8Kernel kernel, const Tensor& a, const Tensor& w_packed, 
               " kernel is not available on this CPU or build");
   const Packed w(w_packed);
   const int64_t M = a.size(0);
-  const Epilogue e = make_epilogue(ep, w, out);
+  const Epilogue e = int8::make_epilogue(ep, w, out);
   const auto* a_data = a.data_ptr<uint8_t>();
   const int64_t lda = a.stride(0);
   const int64_t panels = w.n_padded / kPanel;

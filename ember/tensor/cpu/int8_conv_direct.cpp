@@ -1,0 +1,322 @@
+// The direct int8 convolution for stride 1 (Note [Direct int8 convolution]): uint8 activations
+// times int8 weights into int32 on the float32 direct convolution's padded flat plane, with the
+// int8 GEMM's epilogue (int8_packed.h), written as NCHW rows.
+//
+// Note [Direct int8 convolution]
+// The plane of conv_direct.h, in bytes, with the input channels in groups of four:
+// xp [C4 / 4][x_plane][4], where word j of group g holds channels 4g .. 4g + 3 at flat position
+// j. A 64-byte load at word j + offset(tap) is then 16 positions' four channels: one operand of
+// AVX-512 VNNI's vpdpbusd, which multiplies it by one output channel's four weights of that tap
+// and group (broadcast to all 16 lanes) and adds each lane's four products to an int32
+// accumulator. A tile of OB output channels x RW such vectors costs RW loads and OB broadcasts
+// per (group, tap) for OB * RW vpdpbusd, runs from L1, and needs neither im2col's matrix (9x the
+// input for 3 x 3) nor the transposes of its [pixels, O] result: lanes are positions, so the
+// epilogue requantizes rows of one output channel (its scale and bias broadcast) into NCHW.
+// AVX2 runs the same tile, 8 positions per register, with vpmaddubsw + vpmaddwd (7-bit
+// activations never saturate them; Note [Int8 GEMM] in int8_gemm.cpp).
+// The int8 GEMM's packed weight serves as it is when C is a multiple of 4: its k order (taps,
+// then channels) makes each group of four k one (tap, channel group), and the word of output
+// channel o for group g sits at panel(o / 16) + (g * 16 + o % 16) * 4. Other channel counts (a
+// first layer's single channel) are repacked per call with zero weights for the padding channels:
+// four times the multiplies there, still far fewer instructions than its im2col and transposes.
+// Padding and the padding channels hold the input's zero point, so a window's Σ (a - z) w is
+// Σ a w - z Σ w with the weight's row sums, as in the GEMM; the junk columns of the flat plane
+// are computed and dropped.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ember/tensor/cpu/conv_algorithms.h"
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/int8_packed.h"
+#include "ember/tensor/ops.h"
+#include "ember/tensor/parallel.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_INT8_DIRECT 1
+#endif
+
+namespace ember::cpu {
+
+#ifdef EMBER_INT8_DIRECT
+namespace {
+
+using int8::Epilogue;
+using int8::kGroup;
+using int8::kPanel;
+using int8::Packed;
+
+// What one image's tiles read and write.
+struct Args {
+  const uint8_t* xp;  // [groups][x_plane][4]
+  int64_t x_plane, groups, taps;
+  const int64_t* tap_offset;
+  const Packed* w;  // k order (tap, group, channel of the group)
+  int64_t O, Wp, Ho, Wo;
+  const Epilogue* e;
+  void* y;  // [O][Ho][Wo] of this image, uint8 or float32
+};
+
+// The 4 weights of output channel o for (tap, group) as one word.
+inline const int8_t* weight_words(const Packed& w, int64_t o0) {
+  return w.panel(o0 / kPanel) + (o0 % kPanel) * kGroup;  // + (g * kPanel + oo) * kGroup
+}
+
+#define EMBER_VNNI_TARGET __attribute__((target("avx512f,avx512vnni")))
+
+// acc [OB][RW * 16] = Σ over groups, taps of xp words [j0 + offset + ...] · the OB channels'
+// weight words (AVX-512 VNNI).
+template <int OB, int RW>
+EMBER_VNNI_TARGET void tile_vnni(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
+  __m512i acc[OB][RW];
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < a.groups; ++g) {
+    const uint8_t* xg = x + g * a.x_plane * kGroup;
+    for (int64_t t = 0; t < a.taps; ++t) {
+      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
+      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
+      __m512i xv[RW];
+#pragma GCC unroll 4
+      for (int r = 0; r < RW; ++r) xv[r] = _mm512_loadu_si512(xt + r * 64);
+#pragma GCC unroll 8
+      for (int oo = 0; oo < OB; ++oo) {
+        int32_t word;
+        std::memcpy(&word, wt + oo * kGroup, sizeof(word));  // (folds into vpdpbusd's broadcast operand)
+        const __m512i wb = _mm512_set1_epi32(word);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_dpbusd_epi32(acc[oo][r], xv[r], wb);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) _mm512_storeu_si512(acc_out + (oo * RW + r) * 16, acc[oo][r]);
+}
+
+// The same tile with AVX2: 8 positions per register, vpmaddubsw pairs into int16, vpmaddwd by
+// ones into int32.
+template <int OB, int RW>
+void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[OB][RW];
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < a.groups; ++g) {
+    const uint8_t* xg = x + g * a.x_plane * kGroup;
+    for (int64_t t = 0; t < a.taps; ++t) {
+      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
+      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
+      __m256i xv[RW];
+#pragma GCC unroll 4
+      for (int r = 0; r < RW; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + r * 32));
+#pragma GCC unroll 8
+      for (int oo = 0; oo < OB; ++oo) {
+        int32_t word;
+        std::memcpy(&word, wt + oo * kGroup, sizeof(word));
+        const __m256i wb = _mm256_set1_epi32(word);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; ++r)
+          acc[oo][r] = _mm256_add_epi32(acc[oo][r], _mm256_madd_epi16(_mm256_maddubs_epi16(xv[r], wb), ones));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc_out + (oo * RW + r) * 8), acc[oo][r]);
+}
+
+// out[0 .. n) of output channel o from acc[0 .. n) (n a multiple of 8): Epilogue::store's
+// arithmetic in the same order, 8 lanes at a time, so that every path gives the same bytes.
+void epilogue_row(const Epilogue& e, int64_t o, const int32_t* acc, int64_t n, void* out) {
+  const __m256i zero_term = _mm256_set1_epi32(e.a_zero_point * e.row_sums[o]);
+  const __m256 scale = _mm256_set1_ps(e.a_scale * e.w_scale[e.per_channel ? o : 0]);
+  const __m256 bias = _mm256_set1_ps(e.bias ? e.bias[o] : 0.0f);
+  // (the clamp keeps the conversion inside int32: a far outlier still lands on the right end)
+  const __m256 inv_out_scale = _mm256_set1_ps(e.inv_out_scale), low = _mm256_set1_ps(-1e9f),
+               high = _mm256_set1_ps(1e9f);
+  const __m256i out_zero_point = _mm256_set1_epi32(e.out_zero_point);
+  const __m256i out_min = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min));
+  const __m256i out_max = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), zero_term);
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale);
+    if (e.bias) v = _mm256_add_ps(v, bias);
+    if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
+    if (e.out_dtype == kFloat32) {
+      _mm256_storeu_ps(static_cast<float*>(out) + i, v);
+      continue;
+    }
+    const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv_out_scale), low), high);
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), out_zero_point);
+    q = _mm256_min_epi32(_mm256_max_epi32(q, out_min), out_max);
+    // 8 int32 in [0, 255] -> 8 bytes: packs within each 128-bit lane, then the lanes' low words.
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
+    const __m128i both = _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(out) + i), both);
+  }
+}
+
+template <int OB, int RW, bool VNNI>
+void tile_of(int64_t vectors, const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc) {
+  if constexpr (RW > 1)
+    if (vectors < RW) return tile_of<OB, RW - 1, VNNI>(vectors, a, x, w, acc);
+  if constexpr (VNNI)
+    tile_vnni<OB, RW>(a, x, w, acc);
+  else
+    tile_avx2<OB, RW>(a, x, w, acc);
+}
+
+// y of one image for output-channel blocks [block_begin, block_end): per span of flat positions
+// (the outer loop, so its input window stays in L1 while every block's weights pass by), each
+// block's tile, its epilogue over the whole span, and the span's valid columns copied out.
+template <int OB, int RW, bool VNNI>
+void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
+  constexpr int64_t lanes = VNNI ? 16 : 8, span = RW * lanes;
+  alignas(64) int32_t acc[OB * span];
+  alignas(64) float staged[OB * span];  // (uint8 outputs use its first bytes)
+  const bool bytes = a.e->out_dtype == kUInt8;
+  const size_t element = bytes ? 1 : sizeof(float);
+  const int64_t flat = a.Ho * a.Wp;
+  for (int64_t j0 = 0; j0 < flat; j0 += span) {
+    const int64_t j_end = std::min(j0 + span, flat), vectors = (j_end - j0 + lanes - 1) / lanes;
+    const int64_t stride = vectors * lanes;  // of the tile's rows
+    for (int64_t blk = block_begin; blk < block_end; ++blk) {
+      const int64_t o0 = blk * OB, outs = std::min<int64_t>(OB, a.O - o0);
+      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, o0), acc);
+      for (int64_t oo = 0; oo < outs; ++oo)
+        epilogue_row(*a.e, o0 + oo, acc + oo * stride, stride,
+                     reinterpret_cast<uint8_t*>(staged) + static_cast<size_t>(oo * stride) * element);
+      for (int64_t j = j0; j < j_end;) {  // one row segment at a time
+        const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
+        const int64_t len = std::min(a.Wp - ow, j_end - j), valid = std::min(len, a.Wo - ow);
+        if (valid > 0)
+          for (int64_t oo = 0; oo < outs; ++oo)
+            std::memcpy(
+                static_cast<uint8_t*>(a.y) + static_cast<size_t>(((o0 + oo) * a.Ho + oh) * a.Wo + ow) * element,
+                reinterpret_cast<const uint8_t*>(staged) + static_cast<size_t>(oo * stride + (j - j0)) * element,
+                static_cast<size_t>(valid) * element);
+        j += len;
+      }
+    }
+  }
+}
+
+// The tile shapes: 8 channels x 3 zmm (24 accumulators of 32 registers) for VNNI, 4 x 2 ymm
+// (8 of 16, beside the inputs, the broadcast, the ones and vpmaddubsw's result) for AVX2.
+constexpr int kVnniBlock = 8, kVnniVectors = 3, kAvx2Block = 4, kAvx2Vectors = 2;
+
+// xp [groups][x_plane][4] <- x [C][H][W] of one image: everything the zero point first (padding,
+// junk columns, padding channels), then each row's bytes interleaved four channels to a word.
+void pad_plane_u8(const uint8_t* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const FlatPlane& pl,
+                  int64_t groups, uint8_t zero_point, uint8_t* xp) {
+  std::memset(xp, zero_point, static_cast<size_t>(groups * pl.x_plane * kGroup));
+  for (int64_t c = 0; c < C; ++c) {
+    uint8_t* dst = xp + (c / kGroup) * pl.x_plane * kGroup + c % kGroup;
+    const uint8_t* src = x + c * H * W;
+    for (int64_t h = 0; h < H; ++h) {
+      uint8_t* row = dst + ((h + pad[0]) * pl.Wp + pad[1]) * kGroup;
+      for (int64_t w = 0; w < W; ++w) row[w * kGroup] = src[h * W + w];
+    }
+  }
+}
+
+// The int8 GEMM's packed weight with k = (tap, channel) regrouped as (tap, channel padded to
+// C4): a copy with zero weights in the padding channels (the row sums do not change).
+Tensor pad_weight_channels(const Packed& w, int64_t C, int64_t taps) {
+  const int64_t C4 = (C + kGroup - 1) / kGroup * kGroup;
+  Tensor plain = zeros({w.n, taps * C4}, TensorOptions().dtype(kInt8));
+  int8_t* dst = plain.data_ptr<int8_t>();
+  for (int64_t o = 0; o < w.n; ++o) {
+    const int8_t* panel = w.panel(o / kPanel);
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        const int64_t k = t * C + c;
+        dst[o * taps * C4 + t * C4 + c] = panel[((k / kGroup) * kPanel + o % kPanel) * kGroup + k % kGroup];
+      }
+  }
+  return int8::pack_weight(plain);
+}
+
+}  // namespace
+#endif
+
+bool int8_direct_applies(const Conv2dParams& p, Int8Kernel kernel) {
+#ifdef EMBER_INT8_DIRECT
+  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 && kernel != Int8Kernel::Portable &&
+         int8_kernel_available(kernel);
+#else
+  (void)p, (void)kernel;
+  return false;
+#endif
+}
+
+void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_packed,
+                        std::array<int64_t, 2> kernel_size, const Conv2dParams& p, const Int8Epilogue& ep,
+                        const Tensor& out) {
+  EMBER_CHECK(int8_direct_applies(p, kernel), "int8_conv2d: the direct ", int8_kernel_name(kernel),
+              " kernel does not apply (stride 1, groups 1, and a vector kernel this CPU has)");
+#ifdef EMBER_INT8_DIRECT
+  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  const int64_t taps = kernel_size[0] * kernel_size[1], groups = (C + kGroup - 1) / kGroup;
+  const Packed given(w_packed);
+  const Tensor regrouped = C % kGroup == 0 ? w_packed : pad_weight_channels(given, C, taps);
+  const Packed w(regrouped);
+  const bool vnni = kernel == Int8Kernel::Avx512Vnni;
+  const FlatPlane pl = make_flat_plane(H, W, kernel_size[0], kernel_size[1], p.padding, p.dilation, vnni ? 16 : 8);
+  // The row sums are the given weight's (the same numbers; the padding adds zeros).
+  const Epilogue e = int8::make_epilogue(ep, given, out);
+  const int64_t OB = vnni ? kVnniBlock : kAvx2Block, blocks = (w.n + OB - 1) / OB;
+  const size_t out_element = out.dtype() == kFloat32 ? sizeof(float) : 1;
+  const auto* x = input.data_ptr<uint8_t>();
+  auto* y = static_cast<uint8_t*>(out.data_ptr());
+  const auto zero_point = static_cast<uint8_t>(ep.a_zero_point);
+  auto run = [&](const uint8_t* xp, int64_t n, int64_t b0, int64_t b1) {
+    const Args a{xp,
+                 pl.x_plane,
+                 groups,
+                 taps,
+                 pl.tap_offset.data(),
+                 &w,
+                 w.n,
+                 pl.Wp,
+                 pl.Ho,
+                 pl.Wo,
+                 &e,
+                 y + static_cast<size_t>(n * w.n * pl.Ho * pl.Wo) * out_element};
+    if (vnni)
+      image_blocks<kVnniBlock, kVnniVectors, true>(a, b0, b1);
+    else
+      image_blocks<kAvx2Block, kAvx2Vectors, false>(a, b0, b1);
+  };
+  const int64_t plane_bytes = groups * pl.x_plane * kGroup;
+  const int threads = parallel_threads();
+  if (N >= threads) {  // one image per thread at a time, each with its own plane
+    Tensor planes = empty({threads, plane_bytes}, TensorOptions().dtype(kUInt8));
+    for_each_task(N, threads, [&](int64_t n, int tid) {
+      uint8_t* xp = planes.data_ptr<uint8_t>() + tid * plane_bytes;
+      pad_plane_u8(x + n * C * H * W, C, H, W, p.padding, pl, groups, zero_point, xp);
+      run(xp, n, 0, blocks);
+    });
+    return;
+  }
+  // Fewer images than threads (batch 1): the threads share a plane and split its blocks.
+  Tensor plane = empty({plane_bytes}, TensorOptions().dtype(kUInt8));
+  for (int64_t n = 0; n < N; ++n) {
+    pad_plane_u8(x + n * C * H * W, C, H, W, p.padding, pl, groups, zero_point, plane.data_ptr<uint8_t>());
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) { run(plane.data_ptr<uint8_t>(), n, b0, b1); });
+  }
+#else
+  (void)input, (void)w_packed, (void)kernel_size, (void)ep, (void)out;
+#endif
+}
+
+}  // namespace ember::cpu
