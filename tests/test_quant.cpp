@@ -181,6 +181,15 @@ TEST(Int8Gemm, EqualsAnInt32ReferenceExactlyOnEveryShapeEdge) {
     e.bias = randn({N});
     const Tensor y = native::int8_gemm(a, packed, N, e, kFloat32);
     EXPECT_TRUE(all_close(y, expected.to(kFloat32) * (e.w_scale * 0.02f) + e.bias, 1e-5, 1e-5));
+    // Every kernel rounds alike (one fused multiply-add each): the same floats, bit for bit.
+    Tensor portable = empty({M, N});
+    cpu::int8_gemm_with(cpu::Int8Kernel::Portable, a, packed, e, portable);
+    for (auto kernel : kInt8Kernels) {
+      if (!cpu::int8_kernel_available(kernel)) continue;
+      Tensor out = empty({M, N});
+      cpu::int8_gemm_with(kernel, a, packed, e, out);
+      EXPECT_TRUE(all_close(out, portable, 0, 0)) << cpu::int8_kernel_name(kernel);
+    }
   }
 }
 
@@ -339,7 +348,8 @@ TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
 // are not (1, 3, 5) and are (4, 8, 32) multiples of four (the regrouped and the shared weight),
 // output channels around the tile blocks (1, 5, 8, 17, 64), flat spans shorter and longer than
 // a tile with short last spans, padding 0 / shared / wider than the kernel reaches, dilation,
-// 1x1 and 5x5 kernels, 1x1 outputs, one image (threads split the blocks) and several.
+// 1x1 and 5x5 kernels, 1x1 and 2x2 outputs (a row's last vector would spill into the next
+// channel's plane), one image (threads split the blocks) and several.
 TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
   manual_seed(32);
   struct Case {
@@ -351,7 +361,8 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
        {Case{2, 3, 9, 8, 5, 3, 3, 1, 1, 1}, Case{1, 1, 28, 28, 32, 3, 3, 1, 1, 1},
         Case{3, 32, 14, 14, 64, 3, 3, 1, 1, 1}, Case{2, 4, 10, 9, 8, 2, 2, 2, 2, 2},
         Case{1, 8, 5, 7, 17, 5, 5, 2, 3, 1}, Case{2, 5, 6, 6, 1, 1, 1, 0, 0, 1}, Case{3, 8, 3, 3, 9, 3, 3, 0, 0, 1},
-        Case{1, 4, 20, 33, 5, 3, 1, 0, 4, 1}, Case{4, 16, 7, 7, 16, 3, 3, 3, 3, 2}}) {
+        Case{1, 4, 20, 33, 5, 3, 1, 0, 4, 1}, Case{4, 16, 7, 7, 16, 3, 3, 3, 3, 2}, Case{2, 4, 4, 4, 8, 3, 3, 0, 0, 1},
+        Case{2, 4, 5, 12, 9, 3, 3, 0, 1, 1}}) {
     SCOPED_TRACE(::testing::Message() << "N " << t.n << " " << t.c << "->" << t.o << " " << t.h << "x" << t.w << " k"
                                       << t.kh << "x" << t.kw << " pad " << t.pad_h << "," << t.pad_w << " dil "
                                       << t.dil);
@@ -390,7 +401,7 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
       }
     }
   }
-  if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx2)) EXPECT_GE(checked, 18);
+  if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx2)) EXPECT_GE(checked, 22);
   // Stride 2 and the portable kernel take im2col: direct does not apply, and says so when forced.
   Conv2dParams strided;
   strided.stride = {2, 2};

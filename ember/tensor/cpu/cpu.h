@@ -4,9 +4,11 @@
 
 namespace ember::backends::cpu {
 
-// float32 convolution algorithms (tensor/cpu/conv.cpp): im2col + GEMM, the fallback for every
-// shape, or the direct kernels (stride 1; Note [Direct convolution on a padded flat plane] in
+// Convolution algorithms (tensor/cpu/conv.cpp): im2col + GEMM, the fallback for every shape,
+// or the direct kernels (stride 1; Note [Direct convolution on a padded flat plane] in
 // tensor/cpu/conv_direct.h). `automatic` lets a per-shape heuristic choose, or benchmark mode.
+// The int8 convolutions of quantized models (tensor/cpu/int8_conv.cpp) follow the same switch:
+// direct wherever it applies unless im2col_gemm is forced.
 enum class ConvAlgorithm { automatic, im2col_gemm, direct };
 // Forces one algorithm where it applies (im2col + GEMM elsewhere): for tests and benchmarks.
 void set_conv_algorithm(ConvAlgorithm algorithm);
@@ -21,9 +23,9 @@ using BenchmarkStats = backends::BenchmarkStats;
 BenchmarkStats benchmark_stats();
 void clear_benchmark_cache();
 
-// The widest instruction set the direct kernels may use (as oneDNN's DNNL_MAX_CPU_ISA; the
-// environment variable EMBER_MAX_CPU_ISA=avx2 sets it at start). AVX-512 is used only where
-// the CPU has it and ember was compiled for it.
+// The widest instruction set the direct kernels and the int8 kernels may use (as oneDNN's
+// DNNL_MAX_CPU_ISA; the environment variable EMBER_MAX_CPU_ISA=avx2 sets it at start). AVX-512
+// (and its VNNI, for int8) is used only where the CPU has it and ember was compiled for it.
 enum class Isa { avx2, avx512 };
 void set_max_isa(Isa isa);
 Isa max_isa();

@@ -103,8 +103,8 @@ struct PanelEpilogue {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<int32_t*>(e.out) + m * e.ldo + n0 + 8 * h), raw);
         continue;
       }
-      // (a multiply, then an add: the same roundings as Epilogue::store, so both paths agree bit for bit)
-      v[h] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale[h]), bias[h]);
+      // (one fused multiply-add, as Epilogue::store: the same rounding, so both paths agree bit for bit)
+      v[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), scale[h], bias[h]);
       if (e.relu) v[h] = _mm256_max_ps(v[h], _mm256_setzero_ps());
       if (e.out_dtype == kFloat32) _mm256_storeu_ps(static_cast<float*>(e.out) + m * e.ldo + n0 + 8 * h, v[h]);
     }
@@ -319,11 +319,13 @@ bool int8_kernel_available(Int8Kernel k) {
   }
 }
 
+// The instruction-set switch of the direct convolutions (backends::cpu::set_max_isa,
+// EMBER_MAX_CPU_ISA=avx2) holds the int8 kernels to AVX2 too.
 Int8Kernel int8_gemm_kernel() {
-  static const Int8Kernel best = int8_kernel_available(Int8Kernel::Avx512Vnni) ? Int8Kernel::Avx512Vnni
-                                 : int8_kernel_available(Int8Kernel::Avx2)     ? Int8Kernel::Avx2
-                                                                               : Int8Kernel::Portable;
-  return best;
+  static const bool vnni = int8_kernel_available(Int8Kernel::Avx512Vnni);
+  static const bool avx2 = int8_kernel_available(Int8Kernel::Avx2);
+  if (vnni && backends::cpu::max_isa() == backends::cpu::Isa::avx512) return Int8Kernel::Avx512Vnni;
+  return avx2 ? Int8Kernel::Avx2 : Int8Kernel::Portable;
 }
 
 void CpuBackend::int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& ep, const Tensor& out) {

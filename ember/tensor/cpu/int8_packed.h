@@ -55,8 +55,9 @@ struct Epilogue {
         static_cast<int32_t*>(out)[m * ldo + col] = raw;
         continue;
       }
-      float v = static_cast<float>(raw) * (a_scale * w_scale[per_channel ? col : 0]);
-      if (bias) v += bias[col];
+      // One rounding, written as a fused multiply-add so that no compiler's contraction choice
+      // can make the vector paths (which use vfmadd) differ from this one.
+      float v = std::fma(static_cast<float>(raw), a_scale * w_scale[per_channel ? col : 0], bias ? bias[col] : 0.0f);
       if (relu) v = std::max(v, 0.0f);
       if (out_dtype == kFloat32) {
         static_cast<float*>(out)[m * ldo + col] = v;
