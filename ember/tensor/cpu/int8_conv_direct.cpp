@@ -23,6 +23,7 @@
 // Σ a w - z Σ w with the weight's row sums, as in the GEMM; the junk columns of the flat plane
 // are computed and dropped.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -99,9 +100,10 @@ EMBER_VNNI_TARGET void tile_vnni(const Args& a, const uint8_t* x, const int8_t* 
 }
 
 // The same tile with AVX2: 8 positions per register, vpmaddubsw pairs into int16, vpmaddwd by
-// ones into int32.
+// ones into int32. (Not inlined: the epilogue's constants beside it would push accumulators out
+// of the 16 registers.)
 template <int OB, int RW>
-void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
+__attribute__((noinline)) void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[OB][RW];
 #pragma GCC unroll 8
@@ -134,34 +136,79 @@ void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_ou
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc_out + (oo * RW + r) * 8), acc[oo][r]);
 }
 
-// out[0 .. n) of output channel o from acc[0 .. n) (n a multiple of 8): Epilogue::store's
-// arithmetic in the same order, 8 lanes at a time, so that every path gives the same bytes.
-void epilogue_row(const Epilogue& e, int64_t o, const int32_t* acc, int64_t n, void* out) {
-  const __m256i zero_term = _mm256_set1_epi32(e.a_zero_point * e.row_sums[o]);
-  const __m256 scale = _mm256_set1_ps(e.a_scale * e.w_scale[e.per_channel ? o : 0]);
-  const __m256 bias = _mm256_set1_ps(e.bias ? e.bias[o] : 0.0f);
-  // (the clamp keeps the conversion inside int32: a far outlier still lands on the right end)
-  const __m256 inv_out_scale = _mm256_set1_ps(e.inv_out_scale), low = _mm256_set1_ps(-1e9f),
-               high = _mm256_set1_ps(1e9f);
-  const __m256i out_zero_point = _mm256_set1_epi32(e.out_zero_point);
-  const __m256i out_min = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min));
-  const __m256i out_max = _mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max));
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), zero_term);
-    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(raw), scale);
-    if (e.bias) v = _mm256_add_ps(v, bias);
-    if (e.relu) v = _mm256_max_ps(v, _mm256_setzero_ps());
-    if (e.out_dtype == kFloat32) {
-      _mm256_storeu_ps(static_cast<float*>(out) + i, v);
-      continue;
+// The epilogue's constants (Epilogue::store's arithmetic, 8 lanes at a time), made once per
+// call, and those of one output channel, once per tile: the segments between them are short
+// (a row of the output), so nothing is set up per segment.
+struct EpilogueVectors {
+  __m256 floor;                     // 0 with a fused ReLU, else -inf (max with it changes nothing)
+  __m256 inv_out_scale, low, high;  // (the clamp keeps the conversion inside int32)
+  __m256i out_zero_point, out_min, out_max;
+  explicit EpilogueVectors(const Epilogue& e)
+      : floor(_mm256_set1_ps(e.relu ? 0.0f : -INFINITY)),
+        inv_out_scale(_mm256_set1_ps(e.inv_out_scale)),
+        low(_mm256_set1_ps(-1e9f)),
+        high(_mm256_set1_ps(1e9f)),
+        out_zero_point(_mm256_set1_epi32(e.out_zero_point)),
+        out_min(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min))),
+        out_max(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max))) {}
+};
+
+struct ChannelVectors {
+  __m256i zero_term;   // a_zero_point * Σ w[o]
+  __m256 scale, bias;  // bias 0 without one, as in Epilogue::store
+  ChannelVectors() = default;
+  ChannelVectors(const Epilogue& e, int64_t o)
+      : zero_term(_mm256_set1_epi32(e.a_zero_point * e.row_sums[o])),
+        scale(_mm256_set1_ps(e.a_scale * e.w_scale[e.per_channel ? o : 0])),
+        bias(_mm256_set1_ps(e.bias ? e.bias[o] : 0.0f)) {}
+};
+
+// 8 accumulators -> 8 values of one channel, in the order of operations of Epilogue::store, so
+// that every path gives the same bytes.
+inline __m256 dequantized(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc) {
+  const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)), c.zero_term);
+  return _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), c.scale, c.bias), k.floor);
+}
+inline __m256i requantized(const EpilogueVectors& k, __m256 v) {
+  const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, k.inv_out_scale), k.low), k.high);
+  return _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), k.out_zero_point), k.out_min),
+                          k.out_max);
+}
+
+// out[0 .. n) of one output channel from acc[0 .. n). With `spill`, the last partial vector is
+// stored whole: up to 15 elements past n are written, which the caller writes again later (acc
+// must hold them too); without, it goes through a buffer.
+template <bool BYTES>
+inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc, int64_t n,
+                             void* out, bool spill) {
+  if constexpr (BYTES) {
+    auto* y = static_cast<uint8_t*>(out);
+    int64_t i = 0;
+    for (; i + 16 <= n || (spill && i < n); i += 16) {
+      // 16 int32 in [0, 255] -> 16 bytes in order (the packs work within 128-bit lanes)
+      const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(requantized(k, dequantized(k, c, acc + i)),
+                                                                        requantized(k, dequantized(k, c, acc + i + 8))),
+                                                     0xD8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                       _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
     }
-    const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv_out_scale), low), high);
-    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), out_zero_point);
-    q = _mm256_min_epi32(_mm256_max_epi32(q, out_min), out_max);
-    // 8 int32 in [0, 255] -> 8 bytes: packs within each 128-bit lane, then the lanes' low words.
-    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
-    const __m128i both = _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(static_cast<uint8_t*>(out) + i), both);
+    for (; i < n; i += 8) {
+      const __m256i q = requantized(k, dequantized(k, c, acc + i));
+      const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
+      alignas(16) uint8_t last[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(last),
+                      _mm_unpacklo_epi32(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1)));
+      std::memcpy(y + i, last, static_cast<size_t>(std::min<int64_t>(8, n - i)));
+    }
+  } else {
+    auto* y = static_cast<float*>(out);
+    int64_t i = 0;
+    for (; i + 8 <= n || (spill && i < n); i += 8) _mm256_storeu_ps(y + i, dequantized(k, c, acc + i));
+    if (i < n) {
+      alignas(32) float last[8];
+      _mm256_store_ps(last, dequantized(k, c, acc + i));
+      std::memcpy(y + i, last, sizeof(float) * static_cast<size_t>(n - i));
+    }
   }
 }
 
@@ -177,37 +224,54 @@ void tile_of(int64_t vectors, const Args& a, const uint8_t* x, const int8_t* w, 
 
 // y of one image for output-channel blocks [block_begin, block_end): per span of flat positions
 // (the outer loop, so its input window stays in L1 while every block's weights pass by), each
-// block's tile, its epilogue over the whole span, and the span's valid columns copied out.
-template <int OB, int RW, bool VNNI>
+// block's tile, then its epilogue straight into each row segment of the span (ow < Wo). A
+// segment's last vector may spill past its end into elements that a later segment of the same
+// channel writes again, never past the channel's plane (where another channel or image begins,
+// perhaps another thread's). The epilogue of a tile runs after the next tile is computed: its
+// segments start anywhere in the tile's rows, and a load that straddles two of the vector stores
+// just made waits for them to leave the store buffer (no forwarding), which made the epilogue
+// three quarters of a first layer's time.
+template <int OB, int RW, bool VNNI, bool BYTES>
 void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
   constexpr int64_t lanes = VNNI ? 16 : 8, span = RW * lanes;
-  alignas(64) int32_t acc[OB * span];
-  alignas(64) float staged[OB * span];  // (uint8 outputs use its first bytes)
-  const bool bytes = a.e->out_dtype == kUInt8;
-  const size_t element = bytes ? 1 : sizeof(float);
-  const int64_t flat = a.Ho * a.Wp;
+  struct Tile {
+    alignas(64) int32_t acc[OB * span + 16];  // (+ 16: a spilling vector of the last row reads past it)
+    int64_t j0 = 0, j_end = 0, o0 = 0, stride = 0;
+  };
+  Tile tiles[2];
+  bool pending = false;  // tiles[1 - current] waits for its epilogue
+  constexpr size_t element = BYTES ? 1 : sizeof(float);
+  const int64_t flat = a.Ho * a.Wp, plane = a.Ho * a.Wo;
+  const EpilogueVectors k(*a.e);
+  auto epilogue = [&](const Tile& t) {
+    const int64_t outs = std::min<int64_t>(OB, a.O - t.o0);
+    ChannelVectors channel[OB];
+    for (int64_t oo = 0; oo < outs; ++oo) channel[oo] = ChannelVectors(*a.e, t.o0 + oo);
+    for (int64_t j = t.j0; j < t.j_end;) {  // one row segment at a time
+      const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
+      const int64_t len = std::min(a.Wp - ow, t.j_end - j), valid = std::min(len, a.Wo - ow);
+      const int64_t at = oh * a.Wo + ow;            // in the output plane
+      const bool spill = at + valid + 16 <= plane;  // a later segment writes what a whole vector spills onto
+      for (int64_t oo = 0; oo < outs && valid > 0; ++oo)
+        epilogue_segment<BYTES>(k, channel[oo], t.acc + oo * t.stride + (j - t.j0), valid,
+                                static_cast<uint8_t*>(a.y) + static_cast<size_t>((t.o0 + oo) * plane + at) * element,
+                                spill);
+      j += len;
+    }
+  };
+  int current = 0;
   for (int64_t j0 = 0; j0 < flat; j0 += span) {
     const int64_t j_end = std::min(j0 + span, flat), vectors = (j_end - j0 + lanes - 1) / lanes;
-    const int64_t stride = vectors * lanes;  // of the tile's rows
     for (int64_t blk = block_begin; blk < block_end; ++blk) {
-      const int64_t o0 = blk * OB, outs = std::min<int64_t>(OB, a.O - o0);
-      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, o0), acc);
-      for (int64_t oo = 0; oo < outs; ++oo)
-        epilogue_row(*a.e, o0 + oo, acc + oo * stride, stride,
-                     reinterpret_cast<uint8_t*>(staged) + static_cast<size_t>(oo * stride) * element);
-      for (int64_t j = j0; j < j_end;) {  // one row segment at a time
-        const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
-        const int64_t len = std::min(a.Wp - ow, j_end - j), valid = std::min(len, a.Wo - ow);
-        if (valid > 0)
-          for (int64_t oo = 0; oo < outs; ++oo)
-            std::memcpy(
-                static_cast<uint8_t*>(a.y) + static_cast<size_t>(((o0 + oo) * a.Ho + oh) * a.Wo + ow) * element,
-                reinterpret_cast<const uint8_t*>(staged) + static_cast<size_t>(oo * stride + (j - j0)) * element,
-                static_cast<size_t>(valid) * element);
-        j += len;
-      }
+      Tile& t = tiles[current];
+      t.j0 = j0, t.j_end = j_end, t.o0 = blk * OB, t.stride = vectors * lanes;
+      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, t.o0), t.acc);
+      if (pending) epilogue(tiles[1 - current]);
+      pending = true;
+      current = 1 - current;
     }
   }
+  if (pending) epilogue(tiles[1 - current]);
 }
 
 // The tile shapes: 8 channels x 3 zmm (24 accumulators of 32 registers) for VNNI, 4 x 2 ymm
@@ -292,10 +356,15 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
                  pl.Wo,
                  &e,
                  y + static_cast<size_t>(n * w.n * pl.Ho * pl.Wo) * out_element};
-    if (vnni)
-      image_blocks<kVnniBlock, kVnniVectors, true>(a, b0, b1);
+    const bool bytes = out.dtype() == kUInt8;
+    if (vnni && bytes)
+      image_blocks<kVnniBlock, kVnniVectors, true, true>(a, b0, b1);
+    else if (vnni)
+      image_blocks<kVnniBlock, kVnniVectors, true, false>(a, b0, b1);
+    else if (bytes)
+      image_blocks<kAvx2Block, kAvx2Vectors, false, true>(a, b0, b1);
     else
-      image_blocks<kAvx2Block, kAvx2Vectors, false>(a, b0, b1);
+      image_blocks<kAvx2Block, kAvx2Vectors, false, false>(a, b0, b1);
   };
   const int64_t plane_bytes = groups * pl.x_plane * kGroup;
   const int threads = parallel_threads();
