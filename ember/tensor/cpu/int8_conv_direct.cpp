@@ -227,51 +227,35 @@ void tile_of(int64_t vectors, const Args& a, const uint8_t* x, const int8_t* w, 
 // block's tile, then its epilogue straight into each row segment of the span (ow < Wo). A
 // segment's last vector may spill past its end into elements that a later segment of the same
 // channel writes again, never past the channel's plane (where another channel or image begins,
-// perhaps another thread's). The epilogue of a tile runs after the next tile is computed: its
-// segments start anywhere in the tile's rows, and a load that straddles two of the vector stores
-// just made waits for them to leave the store buffer (no forwarding), which made the epilogue
-// three quarters of a first layer's time.
+// perhaps another thread's).
 template <int OB, int RW, bool VNNI, bool BYTES>
 void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
   constexpr int64_t lanes = VNNI ? 16 : 8, span = RW * lanes;
-  struct Tile {
-    alignas(64) int32_t acc[OB * span + 16];  // (+ 16: a spilling vector of the last row reads past it)
-    int64_t j0 = 0, j_end = 0, o0 = 0, stride = 0;
-  };
-  Tile tiles[2];
-  bool pending = false;  // tiles[1 - current] waits for its epilogue
   constexpr size_t element = BYTES ? 1 : sizeof(float);
+  alignas(64) int32_t acc[OB * span + 16];  // (+ 16: a spilling vector of the last row reads past it)
   const int64_t flat = a.Ho * a.Wp, plane = a.Ho * a.Wo;
   const EpilogueVectors k(*a.e);
-  auto epilogue = [&](const Tile& t) {
-    const int64_t outs = std::min<int64_t>(OB, a.O - t.o0);
-    ChannelVectors channel[OB];
-    for (int64_t oo = 0; oo < outs; ++oo) channel[oo] = ChannelVectors(*a.e, t.o0 + oo);
-    for (int64_t j = t.j0; j < t.j_end;) {  // one row segment at a time
-      const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
-      const int64_t len = std::min(a.Wp - ow, t.j_end - j), valid = std::min(len, a.Wo - ow);
-      const int64_t at = oh * a.Wo + ow;            // in the output plane
-      const bool spill = at + valid + 16 <= plane;  // a later segment writes what a whole vector spills onto
-      for (int64_t oo = 0; oo < outs && valid > 0; ++oo)
-        epilogue_segment<BYTES>(k, channel[oo], t.acc + oo * t.stride + (j - t.j0), valid,
-                                static_cast<uint8_t*>(a.y) + static_cast<size_t>((t.o0 + oo) * plane + at) * element,
-                                spill);
-      j += len;
-    }
-  };
-  int current = 0;
+  ChannelVectors channel[OB];
   for (int64_t j0 = 0; j0 < flat; j0 += span) {
     const int64_t j_end = std::min(j0 + span, flat), vectors = (j_end - j0 + lanes - 1) / lanes;
+    const int64_t stride = vectors * lanes;  // of the tile's rows
     for (int64_t blk = block_begin; blk < block_end; ++blk) {
-      Tile& t = tiles[current];
-      t.j0 = j0, t.j_end = j_end, t.o0 = blk * OB, t.stride = vectors * lanes;
-      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, t.o0), t.acc);
-      if (pending) epilogue(tiles[1 - current]);
-      pending = true;
-      current = 1 - current;
+      const int64_t o0 = blk * OB, outs = std::min<int64_t>(OB, a.O - o0);
+      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, o0), acc);
+      for (int64_t oo = 0; oo < outs; ++oo) channel[oo] = ChannelVectors(*a.e, o0 + oo);
+      for (int64_t j = j0; j < j_end;) {  // one row segment at a time
+        const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
+        const int64_t len = std::min(a.Wp - ow, j_end - j), valid = std::min(len, a.Wo - ow);
+        const int64_t at = oh * a.Wo + ow;            // in the output plane
+        const bool spill = at + valid + 16 <= plane;  // a later segment writes what a whole vector spills onto
+        for (int64_t oo = 0; oo < outs && valid > 0; ++oo)
+          epilogue_segment<BYTES>(k, channel[oo], acc + oo * stride + (j - j0), valid,
+                                  static_cast<uint8_t*>(a.y) + static_cast<size_t>((o0 + oo) * plane + at) * element,
+                                  spill);
+        j += len;
+      }
     }
   }
-  if (pending) epilogue(tiles[1 - current]);
 }
 
 // The tile shapes: 8 channels x 3 zmm (24 accumulators of 32 registers) for VNNI, 4 x 2 ymm
