@@ -115,6 +115,72 @@ void cnn_rows() {
   std::printf("\nprediction agreement with float32 on random inputs: %.3f\n", agree);
 }
 
+// The int8 convolution's algorithms on the same operands (uint8 out, fused ReLU, 7 bits): the
+// direct kernels (Note [Direct int8 convolution]) against im2col + the int8 GEMM, with each
+// kernel the CPU has, and float32's convolution (its automatic choice) on the same shape. Every
+// algorithm's bytes are checked equal to the portable im2col's first.
+void int8_conv_rows() {
+  using backends::cpu::ConvAlgorithm;
+  using cpu::Int8Kernel;
+  const bool vnni = cpu::int8_kernel_available(Int8Kernel::Avx512Vnni);
+  std::printf("\n| int8 conv 3x3 pad 1, uint8 out | float32 conv | direct%s | im2col + GEMM%s | im2col / direct |%s\n",
+              vnni ? ", VNNI" : ", AVX2", vnni ? ", VNNI" : ", AVX2",
+              vnni ? " direct, AVX2 | im2col + GEMM, AVX2 | im2col / direct, AVX2 |" : "");
+  std::printf("|---|---|---|---|---|%s\n", vnni ? "---|---|---|" : "");
+  struct Shape4 {
+    int64_t n, c, hw, o;
+  };
+  for (const Shape4 l : {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
+    manual_seed(0);
+    const Tensor x = randint(0, 128, {l.n, l.c, l.hw, l.hw}).to(kUInt8);
+    const Tensor w = randint(-128, 128, {l.o, l.c, 3, 3}).to(kInt8);
+    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({l.o, -1}));
+    Int8Epilogue e;
+    e.a_zero_point = 37;
+    e.a_scale = 0.05;
+    e.w_scale = rand({l.o}) * 0.01 + 0.001;
+    e.bias = randn({l.o});
+    e.out_scale = 0.08;
+    e.out_zero_point = 50;
+    e.out_quant_max = 127;
+    e.relu = true;
+    Conv2dParams p;
+    p.padding = {1, 1};
+    const TensorOptions bytes = TensorOptions().dtype(kUInt8);
+    Tensor expected = empty({l.n, l.o, l.hw, l.hw}, bytes);
+    cpu::int8_conv2d_with(ConvAlgorithm::im2col_gemm, Int8Kernel::Portable, x, packed, {3, 3}, p, e, expected);
+    std::vector<std::pair<ConvAlgorithm, Int8Kernel>> runs = {{ConvAlgorithm::direct, cpu::int8_gemm_kernel()},
+                                                              {ConvAlgorithm::im2col_gemm, cpu::int8_gemm_kernel()}};
+    if (vnni) {
+      runs.push_back({ConvAlgorithm::direct, Int8Kernel::Avx2});
+      runs.push_back({ConvAlgorithm::im2col_gemm, Int8Kernel::Avx2});
+    }
+    std::vector<Tensor> outs;
+    for (const auto& [algorithm, kernel] : runs) {
+      outs.push_back(empty({l.n, l.o, l.hw, l.hw}, bytes));
+      cpu::int8_conv2d_with(algorithm, kernel, x, packed, {3, 3}, p, e, outs.back());
+      if ((outs.back().to(kInt32) - expected.to(kInt32)).abs().amax().item<int32_t>() != 0) {
+        std::printf("int8 conv: the %s kernel's bytes differ from the portable im2col's\n", cpu::int8_kernel_name(kernel));
+        std::exit(1);
+      }
+    }
+    const Tensor xf = randn({l.n, l.c, l.hw, l.hw}), wf = randn({l.o, l.c, 3, 3}), bf = randn({l.o});
+    NoGradGuard no_grad;
+    std::vector<std::function<void()>> work = {[&] { conv2d(xf, wf, bf, 1, 1); }};
+    for (size_t i = 0; i < runs.size(); ++i)
+      work.push_back([&, i] { cpu::int8_conv2d_with(runs[i].first, runs[i].second, x, packed, {3, 3}, p, e, outs[i]); });
+    const auto t = ember::bench::interleaved_medians(work, l.n == 1 ? 201 : 11);
+    const double macs = static_cast<double>(l.n * l.o * l.hw * l.hw * l.c * 9);
+    auto cell = [&](double seconds) { return fmt("%.3f ms", seconds * 1e3) + fmt(" (%.0f GMAC/s)", macs / seconds * 1e-9); };
+    std::printf("| [%lld, %lld, %lld, %lld] -> %lld | %s | %s | %s | %.2f |", static_cast<long long>(l.n),
+                static_cast<long long>(l.c), static_cast<long long>(l.hw), static_cast<long long>(l.hw),
+                static_cast<long long>(l.o), cell(t[0]).c_str(), cell(t[1]).c_str(), cell(t[2]).c_str(), t[2] / t[1]);
+    if (vnni) std::printf(" %s | %s | %.2f |", cell(t[3]).c_str(), cell(t[4]).c_str(), t[4] / t[3]);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
 // Unstructured sparsity: the dense Linear against SparseLinear (CSR) on the same pruned weights,
 // to find the crossover that prune::sparsify uses (kSparseLinearCrossover).
 void csr_rows() {
@@ -167,6 +233,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(bytes(fp->state_dict())), static_cast<long long>(bytes(int8.state_dict())),
               static_cast<double>(bytes(fp->state_dict())) / static_cast<double>(bytes(int8.state_dict())));
   cnn_rows();
+  int8_conv_rows();
   csr_rows();
   return 0;
 }

@@ -182,8 +182,7 @@ void quantize_and_report(const Config& c, nn::Sequential& model, data::DataLoade
       opt.step();
     }
   }
-  // A shallow first layer (the CNN's 1-channel convolution) stays float32: int8 only slows it.
-  nn::Sequential int8 = quantization::convert(*model, quantization::ConvertOptions().keep_shallow_first_layer());
+  nn::Sequential int8 = quantization::convert(*model);
   report_model(int8, test, label.c_str());
 }
 

@@ -116,9 +116,11 @@ void prepare(nn::SequentialImpl& model, Calibration calibration = Calibration::M
 void prepare_qat(nn::SequentialImpl& model);
 struct ConvertOptions {
   // A first Conv2d or Linear whose GEMM depth (in_channels * kh * kw, or in_features) is below
-  // this stays float32, with its ReLU, and Quantize comes after it: at depth 9 (one input channel,
-  // 3 x 3) int8 only adds im2col, requantization and layout work (the MNIST CNN's first
-  // convolution: 3.7 ms in float32, 12 ms in int8). 0: everything int8, as PyTorch's convert.
+  // this stays float32, with its ReLU, and Quantize comes after it. 0 (the default): everything
+  // int8, as PyTorch's convert. It paid when int8 convolutions were im2col + GEMM (the MNIST
+  // CNN's one-channel first layer: 3.7 ms in float32, 12 ms in int8); the direct int8 kernels
+  // of stride-1 convolutions make int8 faster there too (BENCHMARKS.md), so it is for layers
+  // that take im2col (strided first layers) or want float32's accuracy.
   int64_t float_first_layer_below_depth = 0;
   ConvertOptions& keep_shallow_first_layer(int64_t depth = 32) { return float_first_layer_below_depth = depth, *this; }
 };
