@@ -19,9 +19,15 @@ namespace {
 
 using ember::bench::fmt;
 
+// A view of a contiguous ember tensor (float32, or the int8 section's uint8 and int8).
 torch::Tensor as_torch(const ember::Tensor& t) {
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  return torch::from_blob(t.data_ptr(), shape, torch::kFloat32);
+  const auto type = t.dtype() == ember::kUInt8 ? torch::kUInt8 : t.dtype() == ember::kInt8 ? torch::kInt8 : torch::kFloat32;
+  if (type == torch::kFloat32 && t.dtype() != ember::kFloat32) {
+    std::printf("as_torch: expects float32, uint8 or int8, got %s\n", ember::dtype_name(t.dtype()));
+    std::exit(1);
+  }
+  return torch::from_blob(t.data_ptr(), shape, type);
 }
 
 void check(const char* name, const ember::Tensor& ours, const torch::Tensor& theirs, double tol) {
@@ -218,6 +224,63 @@ int conv_section() {
   return 0;
 }
 
+// ---- int8: the static quantized convolution against LibTorch's quantized::conv2d_relu ----
+
+// The same integers on both sides: a uint8 input (7 bits, zero point 37), per-channel qint8
+// weights, a float bias, ReLU fused, a uint8 output (scale 0.08, zero point 50). LibTorch packs
+// the weight once (quantized::conv2d_prepack on its engine) and runs apply_relu; its onednn
+// kernels want channels-last activations, so it is timed on an NCHW input (as ember's) and on a
+// channels-last one (what a quantized PyTorch model passes along).
+void quant_conv_rows() {
+  std::printf(
+      "\n| int8 conv 3×3 pad 1 + ReLU | ember int8 | LibTorch int8, NCHW in | LibTorch int8, channels-last in | "
+      "LibTorch NCHW / ember | channels-last / ember |\n|---|---|---|---|---|---|\n");
+  const auto prepack = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::conv2d_prepack", "");
+  struct Shape4 {
+    int64_t n, c, hw, o;
+  };
+  for (const Shape4 l : {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
+    ember::manual_seed(0);
+    const ember::Tensor x = ember::randint(0, 128, {l.n, l.c, l.hw, l.hw}).to(ember::kUInt8);
+    const ember::Tensor w = ember::randint(-127, 128, {l.o, l.c, 3, 3}).to(ember::kInt8);
+    const ember::Tensor w_scale = ember::rand({l.o}) * 0.01 + 0.001, bias = ember::randn({l.o});
+    const ember::Tensor packed = ember::native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({l.o, -1}));
+    ember::Int8Epilogue e;
+    e.a_zero_point = 37, e.a_scale = 0.05, e.w_scale = w_scale, e.bias = bias;
+    e.out_scale = 0.08, e.out_zero_point = 50, e.out_quant_max = 255, e.relu = true;
+    ember::Conv2dParams p;
+    p.padding = {1, 1};
+    torch::NoGradGuard torch_no_grad;
+    const torch::Tensor tq = at::_make_per_tensor_quantized_tensor(as_torch(x), 0.05, 37);
+    const torch::Tensor tq_last = tq.contiguous(at::MemoryFormat::ChannelsLast);
+    const torch::Tensor tw = at::_make_per_channel_quantized_tensor(
+        as_torch(w), as_torch(w_scale).to(torch::kFloat64), torch::zeros({l.o}, torch::kLong), 0);
+    torch::jit::Stack stack{tw, c10::optional<at::Tensor>(as_torch(bias)), std::vector<int64_t>{1, 1},
+                            std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}};
+    prepack.callBoxed(&stack);
+    const auto conv = stack[0].toCustomClass<ConvPackedParamsBase<2>>();
+    ember::Tensor y;
+    auto ember_conv = [&] { y = ember::native::int8_conv2d(x, packed, l.o, {3, 3}, p, e, ember::kUInt8); };
+    ember_conv();
+    // The same requantized bytes, up to a rounding tie (one step).
+    const torch::Tensor ty = conv->apply_relu(tq, 0.08, 50).int_repr().contiguous();
+    const ember::Tensor theirs = ember::from_blob(ty.data_ptr(), y.sizes(), ember::TensorOptions().dtype(ember::kUInt8));
+    const int32_t worst = (y.to(ember::kInt32) - theirs.to(ember::kInt32)).abs().amax().item<int32_t>();
+    if (worst > 1) {
+      std::printf("int8 conv: ember and LibTorch differ by %d steps\n", worst);
+      std::exit(1);
+    }
+    const auto t = ember::bench::interleaved_medians(
+        {ember_conv, [&] { conv->apply_relu(tq, 0.08, 50); }, [&] { conv->apply_relu(tq_last, 0.08, 50); }},
+        l.n == 1 ? 201 : 11);
+    std::printf("| [%lld, %lld, %lld, %lld] → %lld | %.3f ms | %.3f ms | %.3f ms | %.2f | %.2f |\n",
+                static_cast<long long>(l.n), static_cast<long long>(l.c), static_cast<long long>(l.hw),
+                static_cast<long long>(l.hw), static_cast<long long>(l.o), t[0] * 1e3, t[1] * 1e3, t[2] * 1e3,
+                t[1] / t[0], t[2] / t[0]);
+    std::fflush(stdout);
+  }
+}
+
 // ---- int8: the dynamic quantized Linear against LibTorch's quantized::linear_dynamic ----
 
 // LibTorch's dynamic int8 Linear as torch.ao.nn.quantized.dynamic.Linear runs it: the weight
@@ -258,6 +321,7 @@ int quant_section() {
                 t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[3] / t[1], t[0] / t[1], t[2] / t[3]);
     std::fflush(stdout);
   }
+  quant_conv_rows();
   return 0;
 }
 

@@ -262,17 +262,47 @@ void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
 // (8 of 16, beside the inputs, the broadcast, the ones and vpmaddubsw's result) for AVX2.
 constexpr int kVnniBlock = 8, kVnniVectors = 3, kAvx2Block = 4, kAvx2Vectors = 2;
 
+// 16 positions of four channels' rows interleaved into 16 words (64 bytes): word w holds
+// r0[w], r1[w], r2[w], r3[w].
+inline void interleave4x16(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3, uint8_t* dst) {
+  auto load = [](const uint8_t* r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(r)); };
+  const __m128i a = load(r0), b = load(r1), c = load(r2), d = load(r3);
+  const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);  // a0 b0 a1 b1 ...
+  const __m128i cd_lo = _mm_unpacklo_epi8(c, d), cd_hi = _mm_unpackhi_epi8(c, d);
+  auto store = [&](int i, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * i), v); };
+  store(0, _mm_unpacklo_epi16(ab_lo, cd_lo));  // a0 b0 c0 d0 a1 b1 c1 d1 ...
+  store(1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+  store(2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+  store(3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+}
+
 // xp [groups][x_plane][4] <- x [C][H][W] of one image: everything the zero point first (padding,
 // junk columns, padding channels), then each row's bytes interleaved four channels to a word.
-void pad_plane_u8(const uint8_t* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const FlatPlane& pl,
-                  int64_t groups, uint8_t zero_point, uint8_t* xp) {
-  std::memset(xp, zero_point, static_cast<size_t>(groups * pl.x_plane * kGroup));
-  for (int64_t c = 0; c < C; ++c) {
-    uint8_t* dst = xp + (c / kGroup) * pl.x_plane * kGroup + c % kGroup;
-    const uint8_t* src = x + c * H * W;
+// Full groups of four go 16 positions per step: a row's last step may write up to 15 words past
+// the row, which are set back to the zero point before the next row is written (they are the
+// row's padding and the next row's start, or what follows the plane; xp has 16 words to spare).
+// The steps read up to 15 bytes past a row too, which is why `x_end` bounds them.
+void pad_plane_u8(const uint8_t* x, const uint8_t* x_end, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad,
+                  const FlatPlane& pl, int64_t groups, uint8_t zero_point, uint8_t* xp) {
+  std::memset(xp, zero_point, static_cast<size_t>((groups * pl.x_plane + 16) * kGroup));
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t* plane = xp + g * pl.x_plane * kGroup;
+    const int64_t c0 = g * kGroup, real = std::min<int64_t>(kGroup, C - c0);
     for (int64_t h = 0; h < H; ++h) {
-      uint8_t* row = dst + ((h + pad[0]) * pl.Wp + pad[1]) * kGroup;
-      for (int64_t w = 0; w < W; ++w) row[w * kGroup] = src[h * W + w];
+      uint8_t* row = plane + ((h + pad[0]) * pl.Wp + pad[1]) * kGroup;
+      const uint8_t* src[kGroup];
+      for (int64_t i = 0; i < kGroup; ++i) src[i] = x + ((c0 + std::min(i, real - 1)) * H + h) * W;
+      int64_t w = 0;
+      if (real == kGroup) {
+        for (; w < W && src[3] + w + 16 <= x_end; w += 16)
+          interleave4x16(src[0] + w, src[1] + w, src[2] + w, src[3] + w, row + w * kGroup);
+        if (w > W) {  // the last step spilled
+          std::memset(row + W * kGroup, zero_point, static_cast<size_t>((w - W) * kGroup));
+          w = W;
+        }
+      }
+      for (; w < W; ++w)
+        for (int64_t i = 0; i < real; ++i) row[w * kGroup + i] = src[i][w];
     }
   }
 }
@@ -350,13 +380,14 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
     else
       image_blocks<kAvx2Block, kAvx2Vectors, false, false>(a, b0, b1);
   };
-  const int64_t plane_bytes = groups * pl.x_plane * kGroup;
+  const int64_t plane_bytes = (groups * pl.x_plane + 16) * kGroup;  // (+ 16 words: pad_plane_u8's last step)
+  const uint8_t* x_end = x + N * C * H * W;
   const int threads = parallel_threads();
   if (N >= threads) {  // one image per thread at a time, each with its own plane
     Tensor planes = empty({threads, plane_bytes}, TensorOptions().dtype(kUInt8));
     for_each_task(N, threads, [&](int64_t n, int tid) {
       uint8_t* xp = planes.data_ptr<uint8_t>() + tid * plane_bytes;
-      pad_plane_u8(x + n * C * H * W, C, H, W, p.padding, pl, groups, zero_point, xp);
+      pad_plane_u8(x + n * C * H * W, x_end, C, H, W, p.padding, pl, groups, zero_point, xp);
       run(xp, n, 0, blocks);
     });
     return;
@@ -364,7 +395,7 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
   // Fewer images than threads (batch 1): the threads share a plane and split its blocks.
   Tensor plane = empty({plane_bytes}, TensorOptions().dtype(kUInt8));
   for (int64_t n = 0; n < N; ++n) {
-    pad_plane_u8(x + n * C * H * W, C, H, W, p.padding, pl, groups, zero_point, plane.data_ptr<uint8_t>());
+    pad_plane_u8(x + n * C * H * W, x_end, C, H, W, p.padding, pl, groups, zero_point, plane.data_ptr<uint8_t>());
     parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) { run(plane.data_ptr<uint8_t>(), n, b0, b1); });
   }
 #else
