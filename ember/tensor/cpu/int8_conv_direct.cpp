@@ -1,8 +1,6 @@
 // The direct int8 convolution for stride 1 (Note [Direct int8 convolution]): uint8 activations
 // times int8 weights into int32 on the float32 direct convolution's padded flat plane, with the
-// int8 GEMM's epilogue (int8_packed.h), written as NCHW rows. Here: the padded planes, the
-// weight, threads and the choice of instruction set; the tiles are in
-// int8_conv_direct_kernels.h, compiled once per instruction set.
+// int8 GEMM's epilogue (int8_packed.h), written as NCHW rows.
 //
 // Note [Direct int8 convolution]
 // The plane of conv_direct.h, in bytes, with the input channels in groups of four:
@@ -31,14 +29,11 @@
 
 #include "ember/tensor/cpu/conv_algorithms.h"
 #include "ember/tensor/cpu/cpu_backend.h"
-#include "ember/tensor/cpu/int8_conv_direct.h"
 #include "ember/tensor/cpu/int8_packed.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
-// The tiles exist where ember targets x86-64-v3 (EMBER_HAVE_DIRECT_CONV, as the float32 direct
-// convolution's); the plane's packing below uses SSE2.
-#ifdef EMBER_HAVE_DIRECT_CONV
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define EMBER_INT8_DIRECT 1
 #endif
@@ -52,6 +47,220 @@ using int8::Epilogue;
 using int8::kGroup;
 using int8::kPanel;
 using int8::Packed;
+
+// What one image's tiles read and write.
+struct Args {
+  const uint8_t* xp;  // [groups][x_plane][4]
+  int64_t x_plane, groups, taps;
+  const int64_t* tap_offset;
+  const Packed* w;  // k order (tap, group, channel of the group)
+  int64_t O, Wp, Ho, Wo;
+  const Epilogue* e;
+  void* y;  // [O][Ho][Wo] of this image, uint8 or float32
+};
+
+// The 4 weights of output channel o for (tap, group) as one word.
+inline const int8_t* weight_words(const Packed& w, int64_t o0) {
+  return w.panel(o0 / kPanel) + (o0 % kPanel) * kGroup;  // + (g * kPanel + oo) * kGroup
+}
+
+#define EMBER_VNNI_TARGET __attribute__((target("avx512f,avx512vnni")))
+
+// acc [OB][RW * 16] = Σ over groups, taps of xp words [j0 + offset + ...] · the OB channels'
+// weight words (AVX-512 VNNI).
+template <int OB, int RW>
+EMBER_VNNI_TARGET void tile_vnni(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
+  __m512i acc[OB][RW];
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < a.groups; ++g) {
+    const uint8_t* xg = x + g * a.x_plane * kGroup;
+    for (int64_t t = 0; t < a.taps; ++t) {
+      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
+      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
+      __m512i xv[RW];
+#pragma GCC unroll 4
+      for (int r = 0; r < RW; ++r) xv[r] = _mm512_loadu_si512(xt + r * 64);
+#pragma GCC unroll 8
+      for (int oo = 0; oo < OB; ++oo) {
+        int32_t word;
+        std::memcpy(&word, wt + oo * kGroup, sizeof(word));  // (folds into vpdpbusd's broadcast operand)
+        const __m512i wb = _mm512_set1_epi32(word);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_dpbusd_epi32(acc[oo][r], xv[r], wb);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) _mm512_storeu_si512(acc_out + (oo * RW + r) * 16, acc[oo][r]);
+}
+
+// The same tile with AVX2: 8 positions per register, vpmaddubsw pairs into int16, vpmaddwd by
+// ones into int32. (Not inlined: the epilogue's constants beside it would push accumulators out
+// of the 16 registers.)
+template <int OB, int RW>
+__attribute__((noinline)) void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[OB][RW];
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < a.groups; ++g) {
+    const uint8_t* xg = x + g * a.x_plane * kGroup;
+    for (int64_t t = 0; t < a.taps; ++t) {
+      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
+      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
+      __m256i xv[RW];
+#pragma GCC unroll 4
+      for (int r = 0; r < RW; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + r * 32));
+#pragma GCC unroll 8
+      for (int oo = 0; oo < OB; ++oo) {
+        int32_t word;
+        std::memcpy(&word, wt + oo * kGroup, sizeof(word));
+        const __m256i wb = _mm256_set1_epi32(word);
+#pragma GCC unroll 4
+        for (int r = 0; r < RW; ++r)
+          acc[oo][r] = _mm256_add_epi32(acc[oo][r], _mm256_madd_epi16(_mm256_maddubs_epi16(xv[r], wb), ones));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int oo = 0; oo < OB; ++oo)
+#pragma GCC unroll 4
+    for (int r = 0; r < RW; ++r)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc_out + (oo * RW + r) * 8), acc[oo][r]);
+}
+
+// The epilogue's constants (Epilogue::store's arithmetic, 8 lanes at a time), made once per
+// call, and those of one output channel, once per tile: the segments between them are short
+// (a row of the output), so nothing is set up per segment.
+struct EpilogueVectors {
+  __m256 floor;                     // 0 with a fused ReLU, else -inf (max with it changes nothing)
+  __m256 inv_out_scale, low, high;  // (the clamp keeps the conversion inside int32)
+  __m256i out_zero_point, out_min, out_max;
+  explicit EpilogueVectors(const Epilogue& e)
+      : floor(_mm256_set1_ps(e.relu ? 0.0f : -INFINITY)),
+        inv_out_scale(_mm256_set1_ps(e.inv_out_scale)),
+        low(_mm256_set1_ps(-1e9f)),
+        high(_mm256_set1_ps(1e9f)),
+        out_zero_point(_mm256_set1_epi32(e.out_zero_point)),
+        out_min(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min))),
+        out_max(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max))) {}
+};
+
+struct ChannelVectors {
+  __m256i zero_term;   // a_zero_point * Σ w[o]
+  __m256 scale, bias;  // bias 0 without one, as in Epilogue::store
+  ChannelVectors() = default;
+  ChannelVectors(const Epilogue& e, int64_t o)
+      : zero_term(_mm256_set1_epi32(e.a_zero_point * e.row_sums[o])),
+        scale(_mm256_set1_ps(e.a_scale * e.w_scale[e.per_channel ? o : 0])),
+        bias(_mm256_set1_ps(e.bias ? e.bias[o] : 0.0f)) {}
+};
+
+// 8 accumulators -> 8 values of one channel, in the order of operations of Epilogue::store, so
+// that every path gives the same bytes.
+inline __m256 dequantized(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc) {
+  const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)), c.zero_term);
+  return _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), c.scale, c.bias), k.floor);
+}
+inline __m256i requantized(const EpilogueVectors& k, __m256 v) {
+  const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, k.inv_out_scale), k.low), k.high);
+  return _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), k.out_zero_point), k.out_min),
+                          k.out_max);
+}
+
+// out[0 .. n) of one output channel from acc[0 .. n). With `spill`, the last partial vector is
+// stored whole: up to 15 elements past n are written, which the caller writes again later (acc
+// must hold them too); without, it goes through a buffer.
+template <bool BYTES>
+inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc, int64_t n,
+                             void* out, bool spill) {
+  if constexpr (BYTES) {
+    auto* y = static_cast<uint8_t*>(out);
+    int64_t i = 0;
+    for (; i + 16 <= n || (spill && i < n); i += 16) {
+      // 16 int32 in [0, 255] -> 16 bytes in order (the packs work within 128-bit lanes)
+      const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(requantized(k, dequantized(k, c, acc + i)),
+                                                                        requantized(k, dequantized(k, c, acc + i + 8))),
+                                                     0xD8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                       _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
+    }
+    for (; i < n; i += 8) {
+      const __m256i q = requantized(k, dequantized(k, c, acc + i));
+      const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
+      alignas(16) uint8_t last[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(last),
+                      _mm_unpacklo_epi32(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1)));
+      std::memcpy(y + i, last, static_cast<size_t>(std::min<int64_t>(8, n - i)));
+    }
+  } else {
+    auto* y = static_cast<float*>(out);
+    int64_t i = 0;
+    for (; i + 8 <= n || (spill && i < n); i += 8) _mm256_storeu_ps(y + i, dequantized(k, c, acc + i));
+    if (i < n) {
+      alignas(32) float last[8];
+      _mm256_store_ps(last, dequantized(k, c, acc + i));
+      std::memcpy(y + i, last, sizeof(float) * static_cast<size_t>(n - i));
+    }
+  }
+}
+
+template <int OB, int RW, bool VNNI>
+void tile_of(int64_t vectors, const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc) {
+  if constexpr (RW > 1)
+    if (vectors < RW) return tile_of<OB, RW - 1, VNNI>(vectors, a, x, w, acc);
+  if constexpr (VNNI)
+    tile_vnni<OB, RW>(a, x, w, acc);
+  else
+    tile_avx2<OB, RW>(a, x, w, acc);
+}
+
+// y of one image for output-channel blocks [block_begin, block_end): per span of flat positions
+// (the outer loop, so its input window stays in L1 while every block's weights pass by), each
+// block's tile, then its epilogue straight into each row segment of the span (ow < Wo). A
+// segment's last vector may spill past its end into elements that a later segment of the same
+// channel writes again, never past the channel's plane (where another channel or image begins,
+// perhaps another thread's).
+template <int OB, int RW, bool VNNI, bool BYTES>
+void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
+  constexpr int64_t lanes = VNNI ? 16 : 8, span = RW * lanes;
+  constexpr size_t element = BYTES ? 1 : sizeof(float);
+  alignas(64) int32_t acc[OB * span + 16];  // (+ 16: a spilling vector of the last row reads past it)
+  const int64_t flat = a.Ho * a.Wp, plane = a.Ho * a.Wo;
+  const EpilogueVectors k(*a.e);
+  ChannelVectors channel[OB];
+  for (int64_t j0 = 0; j0 < flat; j0 += span) {
+    const int64_t j_end = std::min(j0 + span, flat), vectors = (j_end - j0 + lanes - 1) / lanes;
+    const int64_t stride = vectors * lanes;  // of the tile's rows
+    for (int64_t blk = block_begin; blk < block_end; ++blk) {
+      const int64_t o0 = blk * OB, outs = std::min<int64_t>(OB, a.O - o0);
+      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, o0), acc);
+      for (int64_t oo = 0; oo < outs; ++oo) channel[oo] = ChannelVectors(*a.e, o0 + oo);
+      for (int64_t j = j0; j < j_end;) {  // one row segment at a time
+        const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
+        const int64_t len = std::min(a.Wp - ow, j_end - j), valid = std::min(len, a.Wo - ow);
+        const int64_t at = oh * a.Wo + ow;            // in the output plane
+        const bool spill = at + valid + 16 <= plane;  // a later segment writes what a whole vector spills onto
+        for (int64_t oo = 0; oo < outs && valid > 0; ++oo)
+          epilogue_segment<BYTES>(k, channel[oo], acc + oo * stride + (j - j0), valid,
+                                  static_cast<uint8_t*>(a.y) + static_cast<size_t>((o0 + oo) * plane + at) * element,
+                                  spill);
+        j += len;
+      }
+    }
+  }
+}
+
+// The tile shapes: 8 channels x 3 zmm (24 accumulators of 32 registers) for VNNI, 4 x 2 ymm
+// (8 of 16, beside the inputs, the broadcast, the ones and vpmaddubsw's result) for AVX2.
+constexpr int kVnniBlock = 8, kVnniVectors = 3, kAvx2Block = 4, kAvx2Vectors = 2;
 
 // 16 positions of four channels' rows interleaved into 16 words (64 bytes): word w holds
 // r0[w], r1[w], r2[w], r3[w].
@@ -120,12 +329,8 @@ Tensor pad_weight_channels(const Packed& w, int64_t C, int64_t taps) {
 
 bool int8_direct_applies(const Conv2dParams& p, Int8Kernel kernel) {
 #ifdef EMBER_INT8_DIRECT
-#ifdef EMBER_HAVE_AVX512_KERNELS
-  const bool compiled = kernel == Int8Kernel::Avx2 || kernel == Int8Kernel::Avx512Vnni;
-#else
-  const bool compiled = kernel == Int8Kernel::Avx2;
-#endif
-  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 && compiled && int8_kernel_available(kernel);
+  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 && kernel != Int8Kernel::Portable &&
+         int8_kernel_available(kernel);
 #else
   (void)p, (void)kernel;
   return false;
@@ -143,35 +348,37 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
   const Packed given(w_packed);
   const Tensor regrouped = C % kGroup == 0 ? w_packed : pad_weight_channels(given, C, taps);
   const Packed w(regrouped);
-#ifdef EMBER_HAVE_AVX512_KERNELS
   const bool vnni = kernel == Int8Kernel::Avx512Vnni;
-  const int8_direct::Tiling tiling = vnni ? int8_direct::tiling_vnni() : int8_direct::tiling_avx2();
-  void (*blocks_of)(const int8_direct::Args&) = vnni ? int8_direct::image_blocks_vnni : int8_direct::image_blocks_avx2;
-#else
-  const int8_direct::Tiling tiling = int8_direct::tiling_avx2();
-  void (*blocks_of)(const int8_direct::Args&) = int8_direct::image_blocks_avx2;
-#endif
-  const FlatPlane pl = make_flat_plane(H, W, kernel_size[0], kernel_size[1], p.padding, p.dilation, tiling.lanes);
+  const FlatPlane pl = make_flat_plane(H, W, kernel_size[0], kernel_size[1], p.padding, p.dilation, vnni ? 16 : 8);
   // The row sums are the given weight's (the same numbers; the padding adds zeros).
   const Epilogue e = int8::make_epilogue(ep, given, out);
-  const int64_t blocks = (w.n + tiling.block - 1) / tiling.block;
+  const int64_t OB = vnni ? kVnniBlock : kAvx2Block, blocks = (w.n + OB - 1) / OB;
   const size_t out_element = out.dtype() == kFloat32 ? sizeof(float) : 1;
-  int8_direct::Args args;
-  args.x_plane = pl.x_plane, args.groups = groups, args.taps = taps, args.tap_offset = pl.tap_offset.data();
-  args.panels = w.panels, args.panel_bytes = w.k_padded * kPanel;
-  args.O = w.n, args.Wp = pl.Wp, args.Ho = pl.Ho, args.Wo = pl.Wo;
-  args.a_zero_point = e.a_zero_point, args.row_sums = e.row_sums, args.a_scale = e.a_scale;
-  args.w_scale = e.w_scale, args.per_channel = e.per_channel, args.bias = e.bias, args.relu = e.relu;
-  args.bytes = out.dtype() == kUInt8, args.inv_out_scale = e.inv_out_scale, args.out_zero_point = e.out_zero_point;
-  args.out_min = static_cast<int32_t>(e.out_quant_min), args.out_max = static_cast<int32_t>(e.out_quant_max);
   const auto* x = input.data_ptr<uint8_t>();
   auto* y = static_cast<uint8_t*>(out.data_ptr());
   const auto zero_point = static_cast<uint8_t>(ep.a_zero_point);
   auto run = [&](const uint8_t* xp, int64_t n, int64_t b0, int64_t b1) {
-    int8_direct::Args a = args;
-    a.xp = xp, a.y = y + static_cast<size_t>(n * w.n * pl.Ho * pl.Wo) * out_element;
-    a.block_begin = b0, a.block_end = b1;
-    blocks_of(a);
+    const Args a{xp,
+                 pl.x_plane,
+                 groups,
+                 taps,
+                 pl.tap_offset.data(),
+                 &w,
+                 w.n,
+                 pl.Wp,
+                 pl.Ho,
+                 pl.Wo,
+                 &e,
+                 y + static_cast<size_t>(n * w.n * pl.Ho * pl.Wo) * out_element};
+    const bool bytes = out.dtype() == kUInt8;
+    if (vnni && bytes)
+      image_blocks<kVnniBlock, kVnniVectors, true, true>(a, b0, b1);
+    else if (vnni)
+      image_blocks<kVnniBlock, kVnniVectors, true, false>(a, b0, b1);
+    else if (bytes)
+      image_blocks<kAvx2Block, kAvx2Vectors, false, true>(a, b0, b1);
+    else
+      image_blocks<kAvx2Block, kAvx2Vectors, false, false>(a, b0, b1);
   };
   const int64_t plane_bytes = (groups * pl.x_plane + 16) * kGroup;  // (+ 16 words: pad_plane_u8's last step)
   const uint8_t* x_end = x + N * C * H * W;
