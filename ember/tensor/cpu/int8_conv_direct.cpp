@@ -13,7 +13,8 @@
 // input for 3 x 3) nor the transposes of its [pixels, O] result: lanes are positions, so the
 // epilogue requantizes rows of one output channel (its scale and bias broadcast) into NCHW.
 // AVX2 runs the same tile, 8 positions per register, with vpmaddubsw + vpmaddwd (7-bit
-// activations never saturate them; Note [Int8 GEMM] in int8_gemm.cpp).
+// activations never saturate them; Note [Int8 GEMM] in int8_gemm.cpp). The tiles are compiled
+// once per instruction set (int8_conv_direct.h); this file packs, threads and requantizes.
 // The int8 GEMM's packed weight serves as it is when C is a multiple of 4: its k order (taps,
 // then channels) makes each group of four k one (tap, channel group), and the word of output
 // channel o for group g sits at panel(o / 16) + (g * 16 + o % 16) * 4. Other channel counts (a
@@ -33,8 +34,12 @@
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+// The tiles exist where ember targets x86-64-v3 (EMBER_HAVE_DIRECT_CONV, as the float32 direct
+// convolution's); the epilogue and the plane's packing here use AVX2 and SSE2.
+#ifdef EMBER_HAVE_DIRECT_CONV
 #include <immintrin.h>
+
+#include "ember/tensor/cpu/int8_conv_direct.h"
 #define EMBER_INT8_DIRECT 1
 #endif
 
@@ -50,10 +55,9 @@ using int8::Packed;
 
 // What one image's tiles read and write.
 struct Args {
-  const uint8_t* xp;  // [groups][x_plane][4]
-  int64_t x_plane, groups, taps;
-  const int64_t* tap_offset;
-  const Packed* w;  // k order (tap, group, channel of the group)
+  const uint8_t* xp;           // [groups][x_plane][4]
+  int8_direct::TileArgs tile;  // x_plane, groups, taps, tap_offset
+  const Packed* w;             // k order (tap, group, channel of the group)
   int64_t O, Wp, Ho, Wo;
   const Epilogue* e;
   void* y;  // [O][Ho][Wo] of this image, uint8 or float32
@@ -62,78 +66,6 @@ struct Args {
 // The 4 weights of output channel o for (tap, group) as one word.
 inline const int8_t* weight_words(const Packed& w, int64_t o0) {
   return w.panel(o0 / kPanel) + (o0 % kPanel) * kGroup;  // + (g * kPanel + oo) * kGroup
-}
-
-#define EMBER_VNNI_TARGET __attribute__((target("avx512f,avx512vnni")))
-
-// acc [OB][RW * 16] = Σ over groups, taps of xp words [j0 + offset + ...] · the OB channels'
-// weight words (AVX-512 VNNI).
-template <int OB, int RW>
-EMBER_VNNI_TARGET void tile_vnni(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
-  __m512i acc[OB][RW];
-#pragma GCC unroll 8
-  for (int oo = 0; oo < OB; ++oo)
-#pragma GCC unroll 4
-    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_setzero_si512();
-  for (int64_t g = 0; g < a.groups; ++g) {
-    const uint8_t* xg = x + g * a.x_plane * kGroup;
-    for (int64_t t = 0; t < a.taps; ++t) {
-      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
-      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
-      __m512i xv[RW];
-#pragma GCC unroll 4
-      for (int r = 0; r < RW; ++r) xv[r] = _mm512_loadu_si512(xt + r * 64);
-#pragma GCC unroll 8
-      for (int oo = 0; oo < OB; ++oo) {
-        int32_t word;
-        std::memcpy(&word, wt + oo * kGroup, sizeof(word));  // (folds into vpdpbusd's broadcast operand)
-        const __m512i wb = _mm512_set1_epi32(word);
-#pragma GCC unroll 4
-        for (int r = 0; r < RW; ++r) acc[oo][r] = _mm512_dpbusd_epi32(acc[oo][r], xv[r], wb);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int oo = 0; oo < OB; ++oo)
-#pragma GCC unroll 4
-    for (int r = 0; r < RW; ++r) _mm512_storeu_si512(acc_out + (oo * RW + r) * 16, acc[oo][r]);
-}
-
-// The same tile with AVX2: 8 positions per register, vpmaddubsw pairs into int16, vpmaddwd by
-// ones into int32. (Not inlined: the epilogue's constants beside it would push accumulators out
-// of the 16 registers.)
-template <int OB, int RW>
-__attribute__((noinline)) void tile_avx2(const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc_out) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[OB][RW];
-#pragma GCC unroll 8
-  for (int oo = 0; oo < OB; ++oo)
-#pragma GCC unroll 4
-    for (int r = 0; r < RW; ++r) acc[oo][r] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < a.groups; ++g) {
-    const uint8_t* xg = x + g * a.x_plane * kGroup;
-    for (int64_t t = 0; t < a.taps; ++t) {
-      const uint8_t* xt = xg + a.tap_offset[t] * kGroup;
-      const int8_t* wt = w + (t * a.groups + g) * kPanel * kGroup;
-      __m256i xv[RW];
-#pragma GCC unroll 4
-      for (int r = 0; r < RW; ++r) xv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + r * 32));
-#pragma GCC unroll 8
-      for (int oo = 0; oo < OB; ++oo) {
-        int32_t word;
-        std::memcpy(&word, wt + oo * kGroup, sizeof(word));
-        const __m256i wb = _mm256_set1_epi32(word);
-#pragma GCC unroll 4
-        for (int r = 0; r < RW; ++r)
-          acc[oo][r] = _mm256_add_epi32(acc[oo][r], _mm256_madd_epi16(_mm256_maddubs_epi16(xv[r], wb), ones));
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int oo = 0; oo < OB; ++oo)
-#pragma GCC unroll 4
-    for (int r = 0; r < RW; ++r)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc_out + (oo * RW + r) * 8), acc[oo][r]);
 }
 
 // The epilogue's constants (Epilogue::store's arithmetic, 8 lanes at a time), made once per
@@ -212,16 +144,6 @@ inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, 
   }
 }
 
-template <int OB, int RW, bool VNNI>
-void tile_of(int64_t vectors, const Args& a, const uint8_t* x, const int8_t* w, int32_t* acc) {
-  if constexpr (RW > 1)
-    if (vectors < RW) return tile_of<OB, RW - 1, VNNI>(vectors, a, x, w, acc);
-  if constexpr (VNNI)
-    tile_vnni<OB, RW>(a, x, w, acc);
-  else
-    tile_avx2<OB, RW>(a, x, w, acc);
-}
-
 // y of one image for output-channel blocks [block_begin, block_end): per span of flat positions
 // (the outer loop, so its input window stays in L1 while every block's weights pass by), each
 // block's tile, then its epilogue straight into each row segment of the span (ow < Wo). A
@@ -241,7 +163,11 @@ void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
     const int64_t stride = vectors * lanes;  // of the tile's rows
     for (int64_t blk = block_begin; blk < block_end; ++blk) {
       const int64_t o0 = blk * OB, outs = std::min<int64_t>(OB, a.O - o0);
-      tile_of<OB, RW, VNNI>(vectors, a, a.xp + j0 * kGroup, weight_words(*a.w, o0), acc);
+      const int8_t* w = weight_words(*a.w, o0);
+      if constexpr (VNNI)
+        int8_direct::tile_vnni(vectors, a.tile, a.xp + j0 * kGroup, w, acc);
+      else
+        int8_direct::tile_avx2(vectors, a.tile, a.xp + j0 * kGroup, w, acc);
       for (int64_t oo = 0; oo < outs; ++oo) channel[oo] = ChannelVectors(*a.e, o0 + oo);
       for (int64_t j = j0; j < j_end;) {  // one row segment at a time
         const int64_t oh = j / a.Wp, ow = j - oh * a.Wp;
@@ -257,10 +183,6 @@ void image_blocks(const Args& a, int64_t block_begin, int64_t block_end) {
     }
   }
 }
-
-// The tile shapes: 8 channels x 3 zmm (24 accumulators of 32 registers) for VNNI, 4 x 2 ymm
-// (8 of 16, beside the inputs, the broadcast, the ones and vpmaddubsw's result) for AVX2.
-constexpr int kVnniBlock = 8, kVnniVectors = 3, kAvx2Block = 4, kAvx2Vectors = 2;
 
 // 16 positions of four channels' rows interleaved into 16 words (64 bytes): word w holds
 // r0[w], r1[w], r2[w], r3[w].
@@ -329,8 +251,12 @@ Tensor pad_weight_channels(const Packed& w, int64_t C, int64_t taps) {
 
 bool int8_direct_applies(const Conv2dParams& p, Int8Kernel kernel) {
 #ifdef EMBER_INT8_DIRECT
-  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 && kernel != Int8Kernel::Portable &&
-         int8_kernel_available(kernel);
+#ifdef EMBER_HAVE_AVX512_KERNELS
+  const bool built = kernel == Int8Kernel::Avx2 || kernel == Int8Kernel::Avx512Vnni;
+#else
+  const bool built = kernel == Int8Kernel::Avx2;
+#endif
+  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 && built && int8_kernel_available(kernel);
 #else
   (void)p, (void)kernel;
   return false;
@@ -349,20 +275,18 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
   const Tensor regrouped = C % kGroup == 0 ? w_packed : pad_weight_channels(given, C, taps);
   const Packed w(regrouped);
   const bool vnni = kernel == Int8Kernel::Avx512Vnni;
-  const FlatPlane pl = make_flat_plane(H, W, kernel_size[0], kernel_size[1], p.padding, p.dilation, vnni ? 16 : 8);
+  const FlatPlane pl = make_flat_plane(H, W, kernel_size[0], kernel_size[1], p.padding, p.dilation,
+                                       vnni ? int8_direct::kVnniLanes : int8_direct::kAvx2Lanes);
   // The row sums are the given weight's (the same numbers; the padding adds zeros).
   const Epilogue e = int8::make_epilogue(ep, given, out);
-  const int64_t OB = vnni ? kVnniBlock : kAvx2Block, blocks = (w.n + OB - 1) / OB;
+  const int64_t OB = vnni ? int8_direct::kVnniBlock : int8_direct::kAvx2Block, blocks = (w.n + OB - 1) / OB;
   const size_t out_element = out.dtype() == kFloat32 ? sizeof(float) : 1;
   const auto* x = input.data_ptr<uint8_t>();
   auto* y = static_cast<uint8_t*>(out.data_ptr());
   const auto zero_point = static_cast<uint8_t>(ep.a_zero_point);
   auto run = [&](const uint8_t* xp, int64_t n, int64_t b0, int64_t b1) {
     const Args a{xp,
-                 pl.x_plane,
-                 groups,
-                 taps,
-                 pl.tap_offset.data(),
+                 {pl.x_plane, groups, taps, pl.tap_offset.data()},
                  &w,
                  w.n,
                  pl.Wp,
@@ -370,6 +294,7 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
                  pl.Wo,
                  &e,
                  y + static_cast<size_t>(n * w.n * pl.Ho * pl.Wo) * out_element};
+    using namespace int8_direct;
     const bool bytes = out.dtype() == kUInt8;
     if (vnni && bytes)
       image_blocks<kVnniBlock, kVnniVectors, true, true>(a, b0, b1);
