@@ -402,6 +402,34 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
     }
   }
   if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx2)) EXPECT_GE(checked, 22);
+  // The vector epilogue's shortcuts (the ReLU as the lower clamp at the zero point, no clamp
+  // below -2^31) against the portable one's arithmetic: with and without ReLU, a zero point inside
+  // and above the 7-bit range, and scales that send values far past int32 on both sides.
+  {
+    const Tensor x = randint(0, 128, {2, 8, 6, 6}).to(kUInt8);
+    const Tensor w = randint(-128, 128, {8, 8, 3, 3}).to(kInt8);
+    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({8, -1}));
+    Conv2dParams p;
+    p.padding = {1, 1};
+    for (bool relu : {false, true})
+      for (double out_scale : {0.08, 1e-12})
+        for (int64_t zero_point : {50, 200}) {
+          Int8Epilogue e;
+          e.a_zero_point = 37, e.a_scale = 0.05, e.w_scale = rand({8}) * 0.01 + 0.001, e.bias = randn({8}) * 5;
+          e.out_scale = out_scale, e.out_zero_point = zero_point, e.out_quant_max = 127, e.relu = relu;
+          Tensor expected = empty({2, 8, 6, 6}, TensorOptions().dtype(kUInt8));
+          cpu::int8_conv2d_with(ConvAlgorithm::im2col_gemm, cpu::Int8Kernel::Portable, x, packed, {3, 3}, p, e,
+                                expected);
+          for (auto kernel : {cpu::Int8Kernel::Avx2, cpu::Int8Kernel::Avx512Vnni}) {
+            if (!cpu::int8_direct_applies(p, kernel)) continue;
+            Tensor out = empty({2, 8, 6, 6}, TensorOptions().dtype(kUInt8));
+            cpu::int8_conv2d_with(ConvAlgorithm::direct, kernel, x, packed, {3, 3}, p, e, out);
+            EXPECT_TRUE(all_close(out.to(kInt32), expected.to(kInt32), 0, 0))
+                << cpu::int8_kernel_name(kernel) << " relu " << relu << " out_scale " << out_scale << " zero point "
+                << zero_point;
+          }
+        }
+  }
   // Stride 2 and the portable kernel take im2col: direct does not apply, and says so when forced.
   Conv2dParams strided;
   strided.stride = {2, 2};

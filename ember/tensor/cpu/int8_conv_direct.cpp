@@ -72,16 +72,20 @@ inline const int8_t* weight_words(const Packed& w, int64_t o0) {
 // call, and those of one output channel, once per tile: the segments between them are short
 // (a row of the output), so nothing is set up per segment.
 struct EpilogueVectors {
-  __m256 floor;                     // 0 with a fused ReLU, else -inf (max with it changes nothing)
-  __m256 inv_out_scale, low, high;  // (the clamp keeps the conversion inside int32)
+  __m256 floor;                // float32 out: 0 with a fused ReLU, else -inf (max with it changes nothing)
+  __m256 inv_out_scale, high;  // (the upper clamp keeps the conversion inside int32)
   __m256i out_zero_point, out_min, out_max;
+  // uint8 out: the ReLU is the lower clamp at the zero point, and nothing clamps below. Both are
+  // exact rewrites of Epilogue::store: with inv_out_scale > 0, max(v, 0) * inv = max(v * inv, 0),
+  // which rounds to max(q, 0) before the zero point is added; and a value below -2^31 converts to
+  // INT32_MIN (vcvtps2dq's "indefinite"), which the lower clamp takes to out_min as -1e9 would.
   explicit EpilogueVectors(const Epilogue& e)
       : floor(_mm256_set1_ps(e.relu ? 0.0f : -INFINITY)),
         inv_out_scale(_mm256_set1_ps(e.inv_out_scale)),
-        low(_mm256_set1_ps(-1e9f)),
         high(_mm256_set1_ps(1e9f)),
         out_zero_point(_mm256_set1_epi32(e.out_zero_point)),
-        out_min(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_min))),
+        out_min(_mm256_set1_epi32(
+            static_cast<int32_t>(e.relu ? std::max<int64_t>(e.out_quant_min, e.out_zero_point) : e.out_quant_min))),
         out_max(_mm256_set1_epi32(static_cast<int32_t>(e.out_quant_max))) {}
 };
 
@@ -96,13 +100,13 @@ struct ChannelVectors {
 };
 
 // 8 accumulators -> 8 values of one channel, in the order of operations of Epilogue::store, so
-// that every path gives the same bytes.
-inline __m256 dequantized(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc) {
+// that every path gives the same bytes: one fused multiply-add, then (uint8 out) one multiply.
+inline __m256 dequantized(const ChannelVectors& c, const int32_t* acc) {
   const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)), c.zero_term);
-  return _mm256_max_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), c.scale, c.bias), k.floor);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), c.scale, c.bias);
 }
-inline __m256i requantized(const EpilogueVectors& k, __m256 v) {
-  const __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, k.inv_out_scale), k.low), k.high);
+inline __m256i requantized(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc) {
+  const __m256 r = _mm256_min_ps(_mm256_mul_ps(dequantized(c, acc), k.inv_out_scale), k.high);
   return _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), k.out_zero_point), k.out_min),
                           k.out_max);
 }
@@ -118,14 +122,13 @@ inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, 
     int64_t i = 0;
     for (; i + 16 <= n || (spill && i < n); i += 16) {
       // 16 int32 in [0, 255] -> 16 bytes in order (the packs work within 128-bit lanes)
-      const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(requantized(k, dequantized(k, c, acc + i)),
-                                                                        requantized(k, dequantized(k, c, acc + i + 8))),
-                                                     0xD8);
+      const __m256i words = _mm256_permute4x64_epi64(
+          _mm256_packs_epi32(requantized(k, c, acc + i), requantized(k, c, acc + i + 8)), 0xD8);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
                        _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1)));
     }
     for (; i < n; i += 8) {
-      const __m256i q = requantized(k, dequantized(k, c, acc + i));
+      const __m256i q = requantized(k, c, acc + i);
       const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(q, q), _mm256_setzero_si256());
       alignas(16) uint8_t last[16];
       _mm_store_si128(reinterpret_cast<__m128i*>(last),
@@ -135,10 +138,11 @@ inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, 
   } else {
     auto* y = static_cast<float*>(out);
     int64_t i = 0;
-    for (; i + 8 <= n || (spill && i < n); i += 8) _mm256_storeu_ps(y + i, dequantized(k, c, acc + i));
+    for (; i + 8 <= n || (spill && i < n); i += 8)
+      _mm256_storeu_ps(y + i, _mm256_max_ps(dequantized(c, acc + i), k.floor));
     if (i < n) {
       alignas(32) float last[8];
-      _mm256_store_ps(last, dequantized(k, c, acc + i));
+      _mm256_store_ps(last, _mm256_max_ps(dequantized(c, acc + i), k.floor));
       std::memcpy(y + i, last, sizeof(float) * static_cast<size_t>(n - i));
     }
   }
