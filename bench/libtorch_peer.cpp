@@ -22,7 +22,9 @@ using ember::bench::fmt;
 // A view of a contiguous ember tensor (float32, or the int8 section's uint8 and int8).
 torch::Tensor as_torch(const ember::Tensor& t) {
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  const auto type = t.dtype() == ember::kUInt8 ? torch::kUInt8 : t.dtype() == ember::kInt8 ? torch::kInt8 : torch::kFloat32;
+  const auto type = t.dtype() == ember::kUInt8  ? torch::kUInt8
+                    : t.dtype() == ember::kInt8 ? torch::kInt8
+                                                : torch::kFloat32;
   if (type == torch::kFloat32 && t.dtype() != ember::kFloat32) {
     std::printf("as_torch: expects float32, uint8 or int8, got %s\n", ember::dtype_name(t.dtype()));
     std::exit(1);
@@ -239,12 +241,13 @@ void quant_conv_rows() {
   struct Shape4 {
     int64_t n, c, hw, o;
   };
-  for (const Shape4 l : {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
+  for (const Shape4 l :
+       {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
     ember::manual_seed(0);
     const ember::Tensor x = ember::randint(0, 128, {l.n, l.c, l.hw, l.hw}).to(ember::kUInt8);
     const ember::Tensor w = ember::randint(-127, 128, {l.o, l.c, 3, 3}).to(ember::kInt8);
     const ember::Tensor w_scale = ember::rand({l.o}) * 0.01 + 0.001, bias = ember::randn({l.o});
-    const ember::Tensor packed = ember::native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({l.o, -1}));
+    const ember::Tensor packed = ember::native::int8_pack_conv_weight(w);
     ember::Int8Epilogue e;
     e.a_zero_point = 37, e.a_scale = 0.05, e.w_scale = w_scale, e.bias = bias;
     e.out_scale = 0.08, e.out_zero_point = 50, e.out_quant_max = 255, e.relu = true;
@@ -253,10 +256,14 @@ void quant_conv_rows() {
     torch::NoGradGuard torch_no_grad;
     const torch::Tensor tq = at::_make_per_tensor_quantized_tensor(as_torch(x), 0.05, 37);
     const torch::Tensor tq_last = tq.contiguous(at::MemoryFormat::ChannelsLast);
-    const torch::Tensor tw = at::_make_per_channel_quantized_tensor(
-        as_torch(w), as_torch(w_scale).to(torch::kFloat64), torch::zeros({l.o}, torch::kLong), 0);
-    torch::jit::Stack stack{tw, c10::optional<at::Tensor>(as_torch(bias)), std::vector<int64_t>{1, 1},
-                            std::vector<int64_t>{1, 1}, std::vector<int64_t>{1, 1}, int64_t{1}};
+    const torch::Tensor tw = at::_make_per_channel_quantized_tensor(as_torch(w), as_torch(w_scale).to(torch::kFloat64),
+                                                                    torch::zeros({l.o}, torch::kLong), 0);
+    torch::jit::Stack stack{tw,
+                            c10::optional<at::Tensor>(as_torch(bias)),
+                            std::vector<int64_t>{1, 1},
+                            std::vector<int64_t>{1, 1},
+                            std::vector<int64_t>{1, 1},
+                            int64_t{1}};
     prepack.callBoxed(&stack);
     const auto conv = stack[0].toCustomClass<ConvPackedParamsBase<2>>();
     ember::Tensor y;
@@ -264,7 +271,8 @@ void quant_conv_rows() {
     ember_conv();
     // The same requantized bytes, up to a rounding tie (one step).
     const torch::Tensor ty = conv->apply_relu(tq, 0.08, 50).int_repr().contiguous();
-    const ember::Tensor theirs = ember::from_blob(ty.data_ptr(), y.sizes(), ember::TensorOptions().dtype(ember::kUInt8));
+    const ember::Tensor theirs =
+        ember::from_blob(ty.data_ptr(), y.sizes(), ember::TensorOptions().dtype(ember::kUInt8));
     const int32_t worst = (y.to(ember::kInt32) - theirs.to(ember::kInt32)).abs().amax().item<int32_t>();
     if (worst > 1) {
       std::printf("int8 conv: ember and LibTorch differ by %d steps\n", worst);

@@ -130,11 +130,12 @@ void int8_conv_rows() {
   struct Shape4 {
     int64_t n, c, hw, o;
   };
-  for (const Shape4 l : {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
+  for (const Shape4 l :
+       {Shape4{500, 1, 28, 32}, Shape4{500, 32, 14, 64}, Shape4{1, 32, 14, 64}, Shape4{32, 64, 56, 64}}) {
     manual_seed(0);
     const Tensor x = randint(0, 128, {l.n, l.c, l.hw, l.hw}).to(kUInt8);
     const Tensor w = randint(-128, 128, {l.o, l.c, 3, 3}).to(kInt8);
-    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({l.o, -1}));
+    const Tensor packed = native::int8_pack_conv_weight(w);
     Int8Epilogue e;
     e.a_zero_point = 37;
     e.a_scale = 0.05;
@@ -160,7 +161,8 @@ void int8_conv_rows() {
       outs.push_back(empty({l.n, l.o, l.hw, l.hw}, bytes));
       cpu::int8_conv2d_with(algorithm, kernel, x, packed, {3, 3}, p, e, outs.back());
       if ((outs.back().to(kInt32) - expected.to(kInt32)).abs().amax().item<int32_t>() != 0) {
-        std::printf("int8 conv: the %s kernel's bytes differ from the portable im2col's\n", cpu::int8_kernel_name(kernel));
+        std::printf("int8 conv: the %s kernel's bytes differ from the portable im2col's\n",
+                    cpu::int8_kernel_name(kernel));
         std::exit(1);
       }
     }
@@ -168,10 +170,14 @@ void int8_conv_rows() {
     NoGradGuard no_grad;
     std::vector<std::function<void()>> work = {[&] { conv2d(xf, wf, bf, 1, 1); }};
     for (size_t i = 0; i < runs.size(); ++i)
-      work.push_back([&, i] { cpu::int8_conv2d_with(runs[i].first, runs[i].second, x, packed, {3, 3}, p, e, outs[i]); });
+      work.push_back([&, i] {
+        cpu::int8_conv2d_with(runs[i].first, runs[i].second, x, packed, {3, 3}, p, e, outs[i]);
+      });
     const auto t = ember::bench::interleaved_medians(work, l.n == 1 ? 201 : 11);
     const double macs = static_cast<double>(l.n * l.o * l.hw * l.hw * l.c * 9);
-    auto cell = [&](double seconds) { return fmt("%.3f ms", seconds * 1e3) + fmt(" (%.0f GMAC/s)", macs / seconds * 1e-9); };
+    auto cell = [&](double seconds) {
+      return fmt("%.3f ms", seconds * 1e3) + fmt(" (%.0f GMAC/s)", macs / seconds * 1e-9);
+    };
     std::printf("| [%lld, %lld, %lld, %lld] -> %lld | %s | %s | %s | %.2f |", static_cast<long long>(l.n),
                 static_cast<long long>(l.c), static_cast<long long>(l.hw), static_cast<long long>(l.hw),
                 static_cast<long long>(l.o), cell(t[0]).c_str(), cell(t[1]).c_str(), cell(t[2]).c_str(), t[2] / t[1]);

@@ -314,7 +314,7 @@ TEST(Int8Conv2d, EqualsTheFloatConvolutionOfTheDequantizedOperands) {
     SCOPED_TRACE(::testing::Message() << t.c << "->" << t.o << " k" << t.k << " s" << t.stride << " p" << t.pad);
     const Tensor x = randint(0, 128, {t.n, t.c, t.h, t.w}).to(kUInt8);
     const Tensor w = randint(-128, 128, {t.o, t.c, t.k, t.k}).to(kInt8);
-    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({t.o, -1}));
+    const Tensor packed = native::int8_pack_conv_weight(w);
     const Tensor w_scale = rand({t.o}) * 0.01 + 0.001, bias = randn({t.o});
     Int8Epilogue e;
     e.a_zero_point = 40;
@@ -368,7 +368,7 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
                                       << t.dil);
     const Tensor x = randint(0, 128, {t.n, t.c, t.h, t.w}).to(kUInt8);
     const Tensor w = randint(-128, 128, {t.o, t.c, t.kh, t.kw}).to(kInt8);
-    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({t.o, -1}));
+    const Tensor packed = native::int8_pack_conv_weight(w);
     Int8Epilogue e;
     e.a_zero_point = 37;
     e.a_scale = 0.05;
@@ -408,7 +408,7 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
   {
     const Tensor x = randint(0, 128, {2, 8, 6, 6}).to(kUInt8);
     const Tensor w = randint(-128, 128, {8, 8, 3, 3}).to(kInt8);
-    const Tensor packed = native::int8_pack_weight(w.permute({0, 2, 3, 1}).contiguous().view({8, -1}));
+    const Tensor packed = native::int8_pack_conv_weight(w);
     Conv2dParams p;
     p.padding = {1, 1};
     for (bool relu : {false, true})
@@ -430,6 +430,9 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
           }
         }
   }
+  EXPECT_ERROR_CONTAINS(native::int8_pack_conv_weight(zeros({8, 9}, TensorOptions().dtype(kInt8))),
+                        "int8_pack_conv_weight: expects an int8 [O, C, kh, kw] weight, got int8 of shape [8, 9]");
+  EXPECT_ERROR_CONTAINS(native::int8_pack_conv_weight(zeros({8, 1, 3, 3})), "got float32");
   // Stride 2 and the portable kernel take im2col: direct does not apply, and says so when forced.
   Conv2dParams strided;
   strided.stride = {2, 2};

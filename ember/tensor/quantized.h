@@ -75,10 +75,11 @@ Tensor dequantize_affine(const Tensor& q, const QuantParams& p);
 // (the round trip in float32, the straight-through mask as bool)
 TensorPair fake_quantize_affine(const Tensor& x, const QuantParams& p);
 Tensor int8_pack_weight(const Tensor& w);  // int8 [N, K]
+// int8 [O, C, kh, kw] -> the packed weight int8_conv2d takes (columns taps, then channels)
+Tensor int8_pack_conv_weight(const Tensor& w);
 // a uint8 [M, K] x the packed weight [N, K] -> [M, N] of out_dtype (int32, float32, uint8)
 Tensor int8_gemm(const Tensor& a, const Tensor& w_packed, int64_t n, const Int8Epilogue& e, DType out_dtype);
-// input uint8 [N, C, H, W] x the weight packed from [O, kh * kw * C] (permuted from [O, C, kh, kw])
-// -> [N, O, Ho, Wo] (uint8 or float32)
+// input uint8 [N, C, H, W] x the weight of int8_pack_conv_weight -> [N, O, Ho, Wo] (uint8 or float32)
 Tensor int8_conv2d(const Tensor& input, const Tensor& w_packed, int64_t out_channels, std::array<int64_t, 2> kernel,
                    const Conv2dParams& p, const Int8Epilogue& e, DType out_dtype);
 }  // namespace native

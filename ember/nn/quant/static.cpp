@@ -143,8 +143,7 @@ QuantizedConv2dImpl::QuantizedConv2dImpl(const nn::Conv2dImpl& conv, const Tenso
   weight_zero_point = register_buffer("weight_zero_point", zeros({s.numel()}, TensorOptions().dtype(kInt32)));
   if (conv.bias.defined()) bias = register_buffer("bias", conv.bias.detach().to(kFloat32).clone());
   register_params(*this, in, out);
-  // The kernel's column order: taps, then channels (tensor/cpu/int8_conv.cpp).
-  packed_ = native::int8_pack_weight(weight.permute({0, 2, 3, 1}).contiguous().view({w.size(0), -1}));
+  packed_ = native::int8_pack_conv_weight(weight);
 }
 
 Tensor QuantizedConv2dImpl::forward(const Tensor& x) {
