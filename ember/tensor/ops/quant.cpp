@@ -160,7 +160,7 @@ Tensor int8_pack_conv_weight(const Tensor& w) {
   ops::check_defined(w, "int8_pack_conv_weight", "weight");
   EMBER_CHECK(w.dim() == 4 && w.dtype() == kInt8, "int8_pack_conv_weight: expects an int8 [O, C, kh, kw] weight, got ",
               w.dtype(), " of shape ", shape_str(w.sizes()));
-  return int8_pack_weight(contiguous(permute(w, {0, 2, 3, 1})).view({w.size(0), -1}));
+  return int8_pack_weight(view(contiguous(permute(w, {0, 2, 3, 1})), {w.size(0), -1}));
 }
 
 Tensor int8_gemm(const Tensor& a, const Tensor& w_packed, int64_t n, const Int8Epilogue& e, DType out_dtype) {
