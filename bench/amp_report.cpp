@@ -2,7 +2,10 @@
 // under bfloat16 autocast, and under float16 autocast with a GradScaler, from the same weights.
 // Reports the step time (interleaved medians), the activations' memory (what the tape holds at
 // the end of the forward: bytes above the start, from the allocator's exact counters) and the
-// step's peak above the start, and checks first that the three agree on the loss.
+// step's peak above the start, and checks first that the three agree on the loss. Before that,
+// the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen) and against the way ember
+// computed 16-bit products before it (whole float32 copies of the operands, Eigen, a rounding
+// pass), on the shapes of those training steps.
 //   build/bench/bench/amp_report [threads]
 #include <cmath>
 #include <cstdio>
@@ -79,6 +82,59 @@ void report(const Workload& w) {
   std::fflush(stdout);
 }
 
+// a @ b as the 16-bit path was before the 16-bit GEMM: every operand widened to float32.
+Tensor matmul_through_float32(const Tensor& a, const Tensor& b) {
+  return matmul(a.to(kFloat32), b.to(kFloat32)).to(a.dtype());
+}
+
+void gemm_report() {
+  struct Shape {
+    const char* name;
+    Tensor a, b;  // float32; transposed views where the training step has them
+  };
+  manual_seed(2);
+  const Tensor w = randn({1024, 1024}), x = randn({256, 1024}), dy = randn({256, 1024});
+  const Tensor q = randn({128, 128, 32}), k = randn({128, 128, 32});
+  const Shape shapes[] = {
+      {"Linear forward, x [256, 1024] @ w^T [1024, 1024]", x, w.t()},
+      {"Linear weight gradient, dy^T [1024, 256] @ x [256, 1024]", dy.t(), x},
+      {"attention scores, 128 x (q [128, 32] @ k^T [32, 128])", q, k.transpose(1, 2)},
+      {"batch 1, x [1, 1024] @ w^T [1024, 1024]", x.narrow(0, 0, 1), w.t()},
+  };
+  std::printf(
+      "| product | float32 (Eigen) | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | bf16 vs copies | "
+      "peak bytes, copies -> bf16 |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Shape& s : shapes) {
+    const Tensor ab = s.a.to(kBFloat16), bb = s.b.to(kBFloat16);
+    const Tensor ah = s.a.to(kFloat16), bh = s.b.to(kFloat16);
+    // The same values: the 16-bit kernel agrees with the float32 copies to one rounding.
+    const Tensor direct = matmul(ab, bb).to(kFloat32), copies = matmul_through_float32(ab, bb).to(kFloat32);
+    if (!((direct - copies).abs() <= copies.abs() * 0.01 + 1e-3).all().item<bool>()) {
+      std::printf("%s: the 16-bit GEMM differs from the float32 path\n", s.name);
+      std::exit(1);
+    }
+    auto peak_of = [](const std::function<void()>& f) {
+      const int64_t start = memory::stats().current_bytes;
+      memory::reset_peak();
+      f();
+      return memory::stats().peak_bytes - start;
+    };
+    const int64_t peak_copies = peak_of([&] { matmul_through_float32(ab, bb); });
+    const int64_t peak_direct = peak_of([&] { matmul(ab, bb); });
+    const auto t = bench::interleaved_medians({[&] { matmul(s.a, s.b); }, [&] { matmul_through_float32(ab, bb); },
+                                               [&] { matmul(ab, bb); }, [&] { matmul(ah, bh); }},
+                                              15);
+    const double flops = 2.0 * static_cast<double>(matmul(s.a, s.b).numel()) * s.a.size(-1);
+    std::printf(
+        "| %s | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.2fx | %.2fx | %.2f -> %.2f MiB "
+        "|\n",
+        s.name, t[0] * 1e3, flops / t[0] * 1e-9, t[1] * 1e3, t[2] * 1e3, flops / t[2] * 1e-9, t[3] * 1e3, t[0] / t[2],
+        t[1] / t[2], peak_copies / 1048576.0, peak_direct / 1048576.0);
+    std::fflush(stdout);
+  }
+  std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +143,7 @@ int main(int argc, char** argv) {
       "ember mixed precision on the CPU, %d threads (AVX2 has no bf16 or fp16 arithmetic: the 16-bit types\n"
       "are converted to float32 around each kernel, so they save memory, not time)\n\n",
       get_num_threads());
+  gemm_report();
   std::printf(
       "| workload | mode | step | vs float32 | activations held after forward | vs float32 | step peak | vs "
       "float32 |\n|---|---|---|---|---|---|---|---|\n");

@@ -29,6 +29,16 @@ class CpuBackend : public Backend {
                    const Int8Epilogue& e, const Tensor& out) override;
 };
 
+// The CPU's 16-bit GEMM (Note [16-bit GEMM] in gemm16.cpp): float16 or bfloat16 operands read
+// directly, float32 accumulation, each output rounded once; gemm's 16-bit case. The portable
+// kernel is the oracle; gemm16_with runs a given kernel, for the tests and benchmarks.
+enum class Gemm16Kernel { Portable, Avx2 };
+const char* gemm16_kernel_name(Gemm16Kernel k);
+bool gemm16_kernel_available(Gemm16Kernel k);  // built in, and supported by this CPU
+Gemm16Kernel gemm16_kernel();
+// c[b] = beta * c[b] + alpha * a[b] @ b[b], as Backend::gemm, for float16 or bfloat16 operands.
+void gemm16_with(Gemm16Kernel k, const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
+
 // The CPU's int8 GEMM kernels (Note [Int8 GEMM]): the portable loop (the oracle, and for other
 // CPUs), AVX2's vpmaddubsw, AVX-512 VNNI's vpdpbusd. int8_gemm runs the fastest one this CPU has;
 // int8_gemm_with runs a given one, so that the tests can hold each to the others.

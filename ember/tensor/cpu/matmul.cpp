@@ -1,6 +1,7 @@
 // GEMM on the CPU through Eigen's blocked, vectorized, multi-threaded kernel. Strided
 // operands are mapped in place (row- or column-major with an outer stride); only a
-// matrix with neither unit stride is copied first.
+// matrix with neither unit stride is copied first. float16 and bfloat16 have their own
+// kernel (gemm16.cpp), which reads the 16-bit operands directly.
 #include <Eigen/Core>
 
 #include "ember/tensor/cpu/cpu_backend.h"
@@ -102,12 +103,8 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, d
     case kInt64:
       return gemm_typed<int64_t>(a, b, c, alpha, beta);
     case kFloat16:
-    case kBFloat16: {  // compute in float32, round once at the end
-      Tensor cf = beta == 0 ? empty(c.sizes(), kFloat32) : native::to(c, kFloat32);
-      gemm_typed<float>(native::to(a, kFloat32), native::to(b, kFloat32), cf, alpha, beta);
-      copy(cf, c);
-      return;
-    }
+    case kBFloat16:  // read directly, accumulated in float32 (Note [16-bit GEMM])
+      return gemm16_with(gemm16_kernel(), a_in, b_in, c, alpha, beta);
     case kUInt8:
     case kInt8: {  // small integers: compute in int64, wrap on the way back as PyTorch does
       Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : native::to(c, kInt64);

@@ -1,0 +1,296 @@
+// The 16-bit GEMM on the CPU (Note [16-bit GEMM]): float16 or bfloat16 operands read directly,
+// products accumulated in float32, each output rounded once.
+//
+// Note [16-bit GEMM]
+// ~~~~~~~~~~~~~~~~~~
+// AVX2 has no 16-bit arithmetic, so a bfloat16 or float16 product is computed in float32 either
+// way. The question is where the widening happens. Widening whole tensors (float32 copies of A,
+// B and C, Eigen's GEMM, a rounding pass back) makes a 16-bit matmul cost more than a float32
+// one — three extra passes over memory — and briefly holds float32 copies of both operands,
+// which is what autocast's 16-bit activations were meant to save. Here the widening is part of
+// the packing and of the inner loop:
+//   - B [K, N] is packed, still 16-bit, into panels of 16 columns, [K][16] each (zero past N);
+//     the kernel widens 16 values per k in registers (bfloat16: a zero-extension and a shift;
+//     float16: F16C's vcvtph2ps), which the FMA units never wait for.
+//   - A is packed per strip of 6 rows into float32 [K][6] by the thread that uses it, so each
+//     row's value is a broadcast from memory; a strip is packed once for the run of panels a
+//     thread computes against it (the work is ordered strip by strip).
+//   - 6 x 16 outputs stay in 12 registers across all of K (no K blocking, so no float32
+//     partial sums in memory), then are scaled (alpha, beta) and rounded to 16 bits once.
+// The transient memory is B's packed 16-bit copy and one float32 strip per thread; float32
+// copies of the tensors are never made. The portable kernel walks the same packed layout with
+// std::fma, so the AVX2 kernel equals it bit for bit (the tests hold them to each other).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/half.h"
+#include "ember/tensor/ops.h"
+#include "ember/tensor/parallel.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define EMBER_GEMM16_AVX2 1
+#endif
+
+namespace ember::cpu {
+namespace {
+
+constexpr int64_t kRows = 6;   // rows of A per tile
+constexpr int64_t kCols = 16;  // columns of B per panel
+
+template <bool kBf16>
+inline float widen(uint16_t v) {
+  return kBf16 ? detail::bfloat16_bits_to_float(v) : detail::half_bits_to_float(v);
+}
+template <bool kBf16>
+inline uint16_t narrow(float v) {
+  return kBf16 ? detail::float_to_bfloat16_bits(v) : detail::float_to_half_bits(v);
+}
+
+// A [M, K] with strides (s1, s2): rows m0 .. m0 + rows widened into dst [K][kRows], zero rows
+// past `rows`.
+template <bool kBf16>
+void pack_strip(const uint16_t* a, int64_t s1, int64_t s2, int64_t m0, int64_t rows, int64_t K, float* dst) {
+  if (rows < kRows) std::fill(dst, dst + K * kRows, 0.0f);
+  if (s1 == 1 && s2 != 1) {  // a transpose (a weight gradient's dy^T): the strip's rows lie side by side
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t r = 0; r < rows; ++r) dst[k * kRows + r] = widen<kBf16>(a[k * s2 + m0 + r]);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = a + (m0 + r) * s1;
+    for (int64_t k = 0; k < K; ++k) dst[k * kRows + r] = widen<kBf16>(row[k * s2]);
+  }
+}
+
+// B [K, N] with strides (s1, s2): columns n0 .. n0 + 16 into dst [K][kCols], still 16-bit,
+// zero past N.
+void pack_panel(const uint16_t* b, int64_t s1, int64_t s2, int64_t n0, int64_t N, int64_t K, uint16_t* dst) {
+  const int64_t cols = std::min(kCols, N - n0);
+  if (cols < kCols) std::fill(dst, dst + K * kCols, uint16_t{0});
+  if (s2 == 1) {
+    for (int64_t k = 0; k < K; ++k) std::memcpy(dst + k * kCols, b + k * s1 + n0, sizeof(uint16_t) * cols);
+    return;
+  }
+  for (int64_t j = 0; j < cols; ++j) {  // down each column: contiguous reads when B is a transpose
+    const uint16_t* col = b + (n0 + j) * s2;
+    for (int64_t k = 0; k < K; ++k) dst[k * kCols + j] = col[k * s1];
+  }
+}
+
+// Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
+struct TileOut {
+  uint16_t* c;
+  int64_t ldc, cs, rows, cols;
+  float alpha, beta;
+};
+
+// out = alpha * acc + beta * out (beta == 0: out is not read, as BLAS), rounded once. One fused
+// multiply-add, written out, in both kernels: the same rounding, so they agree bit for bit.
+template <bool kBf16>
+inline uint16_t finish(float acc, const uint16_t* old, const TileOut& t) {
+  const float scaled = t.alpha * acc;
+  return narrow<kBf16>(t.beta == 0 ? scaled : std::fma(t.beta, widen<kBf16>(*old), scaled));
+}
+
+template <bool kBf16>
+void store_tile_scalar(const float* tile, const TileOut& t) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t j = 0; j < t.cols; ++j) {
+      uint16_t* out = t.c + r * t.ldc + j * t.cs;
+      *out = finish<kBf16>(tile[r * kCols + j], out, t);
+    }
+}
+
+// The portable kernel (and the oracle of the vector one): k ascending, one std::fma per product.
+template <bool kBf16>
+void tile_portable(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
+  float tile[kRows * kCols] = {};
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t r = 0; r < t.rows; ++r)
+      for (int64_t j = 0; j < kCols; ++j)
+        tile[r * kCols + j] = std::fma(a[k * kRows + r], widen<kBf16>(b[k * kCols + j]), tile[r * kCols + j]);
+  store_tile_scalar<kBf16>(tile, t);
+}
+
+#ifdef EMBER_GEMM16_AVX2
+// 8 packed 16-bit values -> 8 floats (exact: both types are prefixes of float32's range).
+template <bool kBf16>
+inline __m256 widen8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (kBf16)
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  else
+    return _mm256_cvtph_ps(h);
+}
+
+// 8 floats -> 8 16-bit values, nearest even (detail::float_to_*_bits, vectorized).
+template <bool kBf16>
+inline __m128i narrow8(__m256 v) {
+  if constexpr (kBf16) {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x0040));
+    rounded = _mm256_blendv_epi8(rounded, quiet, nan);
+    // (packus works within 128-bit lanes: pack with itself, then take 64-bit pieces 0 and 2)
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
+    return _mm256_castsi256_si128(packed);
+  } else {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+}
+
+template <bool kBf16>
+void store_tile_avx2(const float* tile, const TileOut& t) {
+  if (t.cols != kCols || t.cs != 1) return store_tile_scalar<kBf16>(tile, t);
+  const __m256 alpha = _mm256_set1_ps(t.alpha), beta = _mm256_set1_ps(t.beta);
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t h = 0; h < kCols; h += 8) {
+      uint16_t* out = t.c + r * t.ldc + h;
+      __m256 v = _mm256_mul_ps(alpha, _mm256_loadu_ps(tile + r * kCols + h));
+      if (t.beta != 0) v = _mm256_fmadd_ps(beta, widen8<kBf16>(out), v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), narrow8<kBf16>(v));
+    }
+}
+
+// ROWS x 16 outputs: per k, the panel's 16 values widened into two registers, each row's value
+// broadcast, two FMAs per row. ROWS is a template so the accumulators are registers.
+template <bool kBf16, int ROWS>
+void tile_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
+  __m256 acc[ROWS][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = widen8<kBf16>(b + k * kCols), b1 = widen8<kBf16>(b + k * kCols + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < ROWS; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + k * kRows + r);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  alignas(32) float tile[kRows * kCols];
+#pragma GCC unroll 6
+  for (int r = 0; r < ROWS; ++r) {
+    _mm256_store_ps(tile + r * kCols, acc[r][0]);
+    _mm256_store_ps(tile + r * kCols + 8, acc[r][1]);
+  }
+  store_tile_avx2<kBf16>(tile, t);
+}
+
+template <bool kBf16, int ROWS = kRows>
+void rows_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
+  if constexpr (ROWS > 1) {
+    if (t.rows < ROWS) return rows_avx2<kBf16, ROWS - 1>(a, b, K, t);
+  }
+  tile_avx2<kBf16, ROWS>(a, b, K, t);
+}
+#endif
+
+template <bool kBf16>
+void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  if (batch == 0 || M == 0 || N == 0) return;
+  const int64_t panels = (N + kCols - 1) / kCols, strips = (M + kRows - 1) / kRows;
+  const auto* pa = static_cast<const uint16_t*>(a.data_ptr());
+  const auto* pb = static_cast<const uint16_t*>(b.data_ptr());
+  auto* pc = static_cast<uint16_t*>(c.data_ptr());
+
+  // Every panel of every batch entry's B, packed once: [batch][panels][K][kCols], 16-bit.
+  const Tensor packed = empty({batch * panels * K * kCols}, c.dtype());
+  auto* pp = static_cast<uint16_t*>(packed.data_ptr());
+  const int64_t panel_size = K * kCols;
+  parallel_for(0, batch * panels, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, panel_size)),
+               [&](int64_t q0, int64_t q1) {
+                 for (int64_t q = q0; q < q1; ++q)
+                   pack_panel(pb + (q / panels) * b.stride(0), b.stride(1), b.stride(2), (q % panels) * kCols, N, K,
+                              pp + q * panel_size);
+               });
+
+  // Work items (batch entry, strip, panel), strip by strip, so that a thread's contiguous run of
+  // items packs each strip once. About 256K multiply-adds per chunk before a second thread pays.
+  const int64_t items = batch * strips * panels;
+  const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, kRows * kCols * K));
+  parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<float> strip(static_cast<size_t>(std::max<int64_t>(1, K * kRows)));
+    int64_t packed_strip = -1;  // batch * strips + strip, of what `strip` holds
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t bs = i / panels, p = i % panels;
+      const int64_t n = bs / strips, m0 = (bs % strips) * kRows;
+      const int64_t rows = std::min(kRows, M - m0);
+      if (bs != packed_strip) {
+        pack_strip<kBf16>(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
+        packed_strip = bs;
+      }
+      const TileOut t{pc + n * c.stride(0) + m0 * c.stride(1) + p * kCols * c.stride(2),
+                      c.stride(1),
+                      c.stride(2),
+                      rows,
+                      std::min(kCols, N - p * kCols),
+                      alpha,
+                      beta};
+      const uint16_t* panel = pp + (n * panels + p) * panel_size;
+#ifdef EMBER_GEMM16_AVX2
+      if (kernel == Gemm16Kernel::Avx2) {
+        rows_avx2<kBf16>(strip.data(), panel, K, t);
+        continue;
+      }
+#endif
+      tile_portable<kBf16>(strip.data(), panel, K, t);
+    }
+  });
+}
+
+}  // namespace
+
+const char* gemm16_kernel_name(Gemm16Kernel k) {
+  switch (k) {
+    case Gemm16Kernel::Portable:
+      return "portable";
+    case Gemm16Kernel::Avx2:
+      return "avx2 (f16c widening, fma)";
+  }
+  return "?";
+}
+
+bool gemm16_kernel_available(Gemm16Kernel k) {
+  switch (k) {
+    case Gemm16Kernel::Portable:
+      return true;
+#ifdef EMBER_GEMM16_AVX2
+    case Gemm16Kernel::Avx2:
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
+Gemm16Kernel gemm16_kernel() {
+  return gemm16_kernel_available(Gemm16Kernel::Avx2) ? Gemm16Kernel::Avx2 : Gemm16Kernel::Portable;
+}
+
+// c[b] = beta * c[b] + alpha * a[b] @ b[b];  a [B, M, K], b [B, K, N], c [B, M, N], one 16-bit dtype
+void gemm16_with(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
+  EMBER_CHECK(gemm16_kernel_available(kernel), "matmul: the 16-bit GEMM's ", gemm16_kernel_name(kernel),
+              " kernel is not available on this CPU or build");
+  EMBER_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype() && (c.dtype() == kFloat16 || c.dtype() == kBFloat16),
+              "matmul: the 16-bit GEMM takes float16 or bfloat16 operands of one dtype, got ", a.dtype(), ", ",
+              b.dtype(), " -> ", c.dtype());
+  EMBER_CHECK(a.dim() == 3 && b.dim() == 3 && c.dim() == 3 && a.size(0) == b.size(0) && a.size(0) == c.size(0) &&
+                  a.size(2) == b.size(1) && c.size(1) == a.size(1) && c.size(2) == b.size(2),
+              "matmul: the 16-bit GEMM takes a [B, M, K], b [B, K, N], c [B, M, N], got ", shape_str(a.sizes()), ", ",
+              shape_str(b.sizes()), " -> ", shape_str(c.sizes()));
+  const auto al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  if (c.dtype() == kBFloat16)
+    gemm16_typed<true>(kernel, a, b, c, al, be);
+  else
+    gemm16_typed<false>(kernel, a, b, c, al, be);
+}
+
+}  // namespace ember::cpu
