@@ -197,6 +197,51 @@ TEST(DTypes, HalfRoundsToNearestEven) {
   EXPECT_TRUE(std::isinf(static_cast<float>(BFloat16(3.4e38f))));
 }
 
+// Casts of contiguous runs between float32 and the 16-bit types are vectorized (vec_half.h);
+// they must give the scalar conversions' bits (NaN: a NaN; payloads may differ).
+TEST(DTypes, VectorizedHalfCastsEqualTheScalarConversionsBitForBit) {
+  std::vector<float> floats;
+  for (uint32_t b = 0; b < 65536; ++b) {  // every 16-bit value of both types, their midpoints (ties) and neighbours
+    const auto h = static_cast<uint16_t>(b), next = static_cast<uint16_t>(b + 1);
+    for (float f : {static_cast<float>(Half::from_bits(h)), static_cast<float>(BFloat16::from_bits(h))}) {
+      floats.push_back(f);
+      floats.push_back(std::nextafter(f, INFINITY));
+      floats.push_back(std::nextafter(f, -INFINITY));
+    }
+    floats.push_back(0.5f * (static_cast<float>(Half::from_bits(h)) + static_cast<float>(Half::from_bits(next))));
+    floats.push_back(detail::bits_float((b << 16) | 0x8000u));  // a bfloat16 tie
+  }
+  const Tensor f32 = tensor(floats, Shape{static_cast<int64_t>(floats.size())});
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    SCOPED_TRACE(dtype);
+    const bool bf = dtype == kBFloat16;
+    const Tensor narrowed = f32.to(dtype);
+    const auto* bits = static_cast<const uint16_t*>(narrowed.data_ptr());
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t expected = bf ? BFloat16(floats[i]).bits : Half(floats[i]).bits;
+      const float back =
+          bf ? static_cast<float>(BFloat16::from_bits(bits[i])) : static_cast<float>(Half::from_bits(bits[i]));
+      if (std::isnan(floats[i]))
+        ASSERT_TRUE(std::isnan(back)) << i;
+      else
+        ASSERT_EQ(bits[i], expected) << "float " << floats[i];
+    }
+    Tensor all = empty({65536}, TensorOptions().dtype(dtype));
+    auto* raw = static_cast<uint16_t*>(all.data_ptr());
+    for (uint32_t b = 0; b < 65536; ++b) raw[b] = static_cast<uint16_t>(b);
+    const Tensor widened = all.to(kFloat32);
+    const float* w = widened.data_ptr<float>();
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const auto h = static_cast<uint16_t>(b);
+      const float expected = bf ? static_cast<float>(BFloat16::from_bits(h)) : static_cast<float>(Half::from_bits(h));
+      if (std::isnan(expected))
+        ASSERT_TRUE(std::isnan(w[b])) << b;
+      else
+        ASSERT_EQ(detail::float_bits(w[b]), detail::float_bits(expected)) << "bits " << b;
+    }
+  }
+}
+
 TEST(DTypes, ConversionsBetweenAllTypes) {
   const std::vector<DType> all = {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
   const Tensor src = tensor<double>({0, 1, 2, 100});

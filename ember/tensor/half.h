@@ -20,39 +20,35 @@ inline float bits_float(uint32_t u) {
   return f;
 }
 
-// float -> IEEE binary16, round to nearest even (after F. Giesen's public-domain method).
+// float -> IEEE binary16, round to nearest even (after F. Giesen's public-domain method). Each
+// case is computed and one chosen, without branches, so that the loops of the CPU kernels
+// over float16 tensors vectorize (with branches they ran 17x slower than bfloat16's).
 inline uint16_t float_to_half_bits(float value) {
-  uint32_t f = float_bits(value);
-  const uint32_t sign = (f >> 16) & 0x8000u;
-  f &= 0x7FFFFFFFu;
-  uint16_t out;
-  if (f >= 0x47800000u) {                       // >= 65536, inf or NaN
-    out = f > 0x7F800000u ? 0x7E00u : 0x7C00u;  // NaN stays a (quiet) NaN
-  } else if (f < 0x38800000u) {                 // below 2^-14: half subnormal or zero
-    // Adding 0.5 aligns the subnormal bits at the bottom of the mantissa; the FPU rounds.
-    const uint32_t magic = 126u << 23;
-    out = static_cast<uint16_t>(float_bits(bits_float(f) + bits_float(magic)) - magic);
-  } else {
-    const uint32_t mant_odd = (f >> 13) & 1u;
-    f += (static_cast<uint32_t>(15 - 127) << 23) + 0xFFFu + mant_odd;
-    out = static_cast<uint16_t>(f >> 13);  // a carry into the exponent gives inf at 65520
-  }
+  const uint32_t all = float_bits(value);
+  const uint32_t sign = (all >> 16) & 0x8000u;
+  const uint32_t f = all & 0x7FFFFFFFu;
+  const uint32_t inf_or_nan = f > 0x7F800000u ? 0x7E00u : 0x7C00u;  // NaN stays a (quiet) NaN
+  // Below 2^-14 (half subnormal or zero): adding 0.5 aligns the subnormal bits at the bottom of
+  // the mantissa, and the FPU rounds.
+  const uint32_t magic = 126u << 23;
+  const uint32_t subnormal = float_bits(bits_float(f) + bits_float(magic)) - magic;
+  const uint32_t mant_odd = (f >> 13) & 1u;
+  // (a carry into the exponent gives inf at 65520)
+  const uint32_t normal = (f + (static_cast<uint32_t>(15 - 127) << 23) + 0xFFFu + mant_odd) >> 13;
+  const uint32_t out = f >= 0x47800000u ? inf_or_nan : f < 0x38800000u ? subnormal : normal;  // >= 65536: inf, NaN
   return static_cast<uint16_t>(out | sign);
 }
 
 inline float half_bits_to_float(uint16_t h) {
   const uint32_t shifted_exp = 0x7C00u << 13;
-  uint32_t o = (h & 0x7FFFu) << 13;
-  const uint32_t exp = shifted_exp & o;
-  o += (127u - 15u) << 23;
-  if (exp == shifted_exp) {
-    o += (128u - 16u) << 23;  // inf / NaN
-  } else if (exp == 0) {      // zero / subnormal: renormalize through the FPU
-    o += 1u << 23;
-    o = float_bits(bits_float(o) - bits_float(113u << 23));
-  }
-  o |= static_cast<uint32_t>(h & 0x8000u) << 16;
-  return bits_float(o);
+  const uint32_t magnitude = static_cast<uint32_t>(h & 0x7FFFu) << 13;
+  const uint32_t exp = shifted_exp & magnitude;
+  const uint32_t normal = magnitude + ((127u - 15u) << 23);
+  const uint32_t inf_nan = normal + ((128u - 16u) << 23);
+  // zero / subnormal: renormalized through the FPU
+  const uint32_t subnormal = float_bits(bits_float(normal + (1u << 23)) - bits_float(113u << 23));
+  const uint32_t o = exp == shifted_exp ? inf_nan : exp == 0 ? subnormal : normal;
+  return bits_float(o | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
 inline uint16_t float_to_bfloat16_bits(float value) {

@@ -30,8 +30,8 @@
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
+#include "ember/tensor/cpu/vec_half.h"
+#if defined(EMBER_HAVE_VEC_HALF) && defined(__FMA__)
 #define EMBER_GEMM16_AVX2 1
 #endif
 
@@ -117,34 +117,6 @@ void tile_portable(const float* a, const uint16_t* b, int64_t K, const TileOut& 
 }
 
 #ifdef EMBER_GEMM16_AVX2
-// 8 packed 16-bit values -> 8 floats (exact: both types are prefixes of float32's range).
-template <bool kBf16>
-inline __m256 widen8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (kBf16)
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  else
-    return _mm256_cvtph_ps(h);
-}
-
-// 8 floats -> 8 16-bit values, nearest even (detail::float_to_*_bits, vectorized).
-template <bool kBf16>
-inline __m128i narrow8(__m256 v) {
-  if constexpr (kBf16) {
-    const __m256i bits = _mm256_castps_si256(v);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x0040));
-    rounded = _mm256_blendv_epi8(rounded, quiet, nan);
-    // (packus works within 128-bit lanes: pack with itself, then take 64-bit pieces 0 and 2)
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(rounded, rounded), 0x08);
-    return _mm256_castsi256_si128(packed);
-  } else {
-    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  }
-}
-
 template <bool kBf16>
 void store_tile_avx2(const float* tile, const TileOut& t) {
   if (t.cols != kCols || t.cs != 1) return store_tile_scalar<kBf16>(tile, t);
@@ -154,7 +126,7 @@ void store_tile_avx2(const float* tile, const TileOut& t) {
       uint16_t* out = t.c + r * t.ldc + h;
       __m256 v = _mm256_mul_ps(alpha, _mm256_loadu_ps(tile + r * kCols + h));
       if (t.beta != 0) v = _mm256_fmadd_ps(beta, widen8<kBf16>(out), v);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), narrow8<kBf16>(v));
+      store8(out, narrow8<kBf16>(v));
     }
 }
 
