@@ -140,8 +140,8 @@ void gemm_report() {
 int main(int argc, char** argv) {
   set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
   std::printf(
-      "ember mixed precision on the CPU, %d threads (AVX2 has no bf16 or fp16 arithmetic: the 16-bit types\n"
-      "are converted to float32 around each kernel, so they save memory, not time)\n\n",
+      "ember mixed precision on the CPU, %d threads (AVX2 has no bf16 or fp16 arithmetic: the GEMM widens\n"
+      "16-bit operands in registers, the other kernels compute through float32)\n\n",
       get_num_threads());
   gemm_report();
   std::printf(
