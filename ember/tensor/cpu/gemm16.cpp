@@ -50,11 +50,10 @@ inline uint16_t narrow(float v) {
   return kBf16 ? detail::float_to_bfloat16_bits(v) : detail::float_to_half_bits(v);
 }
 
-// A [M, K] with strides (s1, s2): rows m0 .. m0 + rows widened into dst [K][kRows], zero rows
-// past `rows`.
+// A [M, K] with strides (s1, s2): rows m0 .. m0 + rows widened into dst [K][kRows] (the kernels
+// read only the first `rows` of each k, so the rest stays unwritten).
 template <bool kBf16>
 void pack_strip(const uint16_t* a, int64_t s1, int64_t s2, int64_t m0, int64_t rows, int64_t K, float* dst) {
-  if (rows < kRows) std::fill(dst, dst + K * kRows, 0.0f);
   if (s1 == 1 && s2 != 1) {  // a transpose (a weight gradient's dy^T): the strip's rows lie side by side
     for (int64_t k = 0; k < K; ++k)
       for (int64_t r = 0; r < rows; ++r) dst[k * kRows + r] = widen<kBf16>(a[k * s2 + m0 + r]);
