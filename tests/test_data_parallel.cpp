@@ -15,8 +15,7 @@ using namespace nn;
 Sequential make_mlp() { return Sequential(Linear(5, 8), Tanh(), Linear(8, 3)); }
 
 Sequential make_cnn() {
-  return Sequential(Conv2d(Conv2dOptions(2, 4, 3).padding(1)), BatchNorm2d(4), ReLU(), Flatten(),
-                    Linear(4 * 5 * 5, 3));
+  return Sequential(Conv2d(Conv2dOptions(2, 4, 3).padding(1)), BatchNorm2d(4), ReLU(), Flatten(), Linear(4 * 5 * 5, 3));
 }
 
 // A copy of `from`'s parameters and buffers in a fresh module of the same architecture.
@@ -121,13 +120,14 @@ TEST(DataParallel, EveryReplicaRunsOnAThreadOfItsOwnWithTheCallersGradModeAndAut
   std::vector<bool> grad_enabled(3);
   std::vector<DType> output_dtype(3);
   for (size_t i = 0; i < 3; ++i) {
-    dp->replica(i)->register_forward_hook([&, i](Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
-      const std::lock_guard<std::mutex> lock(mutex);
-      thread_of[i] = std::this_thread::get_id();
-      grad_enabled[i] = GradMode::is_enabled();
-      output_dtype[i] = out.dtype();
-      return std::nullopt;
-    });
+    dp->replica(i)->register_forward_hook(
+        [&, i](Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
+          const std::lock_guard<std::mutex> lock(mutex);
+          thread_of[i] = std::this_thread::get_id();
+          grad_enabled[i] = GradMode::is_enabled();
+          output_dtype[i] = out.dtype();
+          return std::nullopt;
+        });
   }
   const Tensor x = randn({6, 5});
   {
@@ -194,10 +194,12 @@ struct Failing : Module {
 
 TEST(DataParallel, BadUseThrowsErrorsThatSayWhatIsWrong) {
   Sequential model = make_mlp();
-  EXPECT_ERROR_CONTAINS(DataParallel(model, [] { return Sequential(Linear(5, 8), Tanh(), Linear(8, 4)); },
-                                     DataParallelOptions().devices(cpus(2))),
-                        "of another architecture: parameters [0.weight [8, 5], 0.bias [8], 2.weight [4, 8]");
-  EXPECT_ERROR_CONTAINS(DataParallel(model, [&] { return model; }, DataParallelOptions().devices(cpus(2))),
+  EXPECT_ERROR_CONTAINS(
+      DataParallel(
+          model, [] { return Sequential(Linear(5, 8), Tanh(), Linear(8, 4)); }, DataParallelOptions().devices(cpus(2))),
+      "of another architecture: parameters [0.weight [8, 5], 0.bias [8], 2.weight [4, 8]");
+  EXPECT_ERROR_CONTAINS(DataParallel(
+                            model, [&] { return model; }, DataParallelOptions().devices(cpus(2))),
                         "must return a new module (it returned the module itself)");
   EXPECT_ERROR_CONTAINS(DataParallelImpl(model.module(), nullptr, DataParallelOptions().devices(cpus(2))),
                         "2 devices need a function that makes the replicas");
@@ -205,16 +207,17 @@ TEST(DataParallel, BadUseThrowsErrorsThatSayWhatIsWrong) {
                         "the module must be on devices[0] = cuda:0, but its parameter '0.weight' is on cpu");
   EXPECT_ERROR_CONTAINS(DataParallel(model, make_mlp, DataParallelOptions().devices({Device(kCPU), Device(kCUDA, 7)})),
                         "device cuda:7 does not exist");
-  EXPECT_ERROR_CONTAINS(DataParallelImpl(std::make_shared<Unbound>(), [] { return std::make_shared<Unbound>(); },
-                                         DataParallelOptions().devices(cpus(2))),
+  EXPECT_ERROR_CONTAINS(DataParallelImpl(
+                            std::make_shared<Unbound>(), [] { return std::make_shared<Unbound>(); },
+                            DataParallelOptions().devices(cpus(2))),
                         "Unbound (the module itself) reads its parameter 'scale' through no bound field");
 
   DataParallel dp(model, make_mlp, DataParallelOptions().devices(cpus(2)).dim(2));
   EXPECT_ERROR_CONTAINS(dp(randn({4, 5})), "DataParallel: dim 2 is out of range for an input of shape [4, 5]");
   EXPECT_ERROR_CONTAINS(dp(Tensor()), "DataParallel: the input is undefined");
 
-  DataParallelImpl failing(std::make_shared<Failing>(), [] { return std::make_shared<Failing>(); },
-                           DataParallelOptions().devices(cpus(2)));
+  DataParallelImpl failing(
+      std::make_shared<Failing>(), [] { return std::make_shared<Failing>(); }, DataParallelOptions().devices(cpus(2)));
   EXPECT_EQ(failing.forward(ones({6, 5})).sizes(), (Shape{6, 5}));  // chunks of 3 and 3
   EXPECT_ERROR_CONTAINS(failing.forward(ones({5, 5})), "DataParallel: replica 1 on cpu: Failing: a chunk of 2 rows");
   EXPECT_ERROR_CONTAINS(failing.forward(ones({4, 5})), "DataParallel: replica 0 on cpu: Failing: a chunk of 2 rows");

@@ -26,7 +26,8 @@ std::string shape_list(const OrderedDict<Tensor>& tensors) {
 bool same_layout(const OrderedDict<Tensor>& a, const OrderedDict<Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a.items()[i].key() != b.items()[i].key() || a.items()[i].value().sizes() != b.items()[i].value().sizes()) return false;
+    if (a.items()[i].key() != b.items()[i].key() || a.items()[i].value().sizes() != b.items()[i].value().sizes())
+      return false;
   }
   return true;
 }
@@ -49,7 +50,7 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Module> module, ReplicaFactor
   EMBER_CHECK(module_ != nullptr, "DataParallel: the module is empty");
   register_module("module", module_);  // state_dict keys "module.<name>", as PyTorch's
   const OrderedDict<Tensor> params = module_->named_parameters(), buffers = module_->named_buffers();
-  const Device home = !params.empty() ? params.items()[0].value().device()
+  const Device home = !params.empty()    ? params.items()[0].value().device()
                       : !buffers.empty() ? buffers.items()[0].value().device()
                                          : Device(kCPU);
   if (devices_.empty()) {
@@ -68,13 +69,15 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Module> module, ReplicaFactor
   for (const Device& d : devices_)
     EMBER_CHECK(d.is_cpu() || d.index < cuda::device_count(), "DataParallel: device ", d, " does not exist (",
                 cuda::device_count(), " CUDA device(s))");
-  if (devices_.size() > 1) EMBER_CHECK(make_replica != nullptr, "DataParallel: ", devices_.size(),
-                                       " devices need a function that makes the replicas; it is empty");
+  if (devices_.size() > 1)
+    EMBER_CHECK(make_replica != nullptr, "DataParallel: ", devices_.size(),
+                " devices need a function that makes the replicas; it is empty");
 
   for (size_t i = 1; i < devices_.size(); ++i) {
     std::shared_ptr<Module> replica = make_replica();
-    EMBER_CHECK(replica != nullptr && replica != module_, "DataParallel: the replica function must return a new "
-                                                          "module (it returned ",
+    EMBER_CHECK(replica != nullptr && replica != module_,
+                "DataParallel: the replica function must return a new "
+                "module (it returned ",
                 replica ? "the module itself" : "an empty one", ")");
     const OrderedDict<Tensor> rparams = replica->named_parameters(), rbuffers = replica->named_buffers();
     EMBER_CHECK(same_layout(params, rparams) && same_layout(buffers, rbuffers),
@@ -83,7 +86,9 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Module> module, ReplicaFactor
                 " and ", shape_list(buffers));
     // The replica takes the module's device and, where the factory built it in another floating
     // type (a float32 default for a float64 module), its dtype: buffers are copied into it.
-    const Tensor& first = !params.empty() ? params.items()[0].value() : buffers.empty() ? Tensor() : buffers.items()[0].value();
+    const Tensor& first = !params.empty()   ? params.items()[0].value()
+                          : buffers.empty() ? Tensor()
+                                            : buffers.items()[0].value();
     if (first.defined() && first.is_floating_point())
       replica->to(devices_[i], first.dtype());
     else
@@ -93,8 +98,12 @@ DataParallelImpl::DataParallelImpl(std::shared_ptr<Module> module, ReplicaFactor
       Module& layer = *named.value();
       for (const auto& p : layer.named_parameters(/*recurse=*/false)) {
         EMBER_CHECK(layer.has_attribute_binding(p.key()), "DataParallel: ", layer.type_name(), " ",
-                    named.key().empty() ? "(the module itself)" : "'" + named.key() + "'", " reads its parameter '", p.key(), "' through no bound field, so a replica cannot be pointed at "
-                    "the module's; call bind_attribute(\"", p.key(), "\", field) in its constructor "
+                    named.key().empty() ? "(the module itself)" : "'" + named.key() + "'", " reads its parameter '",
+                    p.key(),
+                    "' through no bound field, so a replica cannot be pointed at "
+                    "the module's; call bind_attribute(\"",
+                    p.key(),
+                    "\", field) in its constructor "
                     "(Note [Tensor attributes])");
         const std::string full_name = named.key().empty() ? p.key() : named.key() + "." + p.key();
         bindings.push_back({&layer, p.key(), full_name});
