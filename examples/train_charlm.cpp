@@ -4,6 +4,7 @@
 //   train_charlm                                            # built-in sonnets, no files needed
 //   train_charlm --text ../shared/data/tinyshakespeare/input.txt --epochs 1 --stride 64
 //   mpirun -np 2 train_charlm --distributed                # data parallel over 2 processes
+//   mpirun -np 2 train_charlm --pipeline-stages 2          # the layers cut in 2 stages, one per process
 //   train_charlm --help
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -23,14 +24,23 @@ using namespace ember;
 namespace {
 
 struct Config {
-  std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu", amp = "none";
-  int epochs = 20, workers = 0, threads = 2;
+  std::string text_path, save, resume, metrics, prompt = "\n", device = "cpu", amp = "none", schedule = "1f1b";
+  int epochs = 20, workers = 0, threads = 2, pipeline_stages = 0;
+  int64_t chunks = 4;
   int64_t save_every = 0;
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
   uint64_t seed = 0;
   bool distributed = false;
 };
+
+// idx int64 [B, T] -> x [B, T, C]: the token's embedding plus its position's, through dropout.
+Tensor embed(const Tensor& idx, int64_t block_size, nn::Embedding& wte, nn::Embedding& wpe, nn::Dropout& drop) {
+  EMBER_CHECK(idx.dim() == 2 && idx.size(1) <= block_size, "CharGPT: expects token ids [B, T] with T <= ", block_size,
+              ", got shape ", shape_str(idx.sizes()));
+  const Tensor positions = arange(idx.size(1), TensorOptions(kInt64).device(idx.device()));
+  return drop(wte(idx) + wpe(positions));
+}
 
 // idx int64 [B, T] -> logits [B, T, vocab]; T may be anything up to block_size.
 class CharGPTImpl : public nn::Module {
@@ -60,11 +70,8 @@ class CharGPTImpl : public nn::Module {
   }
 
   Tensor forward(const Tensor& idx) override {
-    EMBER_CHECK(idx.dim() == 2 && idx.size(1) <= block_size, "CharGPT: expects token ids [B, T] with T <= ", block_size,
-                ", got shape ", shape_str(idx.sizes()));
-    const Tensor positions = arange(idx.size(1), TensorOptions(kInt64).device(idx.device()));
-    Tensor x = drop(wte(idx) + wpe(positions));    // [B, T, C]
-    for (const auto& block : *h) x = (*block)(x);  // through operator(), so the blocks' hooks run
+    Tensor x = embed(idx, block_size, wte, wpe, drop);  // [B, T, C]
+    for (const auto& block : *h) x = (*block)(x);       // through operator(), so the blocks' hooks run
     return lm_head(ln_f(x));
   }
 
@@ -76,6 +83,65 @@ class CharGPTImpl : public nn::Module {
   nn::Linear lm_head;
 };
 EMBER_MODULE(CharGPT);
+
+// --pipeline-stages: the model as the Sequential that nn::Pipeline cuts into stages, made of the
+// model's own modules (one set of weights): the embeddings, each block, ln_f, lm_head.
+class EmbeddingsImpl : public nn::Module {  // CharGPT's first layer, sharing its modules
+ public:
+  explicit EmbeddingsImpl(const CharGPTImpl& gpt)
+      : Module("Embeddings"),
+        block_size(gpt.block_size),
+        wte(register_module("wte", gpt.wte)),
+        wpe(register_module("wpe", gpt.wpe)),
+        drop(register_module("drop", gpt.drop)) {}
+  Tensor forward(const Tensor& idx) override { return embed(idx, block_size, wte, wpe, drop); }
+  int64_t block_size;
+  nn::Embedding wte, wpe;
+  nn::Dropout drop;
+};
+EMBER_MODULE(Embeddings);
+
+nn::Sequential as_layers(const CharGPT& gpt) {
+  nn::Sequential layers;
+  layers->push_back(Embeddings(*gpt));
+  for (const auto& block : *gpt->h) layers->push_back(std::to_string(layers->size()), block);
+  layers->push_back(gpt->ln_f);
+  layers->push_back(gpt->lm_head);
+  return layers;
+}
+
+// clip_grad_norm_ over the whole model when each rank holds one stage of it: the total norm is
+// the root of the stages' squared norms summed over the ranks, and every rank scales by it.
+void clip_grad_norm_over_ranks(const std::vector<Tensor>& params, distributed::ProcessGroup& group, double max_norm) {
+  const NoGradGuard no_grad;
+  Tensor squares = zeros({1});
+  for (const Tensor& p : params)
+    if (p.grad().defined()) squares += p.grad().to(kFloat32).pow(2.0).sum().cpu();
+  group.all_reduce(squares)->wait();
+  const double coefficient = max_norm / (std::sqrt(squares.item<double>()) + 1e-6);  // PyTorch's epsilon
+  if (coefficient >= 1) return;
+  for (const Tensor& p : params) {
+    Tensor grad = p.grad();  // a handle: mul_ scales the gradient itself
+    if (grad.defined()) grad.mul_(coefficient);
+  }
+}
+
+// Every stage's weights and buffers from the rank that trains them to all the others, so that
+// each rank holds the whole model (to validate and sample with it).
+void share_stages(const nn::Sequential& layers, const nn::Pipeline& pipe, distributed::ProcessGroup& group) {
+  Tensor first_layers = zeros({group.size()}, kInt64);  // rank r's stage starts at layer first_layers[r]
+  first_layers.data_ptr<int64_t>()[group.rank()] = pipe.first_layer();
+  group.all_reduce(first_layers)->wait();
+  const std::vector<int64_t> first = first_layers.to_vector<int64_t>();
+  std::vector<distributed::WorkPtr> works;
+  for (size_t layer = 0; layer < layers->size(); ++layer) {
+    int owner = 0;
+    while (owner + 1 < group.size() && first[owner + 1] <= static_cast<int64_t>(layer)) ++owner;
+    for (const Tensor& p : (*layers)[layer]->parameters()) works.push_back(group.broadcast(p, owner));
+    for (const Tensor& b : (*layers)[layer]->buffers()) works.push_back(group.broadcast(b, owner));
+  }
+  for (const auto& work : works) work->wait();
+}
 
 // `net`: the model, or the DistributedDataParallel wrapping it.
 Tensor lm_loss(nn::Module& net, const data::Batch& b, Device device, const std::string& amp) {
@@ -156,6 +222,15 @@ int main(int argc, char** argv) {
   app.add_flag("--distributed", c.distributed,
                "data parallel over the processes of `mpirun -np N`: each rank trains on its shard of the windows "
                "(--batch-size per rank), DistributedDataParallel averages the gradients; rank 0 reports and saves");
+  app.add_option("--pipeline-stages", c.pipeline_stages,
+                 "model parallel over the N processes of `mpirun -np N`: the layers (embeddings, blocks, ln_f, "
+                 "lm_head) cut into N consecutive stages, one per rank, each batch in --chunks micro-batches; the "
+                 "last rank reports")
+      ->check(examples::cli::count(1, 1024));
+  app.add_option("--chunks", c.chunks, "--pipeline-stages: micro-batches per batch (--batch-size must divide by it)")
+      ->check(examples::cli::count(1, 1 << 16));
+  app.add_option("--schedule", c.schedule, "--pipeline-stages: gpipe or 1f1b (Note [Pipeline schedules])")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
   app.add_option("--device", c.device, "cpu, cuda or cuda:N: where the model trains");
   app.add_option("--amp", c.amp,
                  "mixed precision: none, bf16 (autocast) or fp16 (autocast and a GradScaler for the loss scale)")
@@ -175,10 +250,28 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(c.threads);
     manual_seed(c.seed);
+    const bool pipelined = c.pipeline_stages > 0;
+    if (pipelined) {
+      // What needs the whole model on one rank, or one loss scale agreed over the stages, is not
+      // wired to the pipeline yet.
+      EMBER_CHECK(!c.distributed,
+                  "--pipeline-stages and --distributed: choose one (the ranks hold stages or replicas)");
+      EMBER_CHECK(c.save.empty() && c.resume.empty(), "--pipeline-stages does not save or resume checkpoints yet");
+      EMBER_CHECK(c.amp != "fp16",
+                  "--pipeline-stages with --amp fp16: the loss scale's overflow checks are not agreed "
+                  "across the stages yet; use --amp bf16");
+      EMBER_CHECK(c.batch_size % c.chunks == 0, "--pipeline-stages: --batch-size ", c.batch_size,
+                  " does not divide into --chunks ", c.chunks, " micro-batches");
+    }
     std::shared_ptr<distributed::ProcessGroup> group;
-    if (c.distributed) group = distributed::init_process_group("mpi");
+    if (c.distributed || pipelined) group = distributed::init_process_group("mpi");
     const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
-    if (rank != 0 && !std::freopen("/dev/null", "w", stdout))  // the other ranks' reports would repeat rank 0's
+    EMBER_CHECK(!pipelined || c.pipeline_stages == world, "--pipeline-stages ", c.pipeline_stages,
+                ": run it under "
+                "`mpirun -np ",
+                c.pipeline_stages, "` (one rank per stage); this run has ", world, " process(es)");
+    const int reporter = pipelined ? world - 1 : 0;                   // the rank that sees the loss
+    if (rank != reporter && !std::freopen("/dev/null", "w", stdout))  // the others' reports would repeat its
       throw Error("train_charlm: cannot silence rank " + std::to_string(rank) + "'s output");
     const std::string text = c.text_path.empty() ? data::embedded_sonnets()
                                                  : data::read_gzip_or_plain(c.text_path, size_t{1} << 30, "--text");
@@ -199,11 +292,16 @@ int main(int argc, char** argv) {
     CharGPT model(vocab.size(), c);
     model->to(device);
     nn::DistributedDataParallel ddp(nullptr);
-    if (group) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
+    if (c.distributed) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
     nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
-    optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
+    // Every rank built the same weights from the seed and keeps its stage of them.
+    const nn::Sequential layers = as_layers(model);
+    std::optional<nn::Pipeline> pipe;
+    if (pipelined) pipe.emplace(layers, group, nn::PipelineOptions().chunks(c.chunks).schedule(c.schedule));
+    optim::AdamW opt(pipe ? pipe->stage()->parameters() : model->parameters(),
+                     optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
     std::shared_ptr<const data::Sampler> sampler;
-    if (group) sampler = std::make_shared<data::DistributedSampler>(train->size(), world, rank, true, c.seed);
+    if (c.distributed) sampler = std::make_shared<data::DistributedSampler>(train->size(), world, rank, true, c.seed);
     const int64_t windows = sampler ? sampler->size() : train->size();
     data::DataLoader loader(train,
                             data::DataLoaderOptions()
@@ -253,7 +351,11 @@ int main(int argc, char** argv) {
                   for (const Tensor& p : model->parameters()) n += p.numel();
                   return n;
                 }()));
-    if (group)
+    if (pipe)
+      std::printf("pipeline over %d MPI ranks: %lld layers, %s schedule, %lld micro-batches of %lld windows\n", world,
+                  static_cast<long long>(layers->size()), c.schedule.c_str(), static_cast<long long>(c.chunks),
+                  static_cast<long long>(c.batch_size / c.chunks));
+    if (c.distributed)
       std::printf("data parallel over %d MPI ranks: %lld windows per rank per epoch, global batch %lld\n", world,
                   static_cast<long long>(windows), static_cast<long long>(c.batch_size * world));
     double train_loss = 0;
@@ -285,13 +387,25 @@ int main(int argc, char** argv) {
       };
       memory::reset_peak(device);
       for (const data::Batch& b : loader) {
-        const Tensor loss = lm_loss(net, b, device, c.amp);
-        opt.zero_grad();
-        scaler.scale(loss).backward();
-        scaler.unscale_(opt);  // clip the true gradients
-        nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-        scaler.step(opt);  // an fp16 overflow skips the step (on the device) and lowers the scale
-        scaler.update();
+        Tensor loss;
+        if (pipe) {  // every rank reads the same batch: the first its windows, the last their targets
+          opt.zero_grad();
+          const examples::AmpScope autocast(c.amp, device);
+          loss = pipe->train_step(b.data.to(device), b.target.to(device), [](const Tensor& logits, const Tensor& y) {
+            return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+          });
+          clip_grad_norm_over_ranks(opt.parameters(), *group, 1.0);
+          opt.step();
+          if (!loss.defined()) loss = zeros({}, TensorOptions().device(device));  // a stage without the loss
+        } else {
+          loss = lm_loss(net, b, device, c.amp);
+          opt.zero_grad();
+          scaler.scale(loss).backward();
+          scaler.unscale_(opt);  // clip the true gradients
+          nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+          scaler.step(opt);  // an fp16 overflow skips the step (on the device) and lowers the scale
+          scaler.update();
+        }
         scheduler.step();
         sums.add(0, loss);
         seen += b.data.size(0);
@@ -305,7 +419,9 @@ int main(int argc, char** argv) {
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
-      const double val_loss = val && rank == 0 ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
+      if (pipe) share_stages(layers, *pipe, *group);  // the whole model, to validate and sample with
+      const double val_loss =
+          val && rank == reporter ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
       std::printf(
           "epoch %d: train loss %.4f (%.3f bits/char) | val loss %.4f | unigram %.4f | %.1f s, %.0f chars/s, data wait "
           "%.2f s\n",
@@ -325,10 +441,10 @@ int main(int argc, char** argv) {
                 << peak << '\n'
                 << std::flush;
     }
-    if (c.sample_chars > 0 && rank == 0)
+    if (c.sample_chars > 0 && rank == reporter)
       std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,
                   sample(model, vocab, c.prompt, c.sample_chars, c.temperature, device).c_str());
-    if (rank == 0 && c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
+    if (rank == reporter && c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
       std::fprintf(stderr, "training loss %.4f is not below %.2f x the unigram entropy %.4f\n", train_loss,
                    c.expect_below, unigram);
       return 1;
