@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/cpu_backend.h"
 #include "helpers.h"
 
@@ -14,7 +15,8 @@ namespace {
 
 using testing::all_close;
 
-constexpr cpu::Gemm16Kernel kKernels[] = {cpu::Gemm16Kernel::Portable, cpu::Gemm16Kernel::Avx2};
+constexpr cpu::Gemm16Kernel kKernels[] = {cpu::Gemm16Kernel::Portable, cpu::Gemm16Kernel::Avx2,
+                                          cpu::Gemm16Kernel::Avx512};
 constexpr DType kDtypes[] = {kBFloat16, kFloat16};
 
 // [batch, rows, cols] in dtype, laid out transposed in memory when `transposed` (a view).
@@ -139,6 +141,28 @@ TEST(Gemm16, RefusesMixedDtypesAndShapesByName) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[1, 2, 5]"), std::string::npos) << e.what();
+  }
+}
+
+// The widest kernel the CPU has runs, and the instruction-set switch holds it to AVX2.
+TEST(Gemm16, TheIsaSwitchChoosesTheKernel) {
+  if (!cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx2)) GTEST_SKIP() << "no AVX2 kernel in this build";
+  const backends::cpu::Isa before = backends::cpu::max_isa();
+  backends::cpu::set_max_isa(backends::cpu::Isa::avx2);
+  EXPECT_EQ(cpu::gemm16_kernel(), cpu::Gemm16Kernel::Avx2);
+  backends::cpu::set_max_isa(backends::cpu::Isa::avx512);
+  const bool wide = cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx512);
+  EXPECT_EQ(cpu::gemm16_kernel(), wide ? cpu::Gemm16Kernel::Avx512 : cpu::Gemm16Kernel::Avx2);
+  backends::cpu::set_max_isa(before);
+  try {
+    Tensor c = zeros({1, 2, 4}).to(kBFloat16);
+    if (!wide) {
+      cpu::gemm16_with(cpu::Gemm16Kernel::Avx512, zeros({1, 2, 3}).to(kBFloat16), zeros({1, 3, 4}).to(kBFloat16), c, 1,
+                       0);
+      FAIL() << "the AVX-512 kernel ran on a CPU without it";
+    }
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("avx512"), std::string::npos) << e.what();
   }
 }
 

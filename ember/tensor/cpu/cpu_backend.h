@@ -32,7 +32,7 @@ class CpuBackend : public Backend {
 // The CPU's 16-bit GEMM (Note [16-bit GEMM] in gemm16.cpp): float16 or bfloat16 operands read
 // directly, float32 accumulation, each output rounded once; gemm's 16-bit case. The portable
 // kernel is the oracle; gemm16_with runs a given kernel, for the tests and benchmarks.
-enum class Gemm16Kernel { Portable, Avx2 };
+enum class Gemm16Kernel { Portable, Avx2, Avx512 };
 const char* gemm16_kernel_name(Gemm16Kernel k);
 bool gemm16_kernel_available(Gemm16Kernel k);  // built in, and supported by this CPU
 Gemm16Kernel gemm16_kernel();
