@@ -173,6 +173,35 @@ TEST(DataParallel, ScattersAndGathersAlongTheGivenDimension) {
   EXPECT_TRUE(testing::all_close(dp(x), single(x), 1e-6, 1e-6));
 }
 
+// On CUDA: every device, or two replicas on cuda:0 where there is one (the replicas then share a
+// device and its allocator from two threads). The same outputs and summed gradients as the module
+// on the whole batch, to float32's rounding. Runs where a GPU is lent (tools/gpu_check.sh).
+TEST(DataParallel, OnCudaMatchesTheModule) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  std::vector<Device> devices;
+  for (int i = 0; i < cuda::device_count(); ++i) devices.emplace_back(kCUDA, i);
+  if (devices.size() == 1) devices.push_back(devices[0]);
+  manual_seed(4);
+  Sequential model = make_cnn(), single = make_cnn();
+  single->load_state_dict(model->state_dict());
+  model->to(devices[0]);
+  single->to(devices[0]);
+  DataParallel dp(model, make_cnn, DataParallelOptions().devices(devices));
+  const int64_t per_replica = 3, batch = per_replica * static_cast<int64_t>(devices.size());
+  const Tensor x = randn({batch, 2, 5, 5}).to(devices[0]);
+  const Tensor out = dp(x);
+  ASSERT_EQ(out.device(), devices[0]);
+  // Batch norm normalizes each chunk by its own statistics: the module on each chunk.
+  std::vector<Tensor> chunks;
+  for (int64_t i = 0; i < batch; i += per_replica) chunks.push_back(single(x.narrow(0, i, per_replica)));
+  const Tensor expected = cat(chunks, 0);
+  EXPECT_TRUE(testing::all_close(out.cpu(), expected.cpu(), 1e-5, 1e-5));
+  out.pow(2.0).sum().backward();
+  expected.pow(2.0).sum().backward();
+  for (const auto& p : single->named_parameters())
+    EXPECT_TRUE(testing::all_close(grad_of(model, p.key()).cpu(), p.value().grad().cpu(), 1e-4, 1e-4)) << p.key();
+}
+
 // A custom module whose forward reads its parameter through a field it never bound.
 struct Unbound : Module {
   Tensor scale;
