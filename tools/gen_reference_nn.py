@@ -14,6 +14,9 @@ Names in nn.bin:
   sched.<config>             lr after construction and after each of 100 steps: [101]
   sched.<config>.momentum    the same for the momentum (OneCycleLR)
   st_mlp.in / st_mlp.out     input and output of the model in torch_mlp.safetensors
+  sdpa.<case>.in0..in3 / .out0 / .gout / .grad0..2   F.scaled_dot_product_attention (float64):
+                             query, key, value, mask (bool, floating, or an empty [0] for none),
+                             output, upstream gradient, gradients of query, key and value
 The C++ tests build the same layers and optimizer configurations by these names.
 """
 import json
@@ -293,12 +296,48 @@ def safetensors_model():
     torch.save(torch.arange(3.0), os.path.join(HERE, "..", "tests", "reference", "torch_save.pt"))
 
 
+def attention():
+    torch.manual_seed(4242)
+
+    def d(*shape):
+        return torch.randn(*shape, dtype=torch.float64)
+
+    none = torch.zeros(0, dtype=torch.float64)
+    # name: (query, key, value, mask or none, is_causal, scale)
+    cases = {
+        "plain": (d(2, 2, 4, 3), d(2, 2, 5, 3), d(2, 2, 5, 6), none, False, None),
+        "causal_scale": (d(2, 3, 4, 5), d(2, 3, 4, 5), d(2, 3, 4, 2), none, True, 0.3),
+        "bool_mask": (d(2, 4, 3), d(2, 5, 3), d(2, 5, 3), torch.rand(4, 5) > 0.3, False, None),
+        "float_mask": (d(2, 2, 4, 3), d(2, 2, 5, 3), d(2, 2, 5, 3), d(2, 1, 4, 5), False, None),
+        "broadcast": (d(2, 3, 4, 3), d(1, 3, 5, 3), d(1, 3, 5, 2), none, False, None),
+    }
+    for name, (q, k, v, mask, causal, scale) in cases.items():
+        def fn(q, k, v, mask, causal=causal, scale=scale):
+            return sdpa(q, k, v, mask if mask.numel() else None, causal, scale)
+        ref.grad_case(f"sdpa.{name}", [q, k, v, mask], fn, wrt=[0, 1, 2])
+
+
+def sdpa(q, k, v, mask, is_causal, scale):
+    """F.scaled_dot_product_attention (PyTorch >= 2.1 for `scale`); Debian's PyTorch 1.13 predates
+    it, so there its documented reference implementation, in PyTorch's ops."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+    L, S = q.size(-2), k.size(-2)
+    scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.size(-1)) if scale is None else scale)
+    if is_causal:
+        mask = torch.ones(L, S, dtype=torch.bool).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    return torch.softmax(scores, dim=-1) @ v
+
+
 def main():
     ref.entries.clear()
     layers()
     optimizers()
     schedulers()
     safetensors_model()
+    attention()
     ref.write("nn.bin")
 
 

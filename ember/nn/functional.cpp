@@ -1,5 +1,9 @@
 #include "ember/nn/functional.h"
 
+#include <cmath>
+#include <limits>
+
+#include "ember/autograd/autocast.h"
 #include "ember/autograd/grad_mode.h"
 
 namespace ember::nn::functional {
@@ -244,6 +248,53 @@ Tensor dropout2d(const Tensor& x, double p, bool training) {
         (rand(mask_shape, TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
   }
   return x * mask;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    const AttentionOptions& o) {
+  const char* op = "scaled_dot_product_attention";
+  EMBER_CHECK(q_in.defined() && k_in.defined() && v_in.defined(), op, ": query, key and value must be defined");
+  EMBER_CHECK(q_in.dim() >= 2 && k_in.dim() >= 2 && v_in.dim() >= 2, op,
+              ": query, key and value need at least 2 dims ([..., L, E]), got ", shape_str(q_in.sizes()), ", ",
+              shape_str(k_in.sizes()), ", ", shape_str(v_in.sizes()));
+  const int64_t L = q_in.size(-2), E = q_in.size(-1), S = k_in.size(-2);
+  EMBER_CHECK(k_in.size(-1) == E && v_in.size(-2) == S, op,
+              ": expected query [..., L, E], key [..., S, E] and value [..., S, Ev], got ", shape_str(q_in.sizes()),
+              ", ", shape_str(k_in.sizes()), ", ", shape_str(v_in.sizes()));
+  EMBER_CHECK(q_in.device() == k_in.device() && q_in.device() == v_in.device(), op,
+              ": query, key and value must be on one device, got ", q_in.device(), ", ", k_in.device(), ", ",
+              v_in.device());
+  EMBER_CHECK(is_floating(q_in.dtype()) && is_floating(k_in.dtype()) && is_floating(v_in.dtype()), op,
+              ": query, key and value must be floating, got ", q_in.dtype(), ", ", k_in.dtype(), ", ", v_in.dtype());
+  EMBER_CHECK(!(o.is_causal_ && o.attn_mask_.defined()), op, ": pass attn_mask or is_causal, not both");
+  EMBER_CHECK(o.dropout_p_ >= 0 && o.dropout_p_ <= 1, op, ": dropout_p must be in [0, 1], got ", o.dropout_p_);
+  // The autocast op: lower the inputs once, then no policy inside (the softmax stays 16-bit).
+  Tensor q = q_in, k = k_in, v = v_in, mask = o.attn_mask_;
+  if (mask.defined()) {
+    EMBER_CHECK(mask.device() == q.device(), op, ": attn_mask is on ", mask.device(), ", the query on ", q.device());
+    EMBER_CHECK(mask.dtype() == kBool || is_floating(mask.dtype()), op, ": attn_mask must be bool or floating, got ",
+                mask.dtype());
+  }
+  const DeviceType device_type = q.device().type;
+  if (autocast::is_enabled(device_type)) {  // every floating input but float64, as PyTorch's policy
+    const DType low = autocast::get_autocast_dtype(device_type);
+    auto lower = [&](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != kFloat64 ? t.to(low) : t; };
+    q = lower(q), k = lower(k), v = lower(v);
+    if (mask.defined()) mask = lower(mask);
+  }
+  const autocast::SuspendGuard no_autocast;
+  const double scale = o.scale_.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;  // [..., L, S]
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (o.is_causal_) {
+    const Tensor future = triu(ones({L, S}, TensorOptions(kBool).device(q.device())), 1);  // j > i
+    scores = scores.masked_fill(future, neg_inf);
+  } else if (mask.defined()) {
+    scores = mask.dtype() == kBool ? scores.masked_fill(logical_not(mask), neg_inf) : scores + mask;
+  }
+  Tensor weights = softmax(scores, -1);
+  if (o.dropout_p_ > 0) weights = dropout(weights, o.dropout_p_, true);
+  return matmul(weights, v);  // [..., L, Ev]
 }
 
 }  // namespace ember::nn::functional

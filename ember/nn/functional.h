@@ -91,6 +91,24 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // with probability 1 - p and scaled by 1 / (1 - p); the identity when !training.
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 
+// Attention (torch.nn.functional.scaled_dot_product_attention, its math form):
+// softmax(q @ k^T * scale + mask) @ v, for q [..., L, E], k [..., S, E], v [..., S, Ev] ->
+// [..., L, Ev], the leading dims broadcast. attn_mask [L, S] (or broadcastable to [..., L, S]):
+// bool, true where a query may attend (false -> -inf), or floating, added to the scores.
+// is_causal: query i attends to keys j <= i (then no attn_mask). scale defaults to 1/sqrt(E).
+// dropout_p drops attention weights whenever it is above 0 (pass 0 in eval, as PyTorch's callers
+// do). Under autocast it is one op of the lower-precision list, as in PyTorch: q, k and v are cast
+// to the autocast dtype and everything inside, softmax included, runs in it, so the saved
+// attention weights are 16-bit (the float32 list would otherwise keep them in float32).
+struct AttentionOptions {
+  EMBER_ARG(Tensor, attn_mask);
+  EMBER_ARG(double, dropout_p) = 0.0;
+  EMBER_ARG(bool, is_causal) = false;
+  EMBER_ARG(std::optional<double>, scale) = std::nullopt;
+};
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
 // Resizes the spatial dims of x [N, C, H, W] (torch.nn.functional.interpolate), to `size` or by
 // `scale_factor` (one number for both dims, or one per dim; the output size is floor(in *
 // scale)). mode "nearest" (the source pixel floor(dst * in / out), or floor(dst / scale_factor)

@@ -1,8 +1,5 @@
 #include "ember/nn/modules/transformer.h"
 
-#include <cmath>
-#include <limits>
-
 namespace ember::nn {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, double dropout, bool bias)
@@ -28,10 +25,11 @@ Tensor CausalSelfAttentionImpl::forward(const Tensor& x) {
   const auto qkv = c_attn(x).split(c, 2);                                                 // 3 x [B, T, C]
   auto heads = [&](const Tensor& z) { return z.reshape({b, t, h, d}).transpose(1, 2); };  // [B, H, T, D]
   const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  Tensor att = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));  // [B, H, T, T]
-  const Tensor future = triu(ones({t, t}, TensorOptions(kBool).device(x.device())), 1);     // j > i
-  att = attn_dropout(softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1));
-  const Tensor y = matmul(att, v).transpose(1, 2).reshape({b, t, c});  // heads side by side again
+  // softmax(q k^T / sqrt(d)) v over j <= i: [B, H, T, D]; one autocast op (16-bit weights saved).
+  const double p = attn_dropout->is_training() ? attn_dropout->p() : 0.0;
+  const Tensor att =
+      functional::scaled_dot_product_attention(q, k, v, functional::AttentionOptions().is_causal(true).dropout_p(p));
+  const Tensor y = att.transpose(1, 2).reshape({b, t, c});  // heads side by side again
   return resid_dropout(c_proj(y));
 }
 
