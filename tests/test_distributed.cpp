@@ -329,6 +329,30 @@ TEST(DistributedDataParallel, AnOverflowOnOneRankSkipsTheStepEverywhere) {
   }
 }
 
+// Ranks that step different parameters (pipeline stages): an overflow on the last rank skips
+// the step on every rank when the scaler has the group, and on that rank alone without it.
+TEST(GradScaler, WithAProcessGroupEveryRankSkipsTheStepOfAnyRanksOverflow) {
+  for (const bool agreed : {true, false}) {
+    SCOPED_TRACE(agreed ? "with the group" : "without");
+    const bool skipped_at_0 = agreed || rank() == world() - 1;
+    Tensor w = full({3}, rank() + 1.0).requires_grad_(true);
+    optim::SGD opt({w}, optim::SGDOptions(0.5));
+    amp::GradScaler scaler(amp::GradScalerOptions().init_scale(8.0).process_group(agreed ? group : nullptr));
+    for (int step = 0; step < 2; ++step) {
+      opt.zero_grad();
+      const double poison = step == 0 && rank() == world() - 1 ? std::numeric_limits<double>::infinity() : 1.0;
+      scaler.scale((w * poison).sum()).backward();
+      scaler.step(opt);
+      scaler.update();
+      // Step 0 is skipped where the overflow is seen, step 1 taken everywhere (w -= 0.5 each).
+      const int taken = (skipped_at_0 ? 0 : 1) + (step == 1 ? 1 : 0);
+      EXPECT_TRUE(testing::all_close(w.detach(), full({3}, rank() + 1.0 - 0.5 * taken), 0, 0)) << "step " << step;
+    }
+    EXPECT_EQ(scaler.skipped_steps(), skipped_at_0 ? 1 : 0);
+    EXPECT_EQ(scaler.get_scale(), skipped_at_0 ? 4.0 : 8.0);  // backed off once, or not at all
+  }
+}
+
 TEST(DistributedDataParallel, StateDictNamesAndMismatchedModels) {
   manual_seed(0);
   nn::Sequential local = small_net();

@@ -65,6 +65,14 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
     native::amp_unscale_(grads, found_inf, inv_scale.device() == device ? inv_scale : inv_scale.to(device));
     state.found_inf.push_back(found_inf);
   }
+  if (const auto& group = options_.process_group()) {
+    // One flag on the scale's device, the max over the ranks (a rank without gradients joins
+    // with a zero): every rank then skips or steps together, and their scales stay equal.
+    Tensor agreed = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
+    for (const Tensor& f : state.found_inf) agreed = agreed + f.to(scale_.device());
+    group->all_reduce(agreed, distributed::ReduceOp::MAX)->wait();
+    state.found_inf = {agreed};
+  }
   state.stage = Stage::unscaled;
 }
 

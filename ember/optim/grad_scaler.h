@@ -23,13 +23,19 @@
 //     }
 //
 // With gradient accumulation, scale each micro-batch's loss and unscale/step/update once per
-// window; with several optimizers, step each, then update once.
+// window; with several optimizers, step each, then update once. Where each rank steps different
+// parameters (pipeline stages, sharded optimizers), give the scaler the ranks' process group:
+// the inf flags are then agreed over it (the max over ranks, as PyTorch's ShardedGradScaler
+// does), so every rank skips the same steps and keeps the same scale. (DDP needs none: its
+// averaged gradients carry one rank's inf to all.)
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ember/distributed/process_group.h"
 #include "ember/optim/optimizer.h"
 #include "ember/tensor/arg.h"
 
@@ -41,6 +47,8 @@ struct GradScalerOptions {
   EMBER_ARG(double, backoff_factor) = 0.5;
   EMBER_ARG(int64_t, growth_interval) = 2000;
   EMBER_ARG(bool, enabled) = true;
+  // The ranks that must agree on skipping (each unscale_ is then a collective over them), or none.
+  EMBER_ARG(std::shared_ptr<distributed::ProcessGroup>, process_group);
 };
 
 class GradScaler {
