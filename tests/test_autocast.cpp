@@ -115,6 +115,22 @@ TEST(Autocast, EachWeightIsCastOncePerRegion) {
   EXPECT_EQ(autocast::cached_casts(), 0) << "the cache ends with the outermost region";
 }
 
+// Micro-batches inside one region (gradient accumulation, pipeline stages): each forward reuses
+// the cached casts, and each backward runs through them again (a cast saves no tensor, so its
+// node is not released). A bug fix: the second backward used to fail as "a second time".
+TEST(Autocast, SeveralBackwardsInOneRegionShareTheCachedCasts) {
+  nn::Linear linear(8, 4);
+  const Tensor x = randn({2, 8});
+  {
+    AutocastGuard guard(kCPU);
+    linear(x).to(kFloat32).sum().backward();
+    const Tensor once = linear->weight.grad().clone();
+    linear(x).to(kFloat32).sum().backward();
+    EXPECT_EQ(autocast::cached_casts(), 2);
+    EXPECT_TRUE(testing::all_close(linear->weight.grad(), once * 2.0, 0, 0));
+  }
+}
+
 TEST(Autocast, GuardsNestAndRestore) {
   const Tensor a = randn({2, 2});
   EXPECT_FALSE(autocast::is_enabled(kCPU));

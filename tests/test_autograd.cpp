@@ -51,6 +51,15 @@ TEST(Autograd, GradientsMeetingAtOneTensorAreSummed) {
   EXPECT_TRUE(all_close(x.grad(), xd * 2.0 + xd.exp() + 1.0, 1e-12, 1e-12));
 }
 
+// As in PyTorch, only a freed saved tensor stops a second backward: a cast saves none.
+TEST(Autograd, ANodeThatSavesNoTensorsCanRunAgain) {
+  Tensor x = leaf({3});
+  const Tensor y = x.to(kFloat32);  // x is float64
+  (y * 2.0).sum().backward();
+  (y * 3.0).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), full({3}, 5.0, kFloat64), 0, 0));
+}
+
 TEST(Autograd, RetainGraphAndFreedGraphError) {
   Tensor x = leaf({3});
   Tensor y = (x * x).sum();

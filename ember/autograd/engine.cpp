@@ -176,7 +176,7 @@ void run_graph(Task& task, const std::vector<Edge>& roots, std::vector<Tensor> r
       }
     }
     if (AnomalyMode::is_enabled()) check_finite(*node, input_grads);
-    if (!retain_graph && !node->is_accumulator()) {
+    if (!retain_graph && !node->is_accumulator() && node->saves_tensors()) {
       node->release_saved();
       node->released = true;
     }

@@ -19,10 +19,11 @@ auto forward(F&& f) {
 // it saved, so it may run in a create_graph backward (Note [Double backward]).
 inline void record_fn(const char* name, std::initializer_list<const Tensor*> inputs,
                       std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward,
-                      bool differentiable = false) {
-  record(std::make_shared<FunctionNode>(name, std::move(backward), differentiable), inputs, outputs);
+                      bool differentiable = false, bool saves_tensors = true) {
+  record(std::make_shared<FunctionNode>(name, std::move(backward), differentiable, saves_tensors), inputs, outputs);
 }
 constexpr bool kDifferentiable = true;
+constexpr bool kSavesNoTensors = false;  // the closure keeps no tensor (Node::saves_tensors)
 
 // Whether a create_graph backward is running (grad mode is on only there): formulas that use a
 // fused native kernel in an ordinary backward call the public ops instead then.
@@ -51,6 +52,7 @@ using autograd::building_graph;
 using autograd::fit;
 using autograd::forward;
 using autograd::kDifferentiable;
+using autograd::kSavesNoTensors;
 using autograd::Like;
 using autograd::needs_grad;
 using autograd::record_fn;

@@ -138,7 +138,7 @@ Tensor autograd::to(const Tensor& self, Device device, DType dtype, bool non_blo
           return std::vector<Tensor>{building_graph() ? ember::to(d[0], lx.device, lx.dtype, false, false)
                                                       : native::to(d[0], lx.device, lx.dtype, false, false)};
         },
-        kDifferentiable);
+        kDifferentiable, kSavesNoTensors);  // so the autocast cache's casts survive each backward
   return out;
 }
 

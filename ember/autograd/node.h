@@ -45,6 +45,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // w.r.t. its inputs, one per next_edges entry (undefined: no gradient).
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   virtual void release_saved() {}
+  // Whether the node holds tensors for its backward. One that holds none is not released after
+  // a backward and may be run again (as in PyTorch, where only a freed saved tensor stops a
+  // second backward): the autocast cache's weight casts are shared by every forward of a region.
+  virtual bool saves_tensors() const { return true; }
   virtual bool is_accumulator() const { return false; }
   // Whether apply() may run with grad mode on to build a graph of the backward (Note [Double backward]).
   virtual bool differentiable_backward() const { return false; }
@@ -71,15 +75,20 @@ class Node : public std::enable_shared_from_this<Node> {
 class FunctionNode final : public Node {
  public:
   using Backward = std::function<std::vector<Tensor>(std::vector<Tensor>&)>;
-  FunctionNode(std::string name, Backward backward, bool differentiable = false)
-      : Node(std::move(name)), backward_(std::move(backward)), differentiable_(differentiable) {}
+  FunctionNode(std::string name, Backward backward, bool differentiable = false, bool saves_tensors = true)
+      : Node(std::move(name)),
+        backward_(std::move(backward)),
+        differentiable_(differentiable),
+        saves_tensors_(saves_tensors) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   void release_saved() override { backward_ = nullptr; }
+  bool saves_tensors() const override { return saves_tensors_; }
   bool differentiable_backward() const override { return differentiable_; }
 
  private:
   Backward backward_;
   bool differentiable_;
+  bool saves_tensors_;
 };
 
 // A tensor saved for backward, with the version its storage had when saved. Note
