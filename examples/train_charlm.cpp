@@ -252,14 +252,10 @@ int main(int argc, char** argv) {
     manual_seed(c.seed);
     const bool pipelined = c.pipeline_stages > 0;
     if (pipelined) {
-      // What needs the whole model on one rank, or one loss scale agreed over the stages, is not
-      // wired to the pipeline yet.
+      // Checkpoints need the whole model and optimizer on one rank: not wired to the pipeline yet.
       EMBER_CHECK(!c.distributed,
                   "--pipeline-stages and --distributed: choose one (the ranks hold stages or replicas)");
       EMBER_CHECK(c.save.empty() && c.resume.empty(), "--pipeline-stages does not save or resume checkpoints yet");
-      EMBER_CHECK(c.amp != "fp16",
-                  "--pipeline-stages with --amp fp16: the loss scale's overflow checks are not agreed "
-                  "across the stages yet; use --amp bf16");
       EMBER_CHECK(c.batch_size % c.chunks == 0, "--pipeline-stages: --batch-size ", c.batch_size,
                   " does not divide into --chunks ", c.chunks, " micro-batches");
     }
@@ -313,7 +309,8 @@ int main(int argc, char** argv) {
                             sampler);
     const int64_t steps_per_epoch = static_cast<int64_t>(loader.size());
     int first_epoch = 0;
-    amp::GradScaler scaler(examples::scaler_options(c.amp));
+    // Pipeline stages step different parameters: the scaler agrees its overflow checks over them.
+    amp::GradScaler scaler(examples::scaler_options(c.amp).process_group(pipelined ? group : nullptr));
     // Cosine decay per step over the whole run; its state is in the checkpoint.
     for (optim::ParamGroup& g : opt.param_groups()) g.initial_lr = c.lr;
     optim::CosineAnnealingLR scheduler(opt, c.epochs * steps_per_epoch, c.lr / 10);
@@ -391,11 +388,15 @@ int main(int argc, char** argv) {
         if (pipe) {  // every rank reads the same batch: the first its windows, the last their targets
           opt.zero_grad();
           const examples::AmpScope autocast(c.amp, device);
-          loss = pipe->train_step(b.data.to(device), b.target.to(device), [](const Tensor& logits, const Tensor& y) {
-            return nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1}));
+          // The last stage scales its loss, so every stage's gradients carry the scale (fp16).
+          loss = pipe->train_step(b.data.to(device), b.target.to(device), [&](const Tensor& logits, const Tensor& y) {
+            return scaler.scale(nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), y.reshape({-1})));
           });
+          if (loss.defined() && scaler.is_enabled()) loss = loss / scaler.scale_tensor();  // the loss itself
+          scaler.unscale_(opt);  // an overflow on any stage skips the step on every stage
           clip_grad_norm_over_ranks(opt.parameters(), *group, 1.0);
-          opt.step();
+          scaler.step(opt);
+          scaler.update();
           if (!loss.defined()) loss = zeros({}, TensorOptions().device(device));  // a stage without the loss
         } else {
           loss = lm_loss(net, b, device, c.amp);

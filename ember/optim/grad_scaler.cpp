@@ -45,6 +45,14 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   EMBER_CHECK(state.stage != Stage::unscaled,
               "GradScaler.unscale_: unscale_() has already been called on this optimizer since the last update()");
   EMBER_CHECK(state.stage != Stage::stepped, "GradScaler.unscale_: unscale_() is being called after step()");
+  // A rank of a group may have scaled nothing: an earlier pipeline stage, whose gradients came
+  // scaled from the later stages. Its scale starts where theirs does and moves with theirs.
+  if (!scale_.defined() && options_.process_group()) {
+    const auto params = optimizer.parameters();
+    const auto with_grad =
+        std::find_if(params.begin(), params.end(), [](const Tensor& p) { return p.grad().defined(); });
+    lazy_init(with_grad != params.end() ? with_grad->grad().device() : Device(kCPU));
+  }
   EMBER_CHECK(scale_.defined(),
               "GradScaler.unscale_: no loss was scaled in this iteration (call scaler.scale(loss) before backward)");
   NoGradGuard no_grad;

@@ -26,8 +26,9 @@
 // window; with several optimizers, step each, then update once. Where each rank steps different
 // parameters (pipeline stages, sharded optimizers), give the scaler the ranks' process group:
 // the inf flags are then agreed over it (the max over ranks, as PyTorch's ShardedGradScaler
-// does), so every rank skips the same steps and keeps the same scale. (DDP needs none: its
-// averaged gradients carry one rank's inf to all.)
+// does), so every rank skips the same steps and keeps the same scale; a rank that scales no
+// loss (an earlier stage) unscales what the later stages' scaled gradients sent it. (DDP needs
+// none: its averaged gradients carry one rank's inf to all.)
 #include <cstdint>
 #include <map>
 #include <memory>
