@@ -103,8 +103,7 @@ void gemm_report() {
       {"batch 1, x [1, 1024] @ w^T [1024, 1024]", x.narrow(0, 0, 1), w.t()},
   };
   // Where the AVX-512 kernel runs, the AVX2 one is timed beside it (held to AVX2 by set_max_isa).
-  const bool wide =
-      backends::cpu::max_isa() == backends::cpu::Isa::avx512 && backends::cpu::isa() == std::string("avx512");
+  const bool wide = cpu::gemm16_kernel() == cpu::Gemm16Kernel::Avx512;
   auto held_to_avx2 = [](const std::function<void()>& f) {
     backends::cpu::set_max_isa(backends::cpu::Isa::avx2);
     f();

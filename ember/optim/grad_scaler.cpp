@@ -19,6 +19,18 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options))
               options_.growth_interval());
 }
 
+namespace {
+// The sum of inf flags on `device` (device-to-device copies, no host read); undefined for none.
+Tensor sum_on(const std::vector<Tensor>& flags, Device device) {
+  Tensor sum;
+  for (const Tensor& f : flags) {
+    const Tensor here = f.to(device);
+    sum = sum.defined() ? sum + here : here;
+  }
+  return sum;
+}
+}  // namespace
+
 void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) return;
   scale_ = full({}, options_.init_scale(), TensorOptions(kFloat32).device(device));
@@ -76,8 +88,8 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (const auto& group = options_.process_group()) {
     // One flag on the scale's device, the max over the ranks (a rank without gradients joins
     // with a zero): every rank then skips or steps together, and their scales stay equal.
-    Tensor agreed = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
-    for (const Tensor& f : state.found_inf) agreed = agreed + f.to(scale_.device());
+    Tensor agreed = sum_on(state.found_inf, scale_.device());
+    if (!agreed.defined()) agreed = zeros({}, TensorOptions(kFloat32).device(scale_.device()));
     group->all_reduce(agreed, distributed::ReduceOp::MAX)->wait();
     state.found_inf = {agreed};
   }
@@ -98,9 +110,7 @@ void GradScaler::step(optim::Optimizer& optimizer) {
   state.stage = Stage::stepped;
   // One flag for all the optimizer's devices, on the first one's (device-to-device copies).
   NoGradGuard no_grad;
-  Tensor found = state.found_inf.front();
-  for (size_t i = 1; i < state.found_inf.size(); ++i) found = found + state.found_inf[i].to(found.device());
-  optimizer.step_unless(found);
+  optimizer.step_unless(sum_on(state.found_inf, state.found_inf.front().device()));
 }
 
 void GradScaler::update(std::optional<double> new_scale) {
@@ -108,12 +118,10 @@ void GradScaler::update(std::optional<double> new_scale) {
   EMBER_CHECK(scale_.defined(),
               "GradScaler.update: no loss was scaled in this iteration (call scaler.scale(loss) before backward)");
   NoGradGuard no_grad;
-  Tensor found;  // the sum of every inf flag of this iteration, on the scale's device
+  std::vector<Tensor> flags;  // every inf flag of this iteration
   for (const auto& [opt, state] : per_optimizer_)
-    for (const Tensor& f : state.found_inf) {
-      const Tensor here = f.device() == scale_.device() ? f : f.to(scale_.device());
-      found = found.defined() ? found + here : here;
-    }
+    flags.insert(flags.end(), state.found_inf.begin(), state.found_inf.end());
+  const Tensor found = sum_on(flags, scale_.device());
   if (new_scale) {
     scale_.fill_(*new_scale);
   } else {
