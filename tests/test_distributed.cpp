@@ -8,6 +8,8 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <ember/torch.h>  // (for the c10d spelling; ember's own is used everywhere else)
 
 #include "helpers.h"
@@ -408,6 +410,153 @@ TEST(Pipeline, BadSplitsAreClearErrors) {
                         "the balance has 1 stages of 1 layers in all; the group has " + std::to_string(world()));
   EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().schedule("zigzag")), "unknown schedule");
   EXPECT_ERROR_CONTAINS(nn::Pipeline(nn::Sequential(nn::Linear(2, 2)), group), "1 layers cannot fill");
+}
+
+// ---- Pipeline checkpoints (Note [Model-parallel checkpoints]) ----
+
+// One file for every rank: named after rank 0's process.
+std::string shared_path(const std::string& name) {
+  Tensor pid = tensor(std::vector<int64_t>{static_cast<int64_t>(getpid())});
+  group->broadcast(pid, 0)->wait();
+  return ::testing::TempDir() + "ember_" + name + "_" + std::to_string(pid.item<int64_t>()) + ".ckpt";
+}
+
+optim::AdamWOptions adamw() { return optim::AdamWOptions(0.01).weight_decay(0.1); }
+Tensor mse(const Tensor& out, const Tensor& target) { return nn::functional::mse_loss(out, target); }
+
+// small_net() cut over every rank, each stage trained by its own AdamW.
+struct PipelineRun {
+  nn::Sequential model;
+  nn::Pipeline pipe;
+  optim::AdamW opt;
+  TrainingState state{&*model, &opt};
+  explicit PipelineRun(uint64_t seed)
+      : model((manual_seed(seed), small_net())),
+        pipe(model, group, nn::PipelineOptions().chunks(2).schedule("1f1b")),
+        opt(pipe.stage()->parameters(), adamw()) {
+    state.group = group.get();
+    state.stage = &*pipe.stage();
+  }
+  Tensor step(const Tensor& x, const Tensor& y) {  // the loss, on the last rank
+    opt.zero_grad();
+    const Tensor loss = pipe.train_step(pipe.is_first() ? x : Tensor(), pipe.is_last() ? y : Tensor(), mse);
+    opt.step();
+    return loss;
+  }
+};
+
+// The same model and optimizer in one process, on the whole batch.
+struct WholeRun {
+  nn::Sequential model;
+  optim::AdamW opt;
+  TrainingState state{&*model, &opt};
+  explicit WholeRun(uint64_t seed) : model((manual_seed(seed), small_net())), opt(model->parameters(), adamw()) {}
+  void step(const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    mse(model(x), y).backward();
+    opt.step();
+  }
+};
+
+void expect_close(const StateDict& actual, const StateDict& expected, double rtol, const std::string& what) {
+  ASSERT_EQ(actual.keys(), expected.keys()) << what;
+  for (const auto& item : expected)
+    EXPECT_TRUE(testing::all_close(actual[item.key()], item.value(), rtol, 1e-7)) << what << ": " << item.key();
+}
+
+// The pipeline's file is the one-process run's: one process reads the weights and AdamW state of
+// the same steps; the pipeline resumes it bit for bit, and one process resumes it as well.
+TEST(PipelineCheckpoint, TheFileIsTheOneProcessRunsAndResumesBitForBit) {
+  manual_seed(4);
+  const Tensor x = randn({8, 6}), y = randn({8, 3});
+  const std::string path = shared_path("pipeline");
+  PipelineRun run(9);
+  for (int i = 0; i < 3; ++i) run.step(x, y);
+  randn({rank() + 1});  // each rank's generator at its own offset
+  const uint64_t offset = default_generator().offset();
+  Tensor rank0_offset = tensor(std::vector<int64_t>{static_cast<int64_t>(offset)});
+  group->broadcast(rank0_offset, 0)->wait();
+  save_checkpoint(run.state, path);
+
+  WholeRun whole(9);
+  for (int i = 0; i < 3; ++i) whole.step(x, y);
+  WholeRun loaded(77);
+  load_checkpoint(loaded.state, path);
+  expect_close(loaded.model->state_dict(), whole.model->state_dict(), 1e-5, "weights");
+  const optim::OptimizerState file = loaded.opt.state_dict(), expected = whole.opt.state_dict();
+  expect_close(file.tensors, expected.tensors, 1e-5, "AdamW state");
+  EXPECT_EQ(file.metadata, expected.metadata);  // steps, groups and options, numbered alike
+  EXPECT_EQ(default_generator().offset(),
+            static_cast<uint64_t>(rank0_offset.item<int64_t>()));  // one process: rank 0's
+  const StateDict named = loaded.model->named_parameters();
+  for (const auto& item : run.pipe.stage()->named_parameters())  // this rank's part, exactly as it held it
+    EXPECT_TRUE(testing::all_close(named[item.key()], item.value(), 0, 0)) << item.key();
+
+  PipelineRun resumed(123);
+  load_checkpoint(resumed.state, path);
+  EXPECT_EQ(default_generator().offset(), offset);  // each rank its own generator back
+  for (int i = 0; i < 2; ++i) {
+    const Tensor expected_loss = run.step(x, y), loss = resumed.step(x, y);
+    if (run.pipe.is_last()) EXPECT_TRUE(testing::all_close(loss, expected_loss, 0, 0)) << "step " << i;
+    loaded.step(x, y);
+  }
+  const StateDict continued = resumed.pipe.stage()->named_parameters(), one_process = loaded.model->named_parameters();
+  for (const auto& item : run.pipe.stage()->named_parameters()) {
+    EXPECT_TRUE(testing::all_close(continued[item.key()], item.value(), 0, 0)) << item.key();
+    EXPECT_TRUE(testing::all_close(one_process[item.key()], item.value(), 1e-5, 1e-7)) << item.key();
+  }
+  group->barrier()->wait();
+  if (rank() == 0) std::remove(path.c_str());
+}
+
+// Whatever fails on one rank fails on every rank, with a message there: none waits for the others
+// in a collective until the timeout.
+TEST(PipelineCheckpoint, AFailureOnOneRankIsEveryRanks) {
+  manual_seed(4);
+  const Tensor x = randn({8, 6}), y = randn({8, 3});
+  const std::string path = shared_path("failures");
+  const int last = world() - 1;
+  const std::string on_last = "failed on rank " + std::to_string(last);
+  PipelineRun run(9);
+  run.step(x, y);
+  save_checkpoint(run.state, path);
+
+  PipelineRun fresh(10);
+  if (rank() == last)
+    EXPECT_ERROR_CONTAINS(load_checkpoint(fresh.state, path + ".missing"), "cannot open");
+  else
+    EXPECT_ERROR_CONTAINS(load_checkpoint(fresh.state, path), on_last);
+
+  TrainingState twice = run.state;
+  twice.stage = &*run.model;  // every rank claims the whole model
+  EXPECT_ERROR_CONTAINS(save_checkpoint(twice, path),
+                        "'0.weight' is in the stages of " + std::to_string(world()) + " ranks");
+
+  nn::Linear stranger(2, 2);
+  TrainingState odd = run.state;
+  if (rank() == last) odd.stage = &*stranger;
+  EXPECT_ERROR_CONTAINS(save_checkpoint(odd, path),
+                        rank() == last ? "the stage's tensor 'weight' is not one of the model's" : on_last);
+
+  optim::SGD sgd(run.pipe.stage()->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  sgd.step();  // momentum buffers from the gradients of run.step
+  TrainingState mixed = run.state;
+  if (rank() == last) mixed.optimizer = &sgd;
+  EXPECT_ERROR_CONTAINS(
+      save_checkpoint(mixed, path),
+      rank() == 0 ? "rank " + std::to_string(last) + "'s optimizer is a SGD, rank 0's a AdamW" : "failed on rank 0");
+
+  // A file whose optimizer has other groups than this run's stages step.
+  const std::vector<Tensor> all = run.model->parameters();
+  optim::AdamW grouped({optim::ParamGroup({all.front()}), optim::ParamGroup({all.begin() + 1, all.end()})}, adamw());
+  TrainingState two_groups{&*run.model, &grouped};
+  group->barrier()->wait();
+  if (rank() == 0) save_checkpoint(two_groups, path);  // one process's file
+  group->barrier()->wait();
+  EXPECT_ERROR_CONTAINS(load_checkpoint(fresh.state, path),
+                        "holds an optimizer with 2 parameter groups; this run's have 1");
+  group->barrier()->wait();
+  if (rank() == 0) std::remove(path.c_str());
 }
 
 // Prints the failures of ranks other than 0 (rank 0 keeps gtest's full report).

@@ -212,6 +212,8 @@ TEST(TrainingCheckpoint, MetadataIsValidatedNeverDefaulted) {
                         Case{"loader/batch", "4", "not a position of this loader (3 batches per epoch"},
                         Case{"loader/batch", "1.5", "non-integer loader/batch"},
                         Case{"generator/offset", "", "non-integer generator/offset"},
+                        Case{"generator/ranks", "7", "generator/ranks = '7', not a list of seed:offset"},
+                        Case{"generator/ranks", "7:1,8:", "non-integer generator/ranks: ''"},
                         Case{"ember.checkpoint", "2", "checkpoint format 2; this ember reads format 1 (a newer"},
                         Case{"ember.checkpoint", "x", "non-integer ember.checkpoint"},
                         Case{"optimizer/param_groups", "[{", "param_groups is not valid JSON"},

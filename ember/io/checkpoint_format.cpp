@@ -85,6 +85,20 @@ CheckpointMetadata parse_checkpoint_metadata(const std::map<std::string, std::st
     out.generator_seed = parse_uint64(required(meta, kGeneratorSeed, source), kGeneratorSeed, source);
     out.generator_offset = parse_uint64(required(meta, kGeneratorOffset, source), kGeneratorOffset, source);
   }
+  if (const auto ranks = meta.find(kGeneratorRanks); ranks != meta.end()) {
+    const std::string& text = ranks->second;
+    for (size_t start = 0; start <= text.size();) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string item = text.substr(start, end - start);
+      const size_t colon = item.find(':');
+      EMBER_CHECK(colon != std::string::npos, "load_checkpoint: '", source, "' has ", kGeneratorRanks, " = '", text,
+                  "', not a list of seed:offset");
+      out.rank_generators.emplace_back(parse_uint64(item.substr(0, colon), kGeneratorRanks, source),
+                                       parse_uint64(item.substr(colon + 1), kGeneratorRanks, source));
+      start = end + 1;
+    }
+  }
   return out;
 }
 

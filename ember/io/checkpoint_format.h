@@ -9,11 +9,14 @@
 //   grad_scaler/<key>    GradScaler::state_dict()          scheduler/<key>  LRScheduler::state_dict()
 //   loader/epoch, loader/batch                             DataLoader::state_dict()
 //   generator/seed, generator/offset                       the default generator's state
+//   generator/ranks      "seed:offset,..." each rank's, for a model-parallel run (rank 0's above)
 //   run/<key>            the program's own values (TrainingState::values)
 // Tensors: "model/<name>" (the module's state dict) and "optimizer/<name>".
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ember::io {
 
@@ -30,6 +33,7 @@ constexpr const char* kLoaderEpoch = "loader/epoch";
 constexpr const char* kLoaderBatch = "loader/batch";
 constexpr const char* kGeneratorSeed = "generator/seed";
 constexpr const char* kGeneratorOffset = "generator/offset";
+constexpr const char* kGeneratorRanks = "generator/ranks";
 constexpr const char* kRun = "run/";
 }  // namespace checkpoint_keys
 
@@ -41,6 +45,7 @@ struct CheckpointMetadata {
   bool has_loader = false, has_generator = false;
   int64_t loader_epoch = 0, loader_batch = 0;  // >= 0
   uint64_t generator_seed = 0, generator_offset = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> rank_generators;  // (seed, offset) per rank; may be empty
 };
 
 // Whether a file's metadata says it is a training checkpoint.

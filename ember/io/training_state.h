@@ -24,6 +24,7 @@
 #include <string>
 
 #include "ember/data/dataloader.h"
+#include "ember/distributed/process_group.h"
 #include "ember/io/checkpoint_format.h"
 #include "ember/nn/module.h"
 #include "ember/optim/grad_scaler.h"
@@ -40,6 +41,12 @@ struct TrainingState {
   data::DataLoader* loader = nullptr;         // optional: epoch and next batch (DataLoaderState)
   bool generator = true;                      // the default generator's state (dropout masks, init)
   std::map<std::string, std::string> values;  // the program's own (epoch counters, running sums)
+  // Model parallel (nn::Pipeline; Note [Model-parallel checkpoints]): every rank holds the whole
+  // `model` and trains `stage` (the part of it this rank's `optimizer` steps). With `group` set,
+  // save_checkpoint and load_checkpoint are collectives that every rank calls: the file, written
+  // by rank 0, is the one-process run's, which any number of stages (or one process) resumes.
+  distributed::ProcessGroup* group = nullptr;
+  const nn::Module* stage = nullptr;
 
   // One of `values`, checked: a missing, non-numeric or out-of-range value is an ember::Error
   // naming the key, the value, the range and the file it came from (never a silent default).
@@ -51,7 +58,7 @@ struct TrainingState {
 using io::kCheckpointFormat;  // the format written; a file of a newer one is refused with that said
 
 // Writes the state as one file, atomically and durably. On a failure the previous checkpoint
-// at `path` is left as it was.
+// at `path` is left as it was (with a group: on every rank, each throws).
 void save_checkpoint(const TrainingState& state, const std::string& path);
 // Restores every object the state points to (the same kinds, built with the same shapes) and
 // fills `values`. A state without a scaler/scheduler/loader ignores that part of the file.
