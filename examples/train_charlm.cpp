@@ -252,10 +252,8 @@ int main(int argc, char** argv) {
     manual_seed(c.seed);
     const bool pipelined = c.pipeline_stages > 0;
     if (pipelined) {
-      // Checkpoints need the whole model and optimizer on one rank: not wired to the pipeline yet.
       EMBER_CHECK(!c.distributed,
                   "--pipeline-stages and --distributed: choose one (the ranks hold stages or replicas)");
-      EMBER_CHECK(c.save.empty() && c.resume.empty(), "--pipeline-stages does not save or resume checkpoints yet");
       EMBER_CHECK(c.batch_size % c.chunks == 0, "--pipeline-stages: --batch-size ", c.batch_size,
                   " does not divide into --chunks ", c.chunks, " micro-batches");
     }
@@ -316,6 +314,10 @@ int main(int argc, char** argv) {
     optim::CosineAnnealingLR scheduler(opt, c.epochs * steps_per_epoch, c.lr / 10);
     // Note [Training checkpoints]: the whole state in one file; a resumed run continues bit for bit.
     TrainingState state{&*model, &opt};
+    if (pipe) {  // Note [Model-parallel checkpoints]: the one-process file, which any stage count resumes
+      state.group = group.get();
+      state.stage = &*pipe->stage();
+    }
     state.scaler = &scaler;
     state.scheduler = &scheduler;
     state.loader = &loader;
@@ -372,11 +374,13 @@ int main(int argc, char** argv) {
         resumed.reset();
       }
       auto save_state = [&](bool mid_epoch) {
-        if (c.save.empty() || rank != 0) return;
+        if (c.save.empty() || (rank != 0 && !pipe)) return;  // every stage takes part in a pipeline's save
         state.values = {{"vocabulary", vocab.chars()}, {"epochs", std::to_string(c.epochs)}};
         if (mid_epoch) {
           sums.refresh(steps, /*always=*/true);
-          state.values["loss_sum"] = examples::exact_text(sums[0]);
+          Tensor loss_sum = full({1}, sums[0], kFloat64);
+          if (pipe) group->broadcast(loss_sum, reporter)->wait();  // the last stage's: it sees the loss
+          state.values["loss_sum"] = examples::exact_text(loss_sum.item<double>());
           state.values["seen"] = std::to_string(seen);
           state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
         }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # train_charlm --pipeline-stages 2 under mpirun trains the very model one process trains: the
 # same training and validation losses epoch by epoch (the micro-batches only reorder float sums),
-# under both schedules, and under fp16 with the loss scale; and a stage count other than the
-# number of processes is refused.
+# under both schedules, and under fp16 with the loss scale; its checkpoints resume bit for bit and
+# are the one-process run's; and a stage count other than the number of processes is refused.
 #   tests/charlm_pipeline.sh BIN_DIR MPIEXEC [MPIEXEC flags...]
 set -euo pipefail
 bin=$1
@@ -34,6 +34,41 @@ if ! paste -d' ' <(echo "$single") <(echo "$piped") |
   exit 1
 fi
 echo "fp16 1f1b: $(tr '\n' ';' <<< "$piped") (one process: $(tr '\n' ';' <<< "$single"))"
+# Checkpoints (Note [Model-parallel checkpoints]): a run killed after its first save (mid-epoch:
+# 19 steps per epoch, a save every 3) and resumed ends with the uninterrupted run's file, byte for
+# byte. That file is the one-process run's, so one process and 3 stages resume it too.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ck=(--threads 1 --stride 32 --sample 0 --chunks 4 --batch-size 8 --epochs 2)
+last_losses() { losses | tail -n 1; }
+reference=$("${mpirun[@]}" -np 2 "$bin/train_charlm" --pipeline-stages 2 "${ck[@]}" --save "$work/ref.ckpt" | last_losses)
+"${mpirun[@]}" -np 2 "$bin/train_charlm" --pipeline-stages 2 "${ck[@]}" --save "$work/run.ckpt" --save-every 3 \
+  > /dev/null 2>&1 &
+run=$!
+while [ ! -f "$work/run.ckpt" ] && kill -0 "$run" 2> /dev/null; do sleep 0.02; done
+pkill -KILL -P "$run" || true  # the ranks themselves: mpirun would take a second to pass a signal on
+wait "$run" 2> /dev/null || true
+cp "$work/run.ckpt" "$work/mid.ckpt"
+out=$("${mpirun[@]}" -np 2 "$bin/train_charlm" --pipeline-stages 2 "${ck[@]}" --save "$work/run.ckpt" \
+  --resume "$work/run.ckpt")
+grep -o 'resumed from .*' <<< "$out" || { echo "FAIL: the killed pipeline run did not resume: $out" >&2; exit 1; }
+cmp "$work/run.ckpt" "$work/ref.ckpt" ||
+  { echo "FAIL: the resumed pipeline run ends with another checkpoint than the uninterrupted one" >&2; exit 1; }
+for layout in one 3; do
+  if [ "$layout" = one ]; then
+    resumed=$("$bin/train_charlm" "${ck[@]}" --resume "$work/mid.ckpt" | last_losses)
+  else
+    resumed=$("${mpirun[@]}" -np 3 "$bin/train_charlm" --pipeline-stages 3 "${ck[@]}" --resume "$work/mid.ckpt" |
+      last_losses)
+  fi
+  if ! paste -d' ' <(echo "$reference") <(echo "$resumed") |
+    awk 'NF != 6 { exit 1 } { for (i = 2; i <= 3; ++i) if ((d = $i - $(i + 3)) > 2e-4 || d < -2e-4) exit 1 }'; then
+    printf 'FAIL: %s resumed the pipeline checkpoint with other losses\n  pipeline: %s\n  resumed:  %s\n' \
+      "$layout" "$reference" "$resumed" >&2
+    exit 1
+  fi
+done
+echo "checkpoints: resumed bit for bit; one process and 3 stages resume it with $reference"
 if out=$("${mpirun[@]}" -np 2 "$bin/train_charlm" --pipeline-stages 3 --epochs 1 2>&1); then
   echo "FAIL: --pipeline-stages 3 on 2 processes ran" >&2
   exit 1

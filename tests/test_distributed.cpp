@@ -492,6 +492,17 @@ TEST(PipelineCheckpoint, TheFileIsTheOneProcessRunsAndResumesBitForBit) {
   for (const auto& item : run.pipe.stage()->named_parameters())  // this rank's part, exactly as it held it
     EXPECT_TRUE(testing::all_close(named[item.key()], item.value(), 0, 0)) << item.key();
 
+  // And the other way: stages resume one process's file.
+  const std::string one_process_path = shared_path("one_process");
+  if (rank() == 0) save_checkpoint(whole.state, one_process_path);
+  group->barrier()->wait();
+  PipelineRun from_whole(55);
+  load_checkpoint(from_whole.state, one_process_path);
+  const StateDict whole_named = whole.model->named_parameters();
+  for (const auto& item : from_whole.pipe.stage()->named_parameters())
+    EXPECT_TRUE(testing::all_close(item.value(), whole_named[item.key()], 0, 0)) << item.key();
+  EXPECT_EQ(from_whole.opt.state_dict().metadata.at("state.0.step"), "3");
+
   PipelineRun resumed(123);
   load_checkpoint(resumed.state, path);
   EXPECT_EQ(default_generator().offset(), offset);  // each rank its own generator back
@@ -506,7 +517,10 @@ TEST(PipelineCheckpoint, TheFileIsTheOneProcessRunsAndResumesBitForBit) {
     EXPECT_TRUE(testing::all_close(one_process[item.key()], item.value(), 1e-5, 1e-7)) << item.key();
   }
   group->barrier()->wait();
-  if (rank() == 0) std::remove(path.c_str());
+  if (rank() == 0) {
+    std::remove(path.c_str());
+    std::remove(one_process_path.c_str());
+  }
 }
 
 // Whatever fails on one rank fails on every rank, with a message there: none waits for the others

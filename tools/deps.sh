@@ -1,7 +1,7 @@
 # Sourced by tools/setup.sh and tools/test.sh: installs the Debian/Ubuntu packages ember
 # needs, with apt when root or with sudo; otherwise prints the exact apt line and stops.
 EMBER_APT_PACKAGES=(cmake g++ make ninja-build ccache libeigen3-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
-  clang libclang-rt-dev libopenmpi-dev openmpi-bin libxml2-utils)
+  clang libclang-rt-dev libopenmpi-dev openmpi-bin libxml2-utils procps)
 
 ember_ensure_deps() {
   local missing=()
