@@ -173,6 +173,7 @@ TEST(Collectives, DISABLED_ARankThatExitsMidCollective) {
 nn::Sequential small_net() {
   return nn::Sequential(nn::Linear(6, 16), nn::Tanh(), nn::Linear(16, 8), nn::Tanh(), nn::Linear(8, 3));
 }
+Tensor mse(const Tensor& out, const Tensor& target) { return nn::functional::mse_loss(out, target); }
 
 // Tiny buckets: every parameter in a bucket of its own, so several all-reduces overlap backward.
 nn::DistributedDataParallelOptions tiny_buckets() {
@@ -404,6 +405,84 @@ TEST(Pipeline, StagesOverRanksEqualTheWholeModel) {
     }
 }
 
+// ---- 2-D parallel: subgroups, pipelines in data parallel ----
+
+TEST(NewGroup, ASubgroupNumbersItsMembersInOrderAndCommunicatesAlone) {
+  std::vector<int> evens;  // the even ranks, from the highest down
+  for (int r = world() - 1; r >= 0; --r)
+    if (r % 2 == 0) evens.push_back(r);
+  const std::shared_ptr<ProcessGroup> sub = group->new_group(evens);
+  ASSERT_EQ(sub != nullptr, rank() % 2 == 0);
+  if (sub) {
+    EXPECT_EQ(sub->size(), static_cast<int>(evens.size()));
+    EXPECT_EQ(sub->rank(), static_cast<int>(std::find(evens.begin(), evens.end(), rank()) - evens.begin()));
+    Tensor t = full({3}, rank() + 1, kInt64);
+    sub->all_reduce(t)->wait();
+    int64_t sum = 0;
+    for (int r : evens) sum += r + 1;
+    EXPECT_TRUE(testing::all_close(t, full({3}, sum, kInt64), 0, 0));
+    Tensor b = full({2}, rank(), kFloat32);
+    sub->broadcast(b, 0)->wait();  // from its rank 0: the highest even rank
+    EXPECT_TRUE(testing::all_close(b, full({2}, evens.front(), kFloat32), 0, 0));
+    const std::shared_ptr<ProcessGroup> nested = sub->new_group({0});
+    EXPECT_EQ(nested != nullptr, sub->rank() == 0);
+    if (nested) EXPECT_EQ(nested->size(), 1);
+  }
+  group->barrier()->wait();  // the world group still works, in order
+  EXPECT_ERROR_CONTAINS(group->new_group({}), "ProcessGroup(mpi).new_group: the list of ranks is empty");
+  EXPECT_ERROR_CONTAINS(group->new_group({0, 0}), "rank 0 is in the list twice");
+  EXPECT_ERROR_CONTAINS(group->new_group({world()}), "the member rank " + std::to_string(world()) +
+                                                         " is outside the group of size " + std::to_string(world()));
+  // Each rank a list of its own: refused on every rank before any group is made.
+  EXPECT_ERROR_CONTAINS(group->new_group({rank()}), "the ranks passed different lists of members");
+}
+
+// D pipelines of S stages for every D·S = world: each pipeline trains on its share of the batch,
+// and every stage ends with the gradients one process computes on the whole batch.
+TEST(Pipeline, PipelinesInDataParallelHaveTheWholeBatchsGradients) {
+  manual_seed(4);
+  const Tensor x = randn({12, 6}), y = randn({12, 3});
+  manual_seed(9);
+  nn::Sequential reference = small_net();
+  mse(reference(x), y).backward();
+  const StateDict expected = reference->named_parameters();
+  int layouts = 0;
+  for (int stages = 1; stages <= world(); ++stages) {
+    const int pipelines = world() / stages;
+    if (world() % stages != 0 || 12 % (2 * pipelines) != 0) continue;  // shares of 2 micro-batches
+    const int d = rank() / stages, s = rank() % stages;                // rank = d·S + s
+    std::shared_ptr<ProcessGroup> pipeline_group, replica_group;
+    for (int p = 0; p < pipelines; ++p) {  // every rank makes every group, in the same order
+      std::vector<int> ranks;
+      for (int t = 0; t < stages; ++t) ranks.push_back(p * stages + t);
+      if (auto g = group->new_group(ranks)) pipeline_group = g;
+    }
+    for (int t = 0; t < stages; ++t) {
+      std::vector<int> ranks;
+      for (int p = 0; p < pipelines; ++p) ranks.push_back(p * stages + t);
+      if (auto g = group->new_group(ranks)) replica_group = g;
+    }
+    ASSERT_EQ(pipeline_group->rank(), s);
+    ASSERT_EQ(replica_group->rank(), d);
+    manual_seed(9);
+    nn::Sequential model = small_net();
+    nn::Pipeline pipe(model, pipeline_group,
+                      nn::PipelineOptions().chunks(2).schedule("1f1b").data_parallel_group(replica_group));
+    const int64_t share = 12 / pipelines;
+    const Tensor loss = pipe.train_step(pipe.is_first() ? x.narrow(0, d * share, share) : Tensor(),
+                                        pipe.is_last() ? y.narrow(0, d * share, share) : Tensor(), mse);
+    if (pipe.is_last())  // this pipeline's own share
+      EXPECT_TRUE(testing::all_close(loss, mse(reference(x.narrow(0, d * share, share)), y.narrow(0, d * share, share)),
+                                     1e-5, 1e-7));
+    const std::string where = std::to_string(pipelines) + " pipelines of " + std::to_string(stages) + " stages";
+    for (const auto& item : pipe.stage()->named_parameters())
+      EXPECT_TRUE(testing::all_close(item.value().grad(), expected[item.key()].grad(), 1e-5, 1e-7))
+          << where << ": " << item.key();
+    ++layouts;
+  }
+  EXPECT_GE(layouts, 2);
+}
+
 TEST(Pipeline, BadSplitsAreClearErrors) {
   nn::Sequential model = small_net();
   EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().balance({1})),
@@ -422,7 +501,6 @@ std::string shared_path(const std::string& name) {
 }
 
 optim::AdamWOptions adamw() { return optim::AdamWOptions(0.01).weight_decay(0.1); }
-Tensor mse(const Tensor& out, const Tensor& target) { return nn::functional::mse_loss(out, target); }
 
 // small_net() cut over every rank, each stage trained by its own AdamW.
 struct PipelineRun {

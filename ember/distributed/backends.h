@@ -18,6 +18,8 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const ProcessGroupOptions&
 // start "ProcessGroup(<backend>).<what>: ".
 void check_reduction(const char* backend, DType dtype, ReduceOp op, const std::string& what);
 void check_peer(const char* backend, int group_size, int rank, const std::string& what, const char* role);
+// new_group's `ranks`: some, each once, each in [0, group_size).
+void check_group_ranks(const char* backend, int group_size, const std::vector<int>& ranks);
 // `list` holds group_size tensors of `like`'s shape, dtype and device.
 void check_list(const char* backend, int group_size, const std::vector<Tensor>& list, const Tensor& like,
                 const std::string& what, const char* name);

@@ -197,10 +197,12 @@ class MpiProcessGroup final : public ProcessGroup {
     MpiRuntime::get();
     std::lock_guard<std::mutex> lock(mpi_mutex());
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &state_->comm), "init_process_group(\"mpi\")");
-    MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);  // errors as codes, reported as ember::Error
-    MPI_Comm_rank(state_->comm, &state_->rank);
-    MPI_Comm_size(state_->comm, &state_->size);
-    state_->timeout = options.timeout();
+    adopt(options.timeout());
+  }
+  // A subgroup's: `comm` is the caller's (held mpi_mutex) new communicator, now this group's.
+  MpiProcessGroup(MPI_Comm comm, std::chrono::milliseconds timeout) : state_(std::make_shared<GroupState>()) {
+    state_->comm = comm;
+    adopt(timeout);
   }
 
   int rank() const override { return state_->rank; }
@@ -270,6 +272,31 @@ class MpiProcessGroup final : public ProcessGroup {
     return work;
   }
 
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override {
+    check_group_ranks("mpi", size(), ranks);
+    // Every rank must pass the same list: compare fingerprints first (within the timeout), since
+    // MPI_Comm_split with lists that differ would build groups nobody asked for.
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the list
+    for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+    const auto h = static_cast<int64_t>(hash >> 2);
+    const auto n = static_cast<int64_t>(ranks.size());
+    Tensor fingerprint = tensor(std::vector<int64_t>{h, -h, n, -n});
+    all_reduce(fingerprint, ReduceOp::MAX)->wait();
+    const std::vector<int64_t> extremes = fingerprint.to_vector<int64_t>();
+    EMBER_CHECK(extremes[0] == -extremes[1] && extremes[2] == -extremes[3], "ProcessGroup(mpi).new_group on rank ",
+                rank(), ": the ranks passed different lists of members (every rank must pass the same)");
+    const auto at = std::find(ranks.begin(), ranks.end(), rank());
+    const bool member = at != ranks.end();
+    MPI_Comm comm = MPI_COMM_NULL;
+    {
+      std::lock_guard<std::mutex> lock(mpi_mutex());
+      check_mpi(MPI_Comm_split(state_->comm, member ? 0 : MPI_UNDEFINED, static_cast<int>(at - ranks.begin()), &comm),
+                "ProcessGroup(mpi).new_group on rank " + std::to_string(rank()));
+      if (!member) return nullptr;
+      return std::make_shared<MpiProcessGroup>(comm, state_->timeout);
+    }
+  }
+
   WorkPtr send(const Tensor& tensor, int dst, int tag) override {
     check_tensor(tensor, "send");
     check_peer("mpi", size(), dst, "send", "destination");
@@ -295,6 +322,13 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
  private:
+  void adopt(std::chrono::milliseconds timeout) {              // the caller holds mpi_mutex
+    MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);  // errors as codes, reported as ember::Error
+    MPI_Comm_rank(state_->comm, &state_->rank);
+    MPI_Comm_size(state_->comm, &state_->size);
+    state_->timeout = timeout;
+  }
+
   std::shared_ptr<MpiWork> make_work(const std::string& what, std::vector<Tensor> keep) {
     return std::make_shared<MpiWork>(state_, what, std::move(keep));
   }

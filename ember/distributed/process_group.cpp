@@ -73,6 +73,21 @@ void check_peer(const char* backend, int group_size, int rank, const std::string
               " is outside the group of size ", group_size);
 }
 
+void check_group_ranks(const char* backend, int group_size, const std::vector<int>& ranks) {
+  EMBER_CHECK(!ranks.empty(), "ProcessGroup(", backend, ").new_group: the list of ranks is empty");
+  std::vector<bool> seen(static_cast<size_t>(group_size), false);
+  for (int r : ranks) {
+    check_peer(backend, group_size, r, "new_group", "member");
+    EMBER_CHECK(!seen[static_cast<size_t>(r)], "ProcessGroup(", backend, ").new_group: rank ", r,
+                " is in the list twice");
+    seen[static_cast<size_t>(r)] = true;
+  }
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>&) {
+  throw Error("ProcessGroup(" + backend_name() + ").new_group: this back end cannot make subgroups yet");
+}
+
 void check_list(const char* backend, int group_size, const std::vector<Tensor>& list, const Tensor& like,
                 const std::string& what, const char* name) {
   EMBER_CHECK(static_cast<int>(list.size()) == group_size, "ProcessGroup(", backend, ").", what, ": ", list.size(), " ",

@@ -67,6 +67,13 @@ class ProcessGroup {
   // Point to point: the tensor to rank `dst`, or into the tensor from rank `src`; `tag` pairs them.
   virtual WorkPtr send(const Tensor& tensor, int dst, int tag = 0) = 0;
   virtual WorkPtr recv(const Tensor& tensor, int src, int tag = 0) = 0;
+
+  // A group of some of this group's ranks (torch.distributed.new_group), for 2-D parallelism:
+  // every rank of this group calls it with the same `ranks`, in the same order as its other
+  // calls. A member gets the new group, in which its rank is its position in `ranks`; the others
+  // get nullptr. It blocks until every rank has called it. The MPI back end makes subgroups
+  // (MPI_Comm_split); NCCL's does not yet.
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 };
 
 // Where this process is in the job, as its launcher says: mpirun's OMPI_COMM_WORLD_* (or PMI_*)

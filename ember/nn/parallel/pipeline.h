@@ -31,6 +31,10 @@ struct PipelineOptions {
   EMBER_ARG(std::string, schedule) = "gpipe";  // "gpipe" or "1f1b"
   // Layers per stage (one entry per rank, summing to the model's length); empty: as even as possible.
   EMBER_ARG(std::vector<int64_t>, balance) = {};
+  // 2-D parallel (Note [Pipelines in data parallel]): the ranks that hold this rank's stage in
+  // the other pipelines, each training on its own share of the batch. train_step ends by
+  // averaging the stage's gradients over them. Null: this pipeline alone.
+  EMBER_ARG(std::shared_ptr<distributed::ProcessGroup>, data_parallel_group) = nullptr;
 };
 
 class Pipeline {
@@ -47,7 +51,8 @@ class Pipeline {
 
   // Forward and backward of one batch in micro-batches: `input` is read on the first stage and
   // `target` on the last (other ranks may pass undefined tensors). Gradients accumulate into the
-  // stage's parameters. Returns the mean loss on the last stage, undefined elsewhere.
+  // stage's parameters. Returns the mean loss on the last stage, undefined elsewhere (with a
+  // data_parallel_group: this pipeline's loss, the gradients those of the mean over all of them).
   Tensor train_step(const Tensor& input, const Tensor& target, const LossFn& loss_fn);
   // The model's output for `input` (read on the first stage), on the last stage; undefined elsewhere.
   Tensor forward(const Tensor& input);
@@ -56,6 +61,7 @@ class Pipeline {
   int64_t peak_micro_batches_held() const { return peak_held_; }
 
  private:
+  void average_gradients_over_replicas();
   void send_activation(const Tensor& t, int dst, int64_t micro);
   Tensor recv_activation(int src, int64_t micro, bool requires_grad);
 
