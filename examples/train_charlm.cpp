@@ -5,6 +5,7 @@
 //   train_charlm --text ../shared/data/tinyshakespeare/input.txt --epochs 1 --stride 64
 //   mpirun -np 2 train_charlm --distributed                # data parallel over 2 processes
 //   mpirun -np 2 train_charlm --pipeline-stages 2          # the layers cut in 2 stages, one per process
+//   mpirun -np 4 train_charlm --pipeline-stages 2 --distributed   # 2 such pipelines, data parallel
 //   train_charlm --help
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -225,7 +226,8 @@ int main(int argc, char** argv) {
   app.add_option("--pipeline-stages", c.pipeline_stages,
                  "model parallel over the N processes of `mpirun -np N`: the layers (embeddings, blocks, ln_f, "
                  "lm_head) cut into N consecutive stages, one per rank, each batch in --chunks micro-batches; the "
-                 "last rank reports")
+                 "last rank reports. With --distributed, `mpirun -np D*N` runs D such pipelines, each on its shard "
+                 "(2-D parallel)")
       ->check(examples::cli::count(1, 1024));
   app.add_option("--chunks", c.chunks, "--pipeline-stages: micro-batches per batch (--batch-size must divide by it)")
       ->check(examples::cli::count(1, 1 << 16));
@@ -252,19 +254,36 @@ int main(int argc, char** argv) {
     manual_seed(c.seed);
     const bool pipelined = c.pipeline_stages > 0;
     if (pipelined) {
-      EMBER_CHECK(!c.distributed,
-                  "--pipeline-stages and --distributed: choose one (the ranks hold stages or replicas)");
       EMBER_CHECK(c.batch_size % c.chunks == 0, "--pipeline-stages: --batch-size ", c.batch_size,
                   " does not divide into --chunks ", c.chunks, " micro-batches");
     }
     std::shared_ptr<distributed::ProcessGroup> group;
     if (c.distributed || pipelined) group = distributed::init_process_group("mpi");
     const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
-    EMBER_CHECK(!pipelined || c.pipeline_stages == world, "--pipeline-stages ", c.pipeline_stages,
-                ": run it under "
-                "`mpirun -np ",
-                c.pipeline_stages, "` (one rank per stage); this run has ", world, " process(es)");
-    const int reporter = pipelined ? world - 1 : 0;                   // the rank that sees the loss
+    if (pipelined && !c.distributed)
+      EMBER_CHECK(c.pipeline_stages == world, "--pipeline-stages ", c.pipeline_stages, ": run it under `mpirun -np ",
+                  c.pipeline_stages, "` (one rank per stage); this run has ", world, " process(es)");
+    if (pipelined && c.distributed)
+      EMBER_CHECK(world % c.pipeline_stages == 0, "--pipeline-stages ", c.pipeline_stages,
+                  " --distributed: the processes must make whole pipelines, but this run has ", world);
+    // 2-D (Note [Pipelines in data parallel]): rank = pipeline · stages + stage; each pipeline
+    // trains on its shard, each stage's gradients are averaged over its replicas.
+    const int stages = pipelined ? c.pipeline_stages : 1;
+    const int replicas = c.distributed ? world / stages : 1, replica = c.distributed ? rank / stages : 0;
+    std::shared_ptr<distributed::ProcessGroup> pipeline_group = group, replica_group;
+    if (pipelined && c.distributed) {
+      for (int p = 0; p < replicas; ++p) {  // every rank makes every group, in the same order
+        std::vector<int> ranks;
+        for (int s = 0; s < stages; ++s) ranks.push_back(p * stages + s);
+        if (auto made = group->new_group(ranks)) pipeline_group = made;
+      }
+      for (int s = 0; s < stages; ++s) {
+        std::vector<int> ranks;
+        for (int p = 0; p < replicas; ++p) ranks.push_back(p * stages + s);
+        if (auto made = group->new_group(ranks)) replica_group = made;
+      }
+    }
+    const int reporter = pipelined ? stages - 1 : 0;  // the rank that sees the loss: pipeline 0's last stage
     if (rank != reporter && !std::freopen("/dev/null", "w", stdout))  // the others' reports would repeat its
       throw Error("train_charlm: cannot silence rank " + std::to_string(rank) + "'s output");
     const std::string text = c.text_path.empty() ? data::embedded_sonnets()
@@ -286,16 +305,19 @@ int main(int argc, char** argv) {
     CharGPT model(vocab.size(), c);
     model->to(device);
     nn::DistributedDataParallel ddp(nullptr);
-    if (c.distributed) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
+    if (c.distributed && !pipelined) ddp = nn::DistributedDataParallel(model, group);  // rank 0's weights everywhere
     nn::Module& net = ddp ? static_cast<nn::Module&>(*ddp) : *model;
     // Every rank built the same weights from the seed and keeps its stage of them.
     const nn::Sequential layers = as_layers(model);
     std::optional<nn::Pipeline> pipe;
-    if (pipelined) pipe.emplace(layers, group, nn::PipelineOptions().chunks(c.chunks).schedule(c.schedule));
+    if (pipelined)
+      pipe.emplace(layers, pipeline_group,
+                   nn::PipelineOptions().chunks(c.chunks).schedule(c.schedule).data_parallel_group(replica_group));
     optim::AdamW opt(pipe ? pipe->stage()->parameters() : model->parameters(),
                      optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay));
     std::shared_ptr<const data::Sampler> sampler;
-    if (c.distributed) sampler = std::make_shared<data::DistributedSampler>(train->size(), world, rank, true, c.seed);
+    if (c.distributed)  // a shard per replica: every stage of a pipeline reads the same batches
+      sampler = std::make_shared<data::DistributedSampler>(train->size(), replicas, replica, true, c.seed);
     const int64_t windows = sampler ? sampler->size() : train->size();
     data::DataLoader loader(train,
                             data::DataLoaderOptions()
@@ -315,7 +337,7 @@ int main(int argc, char** argv) {
     // Note [Training checkpoints]: the whole state in one file; a resumed run continues bit for bit.
     TrainingState state{&*model, &opt};
     if (pipe) {  // Note [Model-parallel checkpoints]: the one-process file, which any stage count resumes
-      state.group = group.get();
+      state.group = pipeline_group.get();
       state.stage = &*pipe->stage();
     }
     state.scaler = &scaler;
@@ -351,12 +373,13 @@ int main(int argc, char** argv) {
                   return n;
                 }()));
     if (pipe)
-      std::printf("pipeline over %d MPI ranks: %lld layers, %s schedule, %lld micro-batches of %lld windows\n", world,
+      std::printf("pipeline over %d MPI ranks: %lld layers, %s schedule, %lld micro-batches of %lld windows\n", stages,
                   static_cast<long long>(layers->size()), c.schedule.c_str(), static_cast<long long>(c.chunks),
                   static_cast<long long>(c.batch_size / c.chunks));
     if (c.distributed)
-      std::printf("data parallel over %d MPI ranks: %lld windows per rank per epoch, global batch %lld\n", world,
-                  static_cast<long long>(windows), static_cast<long long>(c.batch_size * world));
+      std::printf("data parallel over %d %s: %lld windows per replica per epoch, global batch %lld\n", replicas,
+                  pipe ? "pipelines" : "MPI ranks", static_cast<long long>(windows),
+                  static_cast<long long>(c.batch_size * replicas));
     double train_loss = 0;
     for (int epoch = first_epoch; epoch < c.epochs; ++epoch) {
       loader.set_epoch(epoch);
@@ -374,12 +397,13 @@ int main(int argc, char** argv) {
         resumed.reset();
       }
       auto save_state = [&](bool mid_epoch) {
-        if (c.save.empty() || (rank != 0 && !pipe)) return;  // every stage takes part in a pipeline's save
+        // One replica saves; in a pipeline, every stage of pipeline 0 takes part.
+        if (c.save.empty() || (pipe ? replica != 0 : rank != 0)) return;
         state.values = {{"vocabulary", vocab.chars()}, {"epochs", std::to_string(c.epochs)}};
         if (mid_epoch) {
           sums.refresh(steps, /*always=*/true);
           Tensor loss_sum = full({1}, sums[0], kFloat64);
-          if (pipe) group->broadcast(loss_sum, reporter)->wait();  // the last stage's: it sees the loss
+          if (pipe) pipeline_group->broadcast(loss_sum, stages - 1)->wait();  // the last stage sees the loss
           state.values["loss_sum"] = examples::exact_text(loss_sum.item<double>());
           state.values["seen"] = std::to_string(seen);
           state.values["skipped_in_epoch"] = std::to_string(scaler.skipped_steps() - skipped_before);
@@ -398,7 +422,7 @@ int main(int argc, char** argv) {
           });
           if (loss.defined() && scaler.is_enabled()) loss = loss / scaler.scale_tensor();  // the loss itself
           scaler.unscale_(opt);  // an overflow on any stage skips the step on every stage
-          clip_grad_norm_over_ranks(opt.parameters(), *group, 1.0);
+          clip_grad_norm_over_ranks(opt.parameters(), *pipeline_group, 1.0);
           scaler.step(opt);
           scaler.update();
           if (!loss.defined()) loss = zeros({}, TensorOptions().device(device));  // a stage without the loss
@@ -424,7 +448,7 @@ int main(int argc, char** argv) {
       const double secs = progress.seconds();
       progress.finish();
       train_loss = loss_sum / static_cast<double>(std::max<int64_t>(steps, 1));
-      if (pipe) share_stages(layers, *pipe, *group);  // the whole model, to validate and sample with
+      if (pipe) share_stages(layers, *pipe, *pipeline_group);  // the whole model, to validate and sample with
       const double val_loss =
           val && rank == reporter ? evaluate(model, val, c.batch_size, device, c.amp) : std::nan("");
       std::printf(

@@ -2,7 +2,8 @@
 # train_charlm --pipeline-stages 2 under mpirun trains the very model one process trains: the
 # same training and validation losses epoch by epoch (the micro-batches only reorder float sums),
 # under both schedules, and under fp16 with the loss scale; its checkpoints resume bit for bit and
-# are the one-process run's; and a stage count other than the number of processes is refused.
+# are the one-process run's; 2 pipelines of 2 stages train as 2 data-parallel ranks do; and a
+# stage count other than the number of processes is refused.
 #   tests/charlm_pipeline.sh BIN_DIR MPIEXEC [MPIEXEC flags...]
 set -euo pipefail
 bin=$1
@@ -69,6 +70,16 @@ for layout in one 3; do
   fi
 done
 echo "checkpoints: resumed bit for bit; one process and 3 stages resume it with $reference"
+# 2-D: 2 pipelines of 2 stages (4 processes), each on its shard, give the losses of
+# DistributedDataParallel over 2 processes (Note [Pipelines in data parallel]).
+ddp=$("${mpirun[@]}" -np 2 "$bin/train_charlm" --distributed "${args[@]}" | losses)
+two_d=$("${mpirun[@]}" -np 4 "$bin/train_charlm" --distributed --pipeline-stages 2 --chunks 4 "${args[@]}" | losses)
+if ! paste -d' ' <(echo "$ddp") <(echo "$two_d") |
+  awk 'NF != 6 { exit 1 } { for (i = 2; i <= 3; ++i) if ((d = $i - $(i + 3)) > 2e-4 || d < -2e-4) exit 1 }'; then
+  printf 'FAIL: 2 pipelines of 2 stages differ from DDP over 2 ranks\n  DDP: %s\n  2-D: %s\n' "$ddp" "$two_d" >&2
+  exit 1
+fi
+echo "2-D: $(tr '\n' ';' <<< "$two_d") (DDP over 2 ranks: $(tr '\n' ';' <<< "$ddp"))"
 if out=$("${mpirun[@]}" -np 2 "$bin/train_charlm" --pipeline-stages 3 --epochs 1 2>&1); then
   echo "FAIL: --pipeline-stages 3 on 2 processes ran" >&2
   exit 1
