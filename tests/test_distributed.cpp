@@ -624,6 +624,16 @@ TEST(PipelineCheckpoint, AFailureOnOneRankIsEveryRanks) {
   EXPECT_ERROR_CONTAINS(save_checkpoint(twice, path),
                         "'0.weight' is in the stages of " + std::to_string(world()) + " ranks");
 
+  // Another model on one rank, of as many tensors: refused before anything travels.
+  nn::Sequential other = small_net();
+  if (rank() == last)
+    other = nn::Sequential(nn::Linear(6, 16), nn::Tanh(), nn::Linear(16, 8), nn::Tanh(), nn::Linear(8, 4));
+  optim::AdamW other_opt(other->parameters(), adamw());
+  TrainingState different{&*other, &other_opt};
+  different.group = group.get();
+  different.stage = &*other;  // on every rank: the check of the models comes before that of the stages
+  EXPECT_ERROR_CONTAINS(save_checkpoint(different, path), "the ranks' models differ in their tensors' names, shapes");
+
   nn::Linear stranger(2, 2);
   TrainingState odd = run.state;
   if (rank() == last) odd.stage = &*stranger;

@@ -85,6 +85,18 @@ void check_only_parameter_state(const optim::OptimizerState& state, const std::s
                 "', state beyond its parameters', which a model-parallel checkpoint cannot split by stage");
 }
 
+// FNV-1a over the entries' names, shapes and dtypes (62 bits, so that its negation fits).
+int64_t model_fingerprint(const StateDict& entries) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+  for (const auto& item : entries) {
+    for (char ch : item.key()) mix(static_cast<unsigned char>(ch));
+    for (int64_t d : item.value().sizes()) mix(static_cast<uint64_t>(d));
+    mix(static_cast<uint64_t>(item.value().dtype()) + 0x100);
+  }
+  return static_cast<int64_t>(hash >> 2);
+}
+
 }  // namespace
 
 void on_every_rank(const TrainingState& state, const std::string& what, const std::function<void()>& body) {
@@ -139,14 +151,19 @@ ModelParallelLayout agree_layout(const TrainingState& state, const std::string& 
   const int64_t n = static_cast<int64_t>(layout.entries.size());
   const int64_t n_groups = static_cast<int64_t>(state.optimizer->param_groups().size());
 
-  // Every rank the same model and as many groups, or the tables below would not line up.
-  Tensor sizes = tensor(std::vector<int64_t>{n, -n, n_groups, -n_groups}).to(layout.wire);
+  // Every rank the same model (names, shapes, dtypes) and as many groups, or the tables below
+  // and the transfers after them would not line up.
+  const int64_t fingerprint = model_fingerprint(layout.entries);
+  Tensor sizes = tensor(std::vector<int64_t>{n, -n, fingerprint, -fingerprint, n_groups, -n_groups}).to(layout.wire);
   group.all_reduce(sizes, distributed::ReduceOp::MAX)->wait();
   const std::vector<int64_t> extremes = sizes.to_vector<int64_t>();
   EMBER_CHECK(extremes[0] == -extremes[1], what, ": the ranks' models have between ", -extremes[1], " and ",
               extremes[0], " tensors; every rank must build the whole model");
-  EMBER_CHECK(extremes[2] == -extremes[3], what, ": the ranks' optimizers have between ", -extremes[3], " and ",
-              extremes[2], " parameter groups; every rank's must have as many");
+  EMBER_CHECK(extremes[2] == -extremes[3], what,
+              ": the ranks' models differ in their tensors' names, shapes or dtypes; every rank must build the "
+              "whole model");
+  EMBER_CHECK(extremes[4] == -extremes[5], what, ": the ranks' optimizers have between ", -extremes[5], " and ",
+              extremes[4], " parameter groups; every rank's must have as many");
 
   // Per entry: how many stages hold it, the sum of their ranks, its optimizer group + 1.
   std::unordered_set<const TensorImpl*> held;
