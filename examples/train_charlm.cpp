@@ -272,16 +272,9 @@ int main(int argc, char** argv) {
     const int replicas = c.distributed ? world / stages : 1, replica = c.distributed ? rank / stages : 0;
     std::shared_ptr<distributed::ProcessGroup> pipeline_group = group, replica_group;
     if (pipelined && c.distributed) {
-      for (int p = 0; p < replicas; ++p) {  // every rank makes every group, in the same order
-        std::vector<int> ranks;
-        for (int s = 0; s < stages; ++s) ranks.push_back(p * stages + s);
-        if (auto made = group->new_group(ranks)) pipeline_group = made;
-      }
-      for (int s = 0; s < stages; ++s) {
-        std::vector<int> ranks;
-        for (int p = 0; p < replicas; ++p) ranks.push_back(p * stages + s);
-        if (auto made = group->new_group(ranks)) replica_group = made;
-      }
+      const distributed::Mesh2D mesh = distributed::mesh_2d(*group, stages);  // a pipeline per row
+      pipeline_group = mesh.row;
+      replica_group = mesh.column;
     }
     const int reporter = pipelined ? stages - 1 : 0;  // the rank that sees the loss: pipeline 0's last stage
     if (rank != reporter && !std::freopen("/dev/null", "w", stdout))  // the others' reports would repeat its

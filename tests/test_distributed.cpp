@@ -435,6 +435,9 @@ TEST(NewGroup, ASubgroupNumbersItsMembersInOrderAndCommunicatesAlone) {
                                                          " is outside the group of size " + std::to_string(world()));
   // Each rank a list of its own: refused on every rank before any group is made.
   EXPECT_ERROR_CONTAINS(group->new_group({rank()}), "the ranks passed different lists of members");
+  EXPECT_ERROR_CONTAINS(distributed::mesh_2d(*group, world() + 1), "mesh_2d: a group of " + std::to_string(world()) +
+                                                                       " ranks does not divide into rows of " +
+                                                                       std::to_string(world() + 1));
 }
 
 // D pipelines of S stages for every D·S = world: each pipeline trains on its share of the batch,
@@ -451,18 +454,11 @@ TEST(Pipeline, PipelinesInDataParallelHaveTheWholeBatchsGradients) {
     const int pipelines = world() / stages;
     if (world() % stages != 0 || 12 % (2 * pipelines) != 0) continue;  // shares of 2 micro-batches
     const int d = rank() / stages, s = rank() % stages;                // rank = d·S + s
-    std::shared_ptr<ProcessGroup> pipeline_group, replica_group;
-    for (int p = 0; p < pipelines; ++p) {  // every rank makes every group, in the same order
-      std::vector<int> ranks;
-      for (int t = 0; t < stages; ++t) ranks.push_back(p * stages + t);
-      if (auto g = group->new_group(ranks)) pipeline_group = g;
-    }
-    for (int t = 0; t < stages; ++t) {
-      std::vector<int> ranks;
-      for (int p = 0; p < pipelines; ++p) ranks.push_back(p * stages + t);
-      if (auto g = group->new_group(ranks)) replica_group = g;
-    }
+    const distributed::Mesh2D mesh = distributed::mesh_2d(*group, stages);
+    const std::shared_ptr<ProcessGroup>&pipeline_group = mesh.row, &replica_group = mesh.column;
+    ASSERT_EQ(pipeline_group->size(), stages);
     ASSERT_EQ(pipeline_group->rank(), s);
+    ASSERT_EQ(replica_group->size(), pipelines);
     ASSERT_EQ(replica_group->rank(), d);
     manual_seed(9);
     nn::Sequential model = small_net();

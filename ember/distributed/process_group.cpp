@@ -88,6 +88,24 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>&) {
   throw Error("ProcessGroup(" + backend_name() + ").new_group: this back end cannot make subgroups yet");
 }
 
+Mesh2D mesh_2d(ProcessGroup& group, int row_size) {
+  EMBER_CHECK(row_size >= 1 && group.size() % row_size == 0, "mesh_2d: a group of ", group.size(),
+              " ranks does not divide into rows of ", row_size);
+  const int rows = group.size() / row_size;
+  Mesh2D mesh;
+  for (int r = 0; r < rows; ++r) {  // every rank makes every group, in the same order
+    std::vector<int> ranks;
+    for (int c = 0; c < row_size; ++c) ranks.push_back(r * row_size + c);
+    if (auto made = group.new_group(ranks)) mesh.row = made;
+  }
+  for (int c = 0; c < row_size; ++c) {
+    std::vector<int> ranks;
+    for (int r = 0; r < rows; ++r) ranks.push_back(r * row_size + c);
+    if (auto made = group.new_group(ranks)) mesh.column = made;
+  }
+  return mesh;
+}
+
 void check_list(const char* backend, int group_size, const std::vector<Tensor>& list, const Tensor& like,
                 const std::string& what, const char* name) {
   EMBER_CHECK(static_cast<int>(list.size()) == group_size, "ProcessGroup(", backend, ").", what, ": ", list.size(), " ",

@@ -76,6 +76,15 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 };
 
+// 2-D parallelism's subgroups of `group`, whose ranks are laid out as rows of `row_size`
+// (rank = row · row_size + column), as torch's init_device_mesh((rows, row_size)) makes them:
+// `row` is this rank's row (e.g. a pipeline of row_size stages), `column` its column (the rank
+// at the same place in every row: the stage's data-parallel replicas). Every rank calls it.
+struct Mesh2D {
+  std::shared_ptr<ProcessGroup> row, column;
+};
+Mesh2D mesh_2d(ProcessGroup& group, int row_size);
+
 // Where this process is in the job, as its launcher says: mpirun's OMPI_COMM_WORLD_* (or PMI_*)
 // variables, else torchrun's RANK, WORLD_SIZE and LOCAL_RANK; a lone process is rank 0 of 1.
 struct LaunchEnvironment {

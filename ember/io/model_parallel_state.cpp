@@ -61,8 +61,9 @@ std::vector<ordered_json> group_options(const optim::OptimizerState& state, cons
   return options;
 }
 
-// The whole optimizer's param_groups: group g's options and its whole indices in order.
-std::string whole_param_groups(const std::vector<ordered_json>& options, const std::vector<int64_t>& group_sizes) {
+// An optimizer's param_groups: group g's options and the next group_sizes[g] indices, counting
+// from 0 over all groups (how Optimizer::state_dict numbers parameters).
+std::string numbered_param_groups(const std::vector<ordered_json>& options, const std::vector<int64_t>& group_sizes) {
   ordered_json groups = ordered_json::array();
   int64_t next = 0;
   for (size_t g = 0; g < options.size(); ++g) {
@@ -314,7 +315,7 @@ optim::OptimizerState merge_optimizer_state(GatheredState& gathered, const Model
       if (split_state_key(key)) whole.metadata[key] = value;
     for (const auto& item : theirs.tensors) whole.tensors.insert(item.key(), item.value());
   }
-  whole.metadata["param_groups"] = whole_param_groups(options, layout.group_sizes);
+  whole.metadata["param_groups"] = numbered_param_groups(options, layout.group_sizes);
   return whole;
 }
 
@@ -339,16 +340,9 @@ optim::OptimizerState stage_optimizer_state(const optim::OptimizerState& whole, 
   const auto type = whole.metadata.find("optimizer");
   EMBER_CHECK(type != whole.metadata.end(), what, " holds no optimizer type");
   part.metadata["optimizer"] = type->second;
-  ordered_json local_groups = ordered_json::array();
-  int64_t position = 0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    ordered_json group;
-    group["options"] = options[g];
-    group["params"] = ordered_json::array();
-    for (size_t i = 0; i < groups[g].params().size(); ++i) group["params"].push_back(position++);
-    local_groups.push_back(group);
-  }
-  part.metadata["param_groups"] = local_groups.dump();
+  std::vector<int64_t> local_sizes;
+  for (const auto& g : groups) local_sizes.push_back(static_cast<int64_t>(g.params().size()));
+  part.metadata["param_groups"] = numbered_param_groups(options, local_sizes);
   for (const auto& [key, value] : whole.metadata)
     if (const auto split = split_state_key(key)) {
       const auto local = local_of.find(split->first);
