@@ -2,6 +2,7 @@
 #include "ember/nn/parallel/pipeline.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ember/autograd/grad_mode.h"
 
@@ -42,6 +43,13 @@ Pipeline::Pipeline(const Sequential& model, std::shared_ptr<distributed::Process
   }
   const auto params = stage_->parameters();
   device_ = params.empty() ? Device(kCPU) : params.front().device();
+  // Note [Pipelines in data parallel]: with D pipelines of S stages (D·S ranks), stage s of
+  // every pipeline forms a data-parallel group of D ranks, each pipeline training on its own
+  // share of the batch. The stage runs under DistributedDataParallel over that group: the
+  // micro-batches but the last accumulate locally (no_sync), and the last one's backward
+  // launches the buckets' all-reduces as their gradients arrive, overlapping the rest of that
+  // backward. Every pipeline then holds the gradients of the mean loss over all the shares.
+  if (options_.data_parallel_group()) replicas_ = DistributedDataParallel(stage_, options_.data_parallel_group());
 }
 
 void Pipeline::send_activation(const Tensor& t, int dst, int64_t micro) {
@@ -102,7 +110,7 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
     EnableGradGuard grad;
     InFlight& f = flight[m];
     f.input = is_first() ? micro_slice(input, m) : recv_activation(static_cast<int>(s - 1), m, true);
-    const Tensor y = stage_(f.input);
+    const Tensor y = replicas_ ? replicas_(f.input) : stage_(f.input);
     if (is_last()) {
       f.output = loss_fn(y, micro_slice(target, m)) / static_cast<double>(chunks);
       const Tensor l = f.output.detach();
@@ -115,6 +123,8 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
   };
   auto backward_one = [&](int64_t m) {
     InFlight& f = flight[m];
+    std::optional<DistributedDataParallelImpl::NoSyncGuard> local;  // only the last micro-batch syncs
+    if (replicas_ && m != chunks - 1) local.emplace(*replicas_);
     if (is_last()) {
       f.output.backward();
     } else {
@@ -146,49 +156,7 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
   for (auto& w : sends_) w->wait();
   sends_.clear();
   sent_.clear();
-  if (options_.data_parallel_group()) average_gradients_over_replicas();
   return is_last() ? loss_sum : Tensor();
-}
-
-// Note [Pipelines in data parallel]: with D pipelines of S stages (D·S ranks), stage s of every
-// pipeline forms a data-parallel group of D ranks. Each pipeline trains on its own share of the
-// batch, so averaging each stage's gradients over its group gives every pipeline the gradients
-// of the mean loss over all shares, as DistributedDataParallel does for whole models. One flat
-// all-reduce per dtype after the last backward: unlike DDP's buckets it does not overlap the
-// backward (a pipeline's backward is spread over its micro-batches).
-void Pipeline::average_gradients_over_replicas() {
-  NoGradGuard no_grad;
-  distributed::ProcessGroup& replicas = *options_.data_parallel_group();
-  std::vector<Tensor> grads;
-  for (const Tensor& p : stage_->parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
-  // Every replica must reduce the same gradients, or the flat buffers would not line up.
-  int64_t elements = 0;
-  for (const Tensor& g : grads) elements += g.numel();
-  Tensor extremes = tensor(std::vector<int64_t>{elements, -elements}).to(device_);
-  replicas.all_reduce(extremes, distributed::ReduceOp::MAX)->wait();
-  const std::vector<int64_t> e = extremes.to_vector<int64_t>();
-  EMBER_CHECK(e[0] == -e[1], "Pipeline.train_step: the data-parallel replicas of stage ", group_->rank(),
-              " have gradients of between ", -e[1], " and ", e[0],
-              " elements (every replica must train the same "
-              "stage of the same model)");
-  for (DType dtype : {kFloat16, kBFloat16, kFloat32, kFloat64}) {
-    TensorList flat;
-    std::vector<Tensor> of_dtype;
-    for (const Tensor& g : grads)
-      if (g.dtype() == dtype) {
-        of_dtype.push_back(g);
-        flat.push_back(g.reshape({-1}));
-      }
-    if (flat.empty()) continue;
-    const Tensor buffer = cat(flat, 0).contiguous();
-    replicas.all_reduce(buffer, distributed::ReduceOp::AVG)->wait();
-    int64_t offset = 0;
-    for (Tensor& g : of_dtype) {
-      g.copy_(buffer.narrow(0, offset, g.numel()).view(g.sizes()));
-      offset += g.numel();
-    }
-  }
 }
 
 Tensor Pipeline::forward(const Tensor& input) {

@@ -23,6 +23,7 @@
 
 #include "ember/distributed/process_group.h"
 #include "ember/nn/modules/container.h"
+#include "ember/nn/parallel/distributed.h"
 
 namespace ember::nn {
 
@@ -32,8 +33,8 @@ struct PipelineOptions {
   // Layers per stage (one entry per rank, summing to the model's length); empty: as even as possible.
   EMBER_ARG(std::vector<int64_t>, balance) = {};
   // 2-D parallel (Note [Pipelines in data parallel]): the ranks that hold this rank's stage in
-  // the other pipelines, each training on its own share of the batch. train_step ends by
-  // averaging the stage's gradients over them. Null: this pipeline alone.
+  // the other pipelines, each training on its own share of the batch. train_step's gradients
+  // are then averaged over them, during the last micro-batch's backward. Null: this pipeline alone.
   EMBER_ARG(std::shared_ptr<distributed::ProcessGroup>, data_parallel_group) = nullptr;
 };
 
@@ -57,15 +58,18 @@ class Pipeline {
   // The model's output for `input` (read on the first stage), on the last stage; undefined elsewhere.
   Tensor forward(const Tensor& input);
 
+  // With a data_parallel_group: the stage under DDP (its buckets, its last backward's stats); else null.
+  const DistributedDataParallel& data_parallel() const { return replicas_; }
+
   // The most micro-batches whose activations this stage held at once in the last train_step.
   int64_t peak_micro_batches_held() const { return peak_held_; }
 
  private:
-  void average_gradients_over_replicas();
   void send_activation(const Tensor& t, int dst, int64_t micro);
   Tensor recv_activation(int src, int64_t micro, bool requires_grad);
 
   Sequential stage_;
+  DistributedDataParallel replicas_{nullptr};  // the stage under DDP over data_parallel_group
   std::shared_ptr<distributed::ProcessGroup> group_;
   PipelineOptions options_;
   int64_t first_layer_ = 0;
