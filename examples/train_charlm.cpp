@@ -257,15 +257,18 @@ int main(int argc, char** argv) {
       EMBER_CHECK(c.batch_size % c.chunks == 0, "--pipeline-stages: --batch-size ", c.batch_size,
                   " does not divide into --chunks ", c.chunks, " micro-batches");
     }
+    // The launcher's process count, checked before MPI starts (a refusal needs no MPI).
+    const int processes = distributed::launch_environment().world_size;
+    if (pipelined && !c.distributed)
+      EMBER_CHECK(c.pipeline_stages == processes, "--pipeline-stages ", c.pipeline_stages,
+                  ": run it under `mpirun -np ", c.pipeline_stages, "` (one rank per stage); this run has ", processes,
+                  " process(es)");
+    if (pipelined && c.distributed)
+      EMBER_CHECK(processes % c.pipeline_stages == 0, "--pipeline-stages ", c.pipeline_stages,
+                  " --distributed: the processes must make whole pipelines, but this run has ", processes);
     std::shared_ptr<distributed::ProcessGroup> group;
     if (c.distributed || pipelined) group = distributed::init_process_group("mpi");
     const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
-    if (pipelined && !c.distributed)
-      EMBER_CHECK(c.pipeline_stages == world, "--pipeline-stages ", c.pipeline_stages, ": run it under `mpirun -np ",
-                  c.pipeline_stages, "` (one rank per stage); this run has ", world, " process(es)");
-    if (pipelined && c.distributed)
-      EMBER_CHECK(world % c.pipeline_stages == 0, "--pipeline-stages ", c.pipeline_stages,
-                  " --distributed: the processes must make whole pipelines, but this run has ", world);
     // 2-D (Note [Pipelines in data parallel]): rank = pipeline · stages + stage; each pipeline
     // trains on its shard, each stage's gradients are averaged over its replicas.
     const int stages = pipelined ? c.pipeline_stages : 1;

@@ -33,6 +33,8 @@ expect_refused train_mnist "--save-every: must be an integer" --save-every -5
 expect_refused train_charlm "--dropout: must be a finite number >= 0 and <= 0.99" --dropout 1
 expect_refused train_charlm "--temperature: must be a finite number > 0" --temperature inf
 expect_refused train_charlm "--pipeline-stages: must be an integer in [1, 1024]" --pipeline-stages 0
+expect_refused train_charlm "--pipeline-stages 2: run it under \`mpirun -np 2\` (one rank per stage); this run has 1" \
+  --pipeline-stages 2
 expect_refused train_charlm "--pipeline-stages 2 --distributed: the processes must make whole pipelines, but this run has 1" \
   --pipeline-stages 2 --distributed
 expect_refused train_charlm "--batch-size 30 does not divide into --chunks 4" --pipeline-stages 2 --batch-size 30
