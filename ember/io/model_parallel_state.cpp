@@ -124,25 +124,25 @@ ModelParallelLayout agree_layout(const TrainingState& state, const std::string& 
   distributed::ProcessGroup& group = *state.group;
   ModelParallelLayout layout;
   layout.wire = wire_device(state);
-  std::vector<int64_t> group_of;  // per entry: optimizer group + 1, 0 if this rank steps it not
+  std::vector<int64_t> group_of;               // per entry: optimizer group + 1, 0 if this rank steps it not
+  std::unordered_set<const TensorImpl*> held;  // the stage's tensors
   on_every_rank(state, what, [&] {
     EMBER_CHECK(state.stage != nullptr, what, ": a TrainingState with a group needs the stage this rank trains");
     layout.entries = state.model->state_dict();
     std::unordered_map<const TensorImpl*, size_t> entry_of;  // a tensor's first entry
     for (size_t e = 0; e < layout.entries.size(); ++e)
       entry_of.emplace(layout.entries.items()[e].value().impl().get(), e);
-    std::unordered_set<const TensorImpl*> in_stage;
     for (const auto& item : state.stage->state_dict()) {
       EMBER_CHECK(entry_of.count(item.value().impl().get()), what, ": the stage's tensor '", item.key(),
                   "' is not one of the model's");
-      in_stage.insert(item.value().impl().get());
+      held.insert(item.value().impl().get());
     }
     group_of.assign(layout.entries.size(), 0);
     const auto& groups = state.optimizer->param_groups();
     for (size_t g = 0; g < groups.size(); ++g)
       for (const Tensor& p : groups[g].params()) {
         const auto it = entry_of.find(p.impl().get());
-        EMBER_CHECK(it != entry_of.end() && in_stage.count(p.impl().get()), what,
+        EMBER_CHECK(it != entry_of.end() && held.count(p.impl().get()), what,
                     ": the optimizer steps a tensor of shape ", shape_str(p.sizes()), " that is not one of ",
                     it == entry_of.end() ? "the model's" : "this rank's stage's");
         group_of[it->second] = static_cast<int64_t>(g) + 1;
@@ -167,9 +167,6 @@ ModelParallelLayout agree_layout(const TrainingState& state, const std::string& 
               extremes[4], " parameter groups; every rank's must have as many");
 
   // Per entry: how many stages hold it, the sum of their ranks, its optimizer group + 1.
-  std::unordered_set<const TensorImpl*> held;
-  for (const Tensor& t : state.stage->parameters()) held.insert(t.impl().get());
-  for (const Tensor& t : state.stage->buffers()) held.insert(t.impl().get());
   Tensor table = zeros({3, n}, kInt64);
   int64_t* cells = table.data_ptr<int64_t>();
   for (int64_t e = 0; e < n; ++e) {
