@@ -276,15 +276,11 @@ class MpiProcessGroup final : public ProcessGroup {
     check_group_ranks("mpi", size(), ranks);
     // Every rank must pass the same list: compare fingerprints first (within the timeout), since
     // MPI_Comm_split with lists that differ would build groups nobody asked for.
-    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the list
-    for (int r : ranks) hash = (hash ^ static_cast<uint64_t>(r)) * 1099511628211ull;
-    const auto h = static_cast<int64_t>(hash >> 2);
-    const auto n = static_cast<int64_t>(ranks.size());
-    Tensor fingerprint = tensor(std::vector<int64_t>{h, -h, n, -n});
-    all_reduce(fingerprint, ReduceOp::MAX)->wait();
-    const std::vector<int64_t> extremes = fingerprint.to_vector<int64_t>();
-    EMBER_CHECK(extremes[0] == -extremes[1] && extremes[2] == -extremes[3], "ProcessGroup(mpi).new_group on rank ",
-                rank(), ": the ranks passed different lists of members (every rank must pass the same)");
+    Fingerprint list;
+    for (int r : ranks) list.add(static_cast<uint64_t>(r));
+    for (const Spread& s : spread_over_ranks(*this, {list.value(), static_cast<int64_t>(ranks.size())}))
+      EMBER_CHECK(s.same(), "ProcessGroup(mpi).new_group on rank ", rank(),
+                  ": the ranks passed different lists of members (every rank must pass the same)");
     const auto at = std::find(ranks.begin(), ranks.end(), rank());
     const bool member = at != ranks.end();
     MPI_Comm comm = MPI_COMM_NULL;

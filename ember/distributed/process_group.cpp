@@ -88,6 +88,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>&) {
   throw Error("ProcessGroup(" + backend_name() + ").new_group: this back end cannot make subgroups yet");
 }
 
+std::vector<Spread> spread_over_ranks(ProcessGroup& group, const std::vector<int64_t>& values, Device device) {
+  std::vector<int64_t> both;
+  for (int64_t v : values) {
+    both.push_back(v);
+    both.push_back(-v);
+  }
+  Tensor extremes = tensor(both).to(device);
+  group.all_reduce(extremes, ReduceOp::MAX)->wait();
+  const std::vector<int64_t> e = extremes.to_vector<int64_t>();
+  std::vector<Spread> out;
+  for (size_t i = 0; i < values.size(); ++i) out.push_back({-e[2 * i + 1], e[2 * i]});
+  return out;
+}
+
 Mesh2D mesh_2d(ProcessGroup& group, int row_size) {
   EMBER_CHECK(row_size >= 1 && group.size() % row_size == 0, "mesh_2d: a group of ", group.size(),
               " ranks does not divide into rows of ", row_size);

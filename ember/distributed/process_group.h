@@ -76,6 +76,29 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 };
 
+// The least and greatest of each value over the ranks of `group` (one all_reduce of (v, −v)
+// under max; |v| < 2^63), to check that every rank passed the same: a collective.
+// `device`: where the exchange runs (NCCL carries only GPU tensors).
+struct Spread {
+  int64_t min = 0, max = 0;
+  bool same() const { return min == max; }
+};
+std::vector<Spread> spread_over_ranks(ProcessGroup& group, const std::vector<int64_t>& values,
+                                      Device device = Device(kCPU));
+// FNV-1a over 64-bit words, kept to 62 bits so that its negation fits: a fingerprint of what
+// the ranks must agree on (a list of ranks, a model's names and shapes) for spread_over_ranks.
+class Fingerprint {
+ public:
+  Fingerprint& add(uint64_t word) {
+    hash_ = (hash_ ^ word) * 1099511628211ull;
+    return *this;
+  }
+  int64_t value() const { return static_cast<int64_t>(hash_ >> 2); }
+
+ private:
+  uint64_t hash_ = 1469598103934665603ull;
+};
+
 // 2-D parallelism's subgroups of `group`, whose ranks are laid out as rows of `row_size`
 // (rank = row · row_size + column), as torch's init_device_mesh((rows, row_size)) makes them:
 // `row` is this rank's row (e.g. a pipeline of row_size stages), `column` its column (the rank

@@ -86,16 +86,15 @@ void check_only_parameter_state(const optim::OptimizerState& state, const std::s
                 "', state beyond its parameters', which a model-parallel checkpoint cannot split by stage");
 }
 
-// FNV-1a over the entries' names, shapes and dtypes (62 bits, so that its negation fits).
+// The entries' names, shapes and dtypes, which every rank's model must share.
 int64_t model_fingerprint(const StateDict& entries) {
-  uint64_t hash = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { hash = (hash ^ v) * 1099511628211ull; };
+  distributed::Fingerprint f;
   for (const auto& item : entries) {
-    for (char ch : item.key()) mix(static_cast<unsigned char>(ch));
-    for (int64_t d : item.value().sizes()) mix(static_cast<uint64_t>(d));
-    mix(static_cast<uint64_t>(item.value().dtype()) + 0x100);
+    for (char ch : item.key()) f.add(static_cast<unsigned char>(ch));
+    for (int64_t d : item.value().sizes()) f.add(static_cast<uint64_t>(d));
+    f.add(static_cast<uint64_t>(item.value().dtype()) + 0x100);
   }
-  return static_cast<int64_t>(hash >> 2);
+  return f.value();
 }
 
 }  // namespace
@@ -155,16 +154,15 @@ ModelParallelLayout agree_layout(const TrainingState& state, const std::string& 
   // Every rank the same model (names, shapes, dtypes) and as many groups, or the tables below
   // and the transfers after them would not line up.
   const int64_t fingerprint = model_fingerprint(layout.entries);
-  Tensor sizes = tensor(std::vector<int64_t>{n, -n, fingerprint, -fingerprint, n_groups, -n_groups}).to(layout.wire);
-  group.all_reduce(sizes, distributed::ReduceOp::MAX)->wait();
-  const std::vector<int64_t> extremes = sizes.to_vector<int64_t>();
-  EMBER_CHECK(extremes[0] == -extremes[1], what, ": the ranks' models have between ", -extremes[1], " and ",
-              extremes[0], " tensors; every rank must build the whole model");
-  EMBER_CHECK(extremes[2] == -extremes[3], what,
+  const std::vector<distributed::Spread> spread =
+      distributed::spread_over_ranks(group, {n, fingerprint, n_groups}, layout.wire);
+  EMBER_CHECK(spread[0].same(), what, ": the ranks' models have between ", spread[0].min, " and ", spread[0].max,
+              " tensors; every rank must build the whole model");
+  EMBER_CHECK(spread[1].same(), what,
               ": the ranks' models differ in their tensors' names, shapes or dtypes; every rank must build the "
               "whole model");
-  EMBER_CHECK(extremes[4] == -extremes[5], what, ": the ranks' optimizers have between ", -extremes[5], " and ",
-              extremes[4], " parameter groups; every rank's must have as many");
+  EMBER_CHECK(spread[2].same(), what, ": the ranks' optimizers have between ", spread[2].min, " and ", spread[2].max,
+              " parameter groups; every rank's must have as many");
 
   // Per entry: how many stages hold it, the sum of their ranks, its optimizer group + 1.
   Tensor table = zeros({3, n}, kInt64);
