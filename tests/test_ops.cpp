@@ -294,7 +294,7 @@ TEST(Pooling, MaxPoolTiesNaNAndEdges) {
 // The 2x2 stride-2 float32 pooling runs 8 windows per AVX2 step (pool.cpp): the same values and
 // indices as a plain loop (first tap of the maximum in scan order, or the first NaN; the tap's
 // own -0 or +0) on every row length from 1 to 19 (masked tails), odd heights, ties, NaNs, and
-// float64 (the scalar path) on the same data.
+// float64 (the scalar path) and bfloat16/float16 on the same data.
 TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
   manual_seed(8);
   for (int64_t W = 2; W <= 40; W += 3)
@@ -336,6 +336,18 @@ TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
           }
       auto [y64, idx64] = max_pool2d_with_indices(x.to(kFloat64), {2, 2});
       EXPECT_EQ(idx64.to_vector<int64_t>(), iv);
+      // autocast's 16-bit activations (widened in the vector path): the same taps and values.
+      for (DType dt : {kBFloat16, kFloat16}) {
+        auto [yh, idxh] = max_pool2d_with_indices(x.to(dt), {2, 2});
+        SCOPED_TRACE(detail::concat("W ", W, " H ", H, " ", dt));
+        EXPECT_EQ(yh.dtype(), dt);
+        EXPECT_EQ(idxh.to_vector<int64_t>(), iv);
+        const auto yhv = yh.to(kFloat32).to_vector<float>();
+        for (size_t i = 0; i < yv.size(); ++i) {
+          EXPECT_EQ(std::isnan(yhv[i]), std::isnan(yv[i])) << i;
+          if (!std::isnan(yv[i])) EXPECT_TRUE(yhv[i] == yv[i] && std::signbit(yhv[i]) == std::signbit(yv[i])) << i;
+        }
+      }
     }
 }
 

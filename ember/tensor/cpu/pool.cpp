@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/vec_half.h"
 #include "ember/tensor/parallel.h"
 
 namespace ember::cpu {
@@ -58,21 +59,69 @@ inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64
 }
 
 #ifdef __AVX2__
+// How the vector max pool reads and writes one element type: 16 consecutive values of a row as
+// two float vectors (the first 2n of them; masked past that), and n <= 8 results back. Widening
+// 16-bit values is exact and narrowing a widened value gives its bits back, so a 16-bit pool
+// picks the same taps and values as a float32 pool of the widened input.
+struct Float32Lanes {
+  using T = float;
+  static void load16(const float* r, int64_t n, __m256& lo, __m256& hi) {
+    if (n == 8) {
+      lo = _mm256_loadu_ps(r);
+      hi = _mm256_loadu_ps(r + 8);
+      return;
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    lo = _mm256_maskload_ps(r, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane));
+    hi = _mm256_maskload_ps(r + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane));
+  }
+  static void store(float* y, int64_t n, __m256 v) {
+    if (n == 8) return _mm256_storeu_ps(y, v);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane), v);
+  }
+};
+
+#ifdef EMBER_HAVE_VEC_HALF
+template <bool kBf16>  // bfloat16, else float16, as their bits
+struct Half16Lanes {
+  using T = uint16_t;
+  static void load16(const uint16_t* r, int64_t n, __m256& lo, __m256& hi) {
+    if (n == 8) {
+      lo = widen8<kBf16>(r);
+      hi = widen8<kBf16>(r + 8);
+      return;
+    }
+    // 2n 16-bit values are n 32-bit lanes: a masked load of those.
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    alignas(32) uint16_t tail[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tail),
+                       _mm256_maskload_epi32(reinterpret_cast<const int*>(r),
+                                             _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane)));
+    lo = widen8<kBf16>(tail);
+    hi = widen8<kBf16>(tail + 8);
+  }
+  static void store(uint16_t* y, int64_t n, __m256 v) {
+    const __m128i bits = narrow8<kBf16>(v);
+    if (n == 8) return store8(y, bits);
+    alignas(16) uint16_t tail[8];
+    store8(tail, bits);
+    for (int64_t i = 0; i < n; ++i) y[i] = tail[i];
+  }
+};
+#endif
+
 // The 2x2, stride-2 windows of one output row, 8 at a time: y, index [n] from rows r0 and r0 + W
 // of a plane (n <= 8 outputs, 2n input columns; masked loads and stores past them). The same
 // result as window_max: the first tap in scan order (0,0), (0,1), (1,0), (1,1) that holds the
 // maximum, or the first NaN; the value is that tap's (so -0 before +0 stays -0).
-inline void max_pool_2x2_row8(const float* r0, int64_t W, int64_t n, int32_t base, float* y, int64_t* index) {
+template <class Lanes>
+inline void max_pool_2x2_row8(const typename Lanes::T* r0, int64_t W, int64_t n, int32_t base, typename Lanes::T* y,
+                              int64_t* index) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  auto load16 = [&](const float* r, __m256& even, __m256& odd) {
+  auto load16 = [&](const typename Lanes::T* r, __m256& even, __m256& odd) {
     __m256 lo, hi;
-    if (n == 8) {
-      lo = _mm256_loadu_ps(r);
-      hi = _mm256_loadu_ps(r + 8);
-    } else {  // lanes [0, 2n) of the 16
-      lo = _mm256_maskload_ps(r, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n)), lane));
-      hi = _mm256_maskload_ps(r + 8, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(2 * n - 8)), lane));
-    }
+    Lanes::load16(r, n, lo, hi);
     // [x0 .. x15] -> even columns x0, x2, ..., x14 and odd ones, in order.
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
@@ -99,14 +148,12 @@ inline void max_pool_2x2_row8(const float* r0, int64_t W, int64_t n, int32_t bas
   const __m256i at = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(base), _mm256_slli_epi32(lane, 1)), tap);
   const __m256i at_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at));
   const __m256i at_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+  Lanes::store(y, n, value);
   if (n == 8) {
-    _mm256_storeu_ps(y, value);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(index), at_lo);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + 4), at_hi);
     return;
   }
-  const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane);
-  _mm256_maskstore_ps(y, keep, value);
   const __m256i lanes4 = _mm256_setr_epi64x(0, 1, 2, 3);
   _mm256_maskstore_epi64(reinterpret_cast<long long*>(index), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lanes4), at_lo);
   _mm256_maskstore_epi64(reinterpret_cast<long long*>(index + 4), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lanes4),
@@ -122,34 +169,52 @@ bool windows_2x2_inside(const Tensor& in, const Tensor& out, const Pool2dParams&
          2 * out.size(2) <= in.size(2) && 2 * out.size(3) <= in.size(3);
 }
 
-// Whether max_pool_2x2_row8 computes this pooling: float32 such windows, planes with int32 offsets.
+// Whether max_pool_2x2_row8 computes this pooling: float32 (and, with F16C, bfloat16 and
+// float16: autocast's activations) such windows, planes with int32 offsets.
 bool vector_max_pool_applies(const Tensor& in, const Tensor& out, const Pool2dParams& p) {
 #ifdef __AVX2__
-  return in.dtype() == kFloat32 && windows_2x2_inside(in, out, p) && in.size(2) * in.size(3) < (int64_t(1) << 31);
+#ifdef EMBER_HAVE_VEC_HALF
+  const bool type = in.dtype() == kFloat32 || in.dtype() == kBFloat16 || in.dtype() == kFloat16;
+#else
+  const bool type = in.dtype() == kFloat32;
+#endif
+  return type && windows_2x2_inside(in, out, p) && in.size(2) * in.size(3) < (int64_t(1) << 31);
 #else
   (void)in, (void)out, (void)p;
   return false;
 #endif
 }
 
-// in [planes, H, W] -> out, indices [planes, Ho, Wo] by max_pool_2x2_row8.
-void vector_max_pool(const Tensor& in, const Tensor& out, const Tensor& indices) {
 #ifdef __AVX2__
+// in [planes, H, W] -> out, indices [planes, Ho, Wo] by max_pool_2x2_row8.
+template <class Lanes>
+void vector_max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices) {
+  using T = typename Lanes::T;
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
   const int64_t Ho = out.size(2), Wo = out.size(3);
-  const float* x = static_cast<const float*>(in.data_ptr());
-  float* y = static_cast<float*>(out.data_ptr());
+  const T* x = static_cast<const T*>(in.data_ptr());
+  T* y = static_cast<T*>(out.data_ptr());
   int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl)
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const float* r0 = x + pl * H * W + 2 * oh * W;
+        const T* r0 = x + pl * H * W + 2 * oh * W;
         const int64_t o = (pl * Ho + oh) * Wo;
         for (int64_t ow = 0; ow < Wo; ow += 8)
-          max_pool_2x2_row8(r0 + 2 * ow, W, std::min<int64_t>(8, Wo - ow), static_cast<int32_t>(2 * oh * W + 2 * ow),
-                            y + o + ow, idx + o + ow);
+          max_pool_2x2_row8<Lanes>(r0 + 2 * ow, W, std::min<int64_t>(8, Wo - ow),
+                                   static_cast<int32_t>(2 * oh * W + 2 * ow), y + o + ow, idx + o + ow);
       }
   });
+}
+#endif
+
+void vector_max_pool(const Tensor& in, const Tensor& out, const Tensor& indices) {
+#ifdef __AVX2__
+#ifdef EMBER_HAVE_VEC_HALF
+  if (in.dtype() == kBFloat16) return vector_max_pool_typed<Half16Lanes<true>>(in, out, indices);
+  if (in.dtype() == kFloat16) return vector_max_pool_typed<Half16Lanes<false>>(in, out, indices);
+#endif
+  vector_max_pool_typed<Float32Lanes>(in, out, indices);
 #else
   (void)in, (void)out, (void)indices;
 #endif
