@@ -1,7 +1,7 @@
 // 2-D convolution on NCHW tensors, forward and backward: im2col + GEMM (Eigen) for every shape
 // and dtype, and for float32 the direct kernels (conv_direct.cpp) where they apply, chosen per
 // pass by a heuristic or by benchmark mode (backends::cpu, tensor/cpu/cpu.h). All tensors
-// arrive contiguous; float16/bfloat16 compute in float32.
+// arrive contiguous; float16/bfloat16 are read and written as they are and computed in float32.
 #include <Eigen/Core>
 #include <array>
 #include <atomic>
@@ -10,11 +10,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "ember/tensor/cpu/conv_algorithms.h"
 #include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/vec_half.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -26,26 +28,27 @@ using MatR = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::
 template <class T>
 using CMatR = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
-// col [Cg*kH*kW, Ho*Wo] <- x [Cg, H, W]: each column is one receptive field, zero-padded.
-template <class T>
+// col [Cg*kH*kW, Ho*Wo] <- x [Cg, H, W]: each column is one receptive field, zero-padded (and
+// widened, for a 16-bit x and a float32 col).
+template <class T, class Col>
 void im2col(const T* x, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t kW, int64_t Ho, int64_t Wo,
-            const Conv2dParams& p, T* col) {
+            const Conv2dParams& p, Col* col) {
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < kH; ++i)
       for (int64_t j = 0; j < kW; ++j) {
-        T* row = col + ((c * kH + i) * kW + j) * Ho * Wo;
+        Col* row = col + ((c * kH + i) * kW + j) * Ho * Wo;
         for (int64_t oh = 0; oh < Ho; ++oh) {
           const int64_t h = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
-          T* dst = row + oh * Wo;
+          Col* dst = row + oh * Wo;
           if (h < 0 || h >= H) {
-            for (int64_t ow = 0; ow < Wo; ++ow) dst[ow] = T(0);
+            for (int64_t ow = 0; ow < Wo; ++ow) dst[ow] = Col(0);
             continue;
           }
           const T* src = x + (c * H + h) * W;
           const int64_t w0 = j * p.dilation[1] - p.padding[1];
           for (int64_t ow = 0; ow < Wo; ++ow) {
             const int64_t w = ow * p.stride[1] + w0;
-            dst[ow] = (w >= 0 && w < W) ? src[w] : T(0);
+            dst[ow] = (w >= 0 && w < W) ? static_cast<Col>(src[w]) : Col(0);
           }
         }
       }
@@ -72,36 +75,48 @@ void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t k
       }
 }
 
-template <class T>
+// Stored as T, computed in Compute: float32 and float64 as themselves; float16 and bfloat16 in float32,
+// with the receptive fields widened as im2col gathers them, the weights widened once (they are
+// small), and each (sample, group)'s outputs rounded once from a float32 buffer, so no float32
+// copy of the input or of the output is made and the bits are those of the float32 pass on the
+// widened tensors, rounded.
+template <class T, class Compute = T>
 void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const Conv2dParams& p) {
-  const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
+  constexpr bool kWidened = !std::is_same_v<T, Compute>;
+  const int64_t N = input.size(0), C_in = input.size(1), H = input.size(2), W = input.size(3);
   const int64_t O = weight.size(0), kH = weight.size(2), kW = weight.size(3);
-  const int64_t Ho = out.size(2), Wo = out.size(3), G = p.groups, Cg = C / G, Og = O / G;
+  const int64_t Ho = out.size(2), Wo = out.size(3), G = p.groups, Cg = C_in / G, Og = O / G;
   const int64_t rows = Cg * kH * kW, cols = Ho * Wo;
-  const bool pointwise = kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
+  const bool pointwise = !kWidened && kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 &&
                          p.padding[1] == 0;  // a 1x1 conv is a plain GEMM on the input
   const T* x = static_cast<const T*>(input.data_ptr());
-  const T* w = static_cast<const T*>(weight.data_ptr());
-  const T* b = bias.defined() ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+  const Tensor w_c = kWidened ? native::to(weight, dtype_of<Compute>::value) : weight;
+  const Tensor b_c = kWidened && bias.defined() ? native::to(bias, dtype_of<Compute>::value) : bias;
+  const Compute* w = static_cast<const Compute*>(w_c.data_ptr());
+  const Compute* b = b_c.defined() ? static_cast<const Compute*>(b_c.data_ptr()) : nullptr;
   T* y = static_cast<T*>(out.data_ptr());
-  // Several samples at once: one per thread with its own column buffer, Eigen serial
-  // inside. One sample: Eigen parallelizes the product itself.
+  // Several samples at once: one per thread with its own column buffer (and, widened, output
+  // buffer), Eigen serial inside. One sample: Eigen parallelizes the product itself.
   const int threads = static_cast<int>(std::min<int64_t>(parallel_threads(), N));
-  Tensor workspace = pointwise ? Tensor() : empty({threads, rows * cols}, dtype_of<T>::value);
+  const int64_t per_thread = (pointwise ? 0 : rows * cols) + (kWidened ? Og * cols : 0);
+  Tensor workspace = per_thread == 0 ? Tensor() : empty({threads, per_thread}, dtype_of<Compute>::value);
   auto sample = [&](int64_t n, int tid) {
+    Compute* buf = per_thread == 0 ? nullptr : static_cast<Compute*>(workspace.data_ptr()) + tid * per_thread;
     for (int64_t g = 0; g < G; ++g) {
-      const T* xg = x + (n * C + g * Cg) * H * W;
-      const T* colp = xg;
+      const T* xg = x + (n * C_in + g * Cg) * H * W;
+      const Compute* colp = nullptr;
+      if constexpr (!kWidened) colp = xg;
       if (!pointwise) {
-        T* buf = static_cast<T*>(workspace.data_ptr()) + tid * rows * cols;
         im2col(xg, Cg, H, W, kH, kW, Ho, Wo, p, buf);
         colp = buf;
       }
-      MatR<T> Y(y + (n * O + g * Og) * cols, Og, cols);
-      Y.noalias() = CMatR<T>(w + g * Og * rows, Og, rows) * CMatR<T>(colp, rows, cols);
+      T* yg = y + (n * O + g * Og) * cols;
+      MatR<Compute> Y(kWidened ? buf + rows * cols : reinterpret_cast<Compute*>(yg), Og, cols);
+      Y.noalias() = CMatR<Compute>(w + g * Og * rows, Og, rows) * CMatR<Compute>(colp, rows, cols);
       if (b)
         for (int64_t o = 0; o < Og; ++o) Y.row(o).array() += b[g * Og + o];
+      if constexpr (kWidened) narrow_run(Y.data(), Og * cols, yg);
     }
   };
   for_each_task(N, threads, sample);
@@ -174,14 +189,14 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   }
 }
 
-// The algorithm of one float32 pass: forced, benchmarked, or the heuristic.
+// The algorithm of one pass: forced, benchmarked, or the heuristic.
 enum class Pass { forward, backward_data, backward_weight };
 
 std::atomic<backends::cpu::ConvAlgorithm> forced_algorithm{backends::cpu::ConvAlgorithm::automatic};
 std::atomic<bool> benchmark_mode{false};
 struct BenchmarkCache {
   std::mutex mutex;
-  std::map<std::array<int64_t, 17>, bool> direct_wins;  // key: pass, shape, parameters
+  std::map<std::array<int64_t, 18>, bool> direct_wins;  // key: pass, dtype, shape, parameters
   backends::cpu::BenchmarkStats stats;
 };
 BenchmarkCache& benchmark_cache() {
@@ -209,17 +224,17 @@ bool direct_by_heuristic(Pass pass, const ConvShape& s, const Conv2dParams& p) {
 }
 
 template <class Direct, class Im2col>
-void run_pass(Pass pass, const ConvShape& s, const Conv2dParams& p, bool direct_applies, const Direct& direct,
-              const Im2col& im2col) {
+void run_pass(Pass pass, DType dtype, const ConvShape& s, const Conv2dParams& p, bool direct_applies,
+              const Direct& direct, const Im2col& im2col) {
   using backends::cpu::ConvAlgorithm;
   const ConvAlgorithm forced = forced_algorithm.load(std::memory_order_relaxed);
   if (!direct_applies || forced == ConvAlgorithm::im2col_gemm) return im2col();
   if (forced == ConvAlgorithm::direct) return direct();
   if (!benchmark_mode.load(std::memory_order_relaxed)) return direct_by_heuristic(pass, s, p) ? direct() : im2col();
   // clang-format off
-  const std::array<int64_t, 17> key = {static_cast<int64_t>(pass), s.N, s.C, s.H, s.W, s.O, s.kH, s.kW, s.Ho, s.Wo,
-                                       p.padding[0], p.padding[1], p.dilation[0], p.dilation[1], p.groups,
-                                       p.stride[0], p.stride[1]};
+  const std::array<int64_t, 18> key = {static_cast<int64_t>(pass), static_cast<int64_t>(dtype), s.N, s.C, s.H, s.W,
+                                       s.O, s.kH, s.kW, s.Ho, s.Wo, p.padding[0], p.padding[1], p.dilation[0],
+                                       p.dilation[1], p.groups, p.stride[0], p.stride[1]};
   // clang-format on
   BenchmarkCache& cache = benchmark_cache();
   {
@@ -247,38 +262,83 @@ ConvShape shape_of(const Tensor& input, const Tensor& weight, const Tensor& out)
           weight.size(2), weight.size(3), out.size(2),   out.size(3)};
 }
 
-const float* float_ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.data_ptr()) : nullptr; }
-float* float_ptr_mut(const Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+template <class T>
+const T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <class T>
+T* mut_ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
 
+// float32, and float16 / bfloat16 (autocast's activations), which both algorithms read and write
+// as they are (widened as they gather, rounded once as they store: conv_algorithms.h,
+// conv2d_typed).
+template <class T>
 void conv2d_float(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const Conv2dParams& p) {
   const ConvShape s = shape_of(input, weight, out);
   run_pass(
-      Pass::forward, s, p, direct_forward_applies(s, p),
-      [&] { conv2d_direct(float_ptr(input), float_ptr(weight), float_ptr(bias), float_ptr_mut(out), s, p); },
-      [&] { conv2d_typed<float>(input, weight, bias, out, p); });
+      Pass::forward, input.dtype(), s, p, direct_forward_applies(s, p),
+      [&] { conv2d_direct<T>(ptr<T>(input), ptr<T>(weight), ptr<T>(bias), mut_ptr<T>(out), s, p); },
+      [&] { conv2d_typed<T, float>(input, weight, bias, out, p); });
 }
 
+// db [O] = dy [N, O, Ho, Wo] summed over samples and positions in float32, rounded once; each
+// row widened into a buffer and summed as the float32 path sums it.
+template <class T>
+void bias_gradient_widened(const Tensor& grad_out, T* db) {
+  const int64_t N = grad_out.size(0), O = grad_out.size(1), cols = grad_out.size(2) * grad_out.size(3);
+  const T* dy = ptr<T>(grad_out);
+  parallel_for(0, O, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * cols, 1)), [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t o = b; o < e; ++o) {
+      float s = 0.0f;
+      for (int64_t n = 0; n < N; ++n) {
+        widen_run(dy + (n * O + o) * cols, cols, row.data());
+        s += Eigen::Map<const Eigen::VectorXf>(row.data(), cols).sum();
+      }
+      db[o] = T(s);
+    }
+  });
+}
+
+template <class T>
 void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tensor& grad_out, const Tensor& grad_input,
                            const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
   const ConvShape s = shape_of(input, weight, grad_out);
-  if (grad_bias.defined())
-    conv2d_backward_typed<float>(input, weight, grad_out, nullptr, nullptr, float_ptr_mut(grad_bias), p);
+  // The im2col passes of 16-bit tensors run on float32 copies, made once, when one runs.
+  Tensor x32, w32, dy32;
+  auto as_float = [](Tensor& cached, const Tensor& t) -> const Tensor& {
+    if (kFloat) return t;
+    if (!cached.defined()) cached = native::to(t, kFloat32);
+    return cached;
+  };
+  auto im2col_backward = [&](const Tensor& grad, bool data) {
+    Tensor g32 = kFloat ? grad : empty(grad.sizes(), kFloat32);
+    if (data) std::memset(g32.data_ptr(), 0, sizeof(float) * g32.numel());
+    conv2d_backward_typed<float>(as_float(x32, input), as_float(w32, weight), as_float(dy32, grad_out),
+                                 data ? mut_ptr<float>(g32) : nullptr, data ? nullptr : mut_ptr<float>(g32), nullptr,
+                                 p);
+    if constexpr (!kFloat) narrow_run(ptr<float>(g32), grad.numel(), mut_ptr<T>(grad));
+  };
+  if (grad_bias.defined()) {
+    if constexpr (kFloat)
+      conv2d_backward_typed<float>(input, weight, grad_out, nullptr, nullptr, mut_ptr<float>(grad_bias), p);
+    else
+      bias_gradient_widened<T>(grad_out, mut_ptr<T>(grad_bias));
+  }
   if (grad_input.defined())
     run_pass(
-        Pass::backward_data, s, p, direct_backward_data_applies(s, p),
-        [&] { conv2d_backward_data_direct(float_ptr(grad_out), float_ptr(weight), float_ptr_mut(grad_input), s, p); },
-        [&] {
-          std::memset(float_ptr_mut(grad_input), 0, sizeof(float) * grad_input.numel());
-          conv2d_backward_typed<float>(input, weight, grad_out, float_ptr_mut(grad_input), nullptr, nullptr, p);
-        });
+        Pass::backward_data, input.dtype(), s, p, direct_backward_data_applies(s, p),
+        [&] { conv2d_backward_data_direct<T>(ptr<T>(grad_out), ptr<T>(weight), mut_ptr<T>(grad_input), s, p); },
+        [&] { im2col_backward(grad_input, /*data=*/true); });
   if (grad_weight.defined())
     run_pass(
-        Pass::backward_weight, s, p, direct_forward_applies(s, p),
-        [&] { conv2d_backward_weight_direct(float_ptr(input), float_ptr(grad_out), float_ptr_mut(grad_weight), s, p); },
-        [&] {
-          conv2d_backward_typed<float>(input, weight, grad_out, nullptr, float_ptr_mut(grad_weight), nullptr, p);
-        });
+        Pass::backward_weight, input.dtype(), s, p, direct_forward_applies(s, p),
+        [&] { conv2d_backward_weight_direct<T>(ptr<T>(input), ptr<T>(grad_out), mut_ptr<T>(grad_weight), s, p); },
+        [&] { im2col_backward(grad_weight, /*data=*/false); });
 }
 
 }  // namespace
@@ -288,17 +348,13 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
                         const Conv2dParams& p) {
   switch (input.dtype()) {
     case kFloat32:
-      return conv2d_float(input, weight, bias, out, p);
+      return conv2d_float<float>(input, weight, bias, out, p);
     case kFloat64:
       return conv2d_typed<double>(input, weight, bias, out, p);
     case kFloat16:
-    case kBFloat16: {  // compute in float32
-      Tensor of = empty(out.sizes(), kFloat32);
-      conv2d_float(native::to(input, kFloat32), native::to(weight, kFloat32),
-                   bias.defined() ? native::to(bias, kFloat32) : bias, of, p);
-      copy(of, out);
-      return;
-    }
+      return conv2d_float<Half>(input, weight, bias, out, p);
+    case kBFloat16:
+      return conv2d_float<BFloat16>(input, weight, bias, out, p);
     default:
       throw Error(detail::concat("conv2d: expected a floating point dtype, got ", input.dtype()));
   }
@@ -310,7 +366,11 @@ void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, cons
                                  const Conv2dParams& p) {
   switch (input.dtype()) {
     case kFloat32:
-      return conv2d_backward_float(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
+      return conv2d_backward_float<float>(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
+    case kFloat16:
+      return conv2d_backward_float<Half>(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
+    case kBFloat16:
+      return conv2d_backward_float<BFloat16>(input, weight, grad_out, grad_input, grad_weight, grad_bias, p);
     case kFloat64: {
       auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<double*>(t.data_ptr()) : nullptr; };
       if (grad_input.defined()) fill(grad_input, 0);
@@ -318,8 +378,7 @@ void CpuBackend::conv2d_backward(const Tensor& input, const Tensor& weight, cons
                                            p);
     }
     default:
-      throw Error(detail::concat("conv2d backward: expected float32 or float64, got ", input.dtype(),
-                                 " (16-bit convolutions compute in float32 and are differentiated there)"));
+      throw Error(detail::concat("conv2d backward: expected a floating point dtype, got ", input.dtype()));
   }
 }
 

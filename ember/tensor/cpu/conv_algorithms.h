@@ -35,13 +35,20 @@ struct FlatPlane {
 FlatPlane make_flat_plane(int64_t H, int64_t W, int64_t kH, int64_t kW, std::array<int64_t, 2> pad,
                           std::array<int64_t, 2> dil, int64_t width);
 
+// The direct passes. T is float, or BFloat16 / Half (autocast's activations): the kernels then
+// read every 16-bit value widened to float32 (exact) as they pad, pack or transpose it, compute
+// in float32 as for float32 tensors, and round each result once as they store it, so a 16-bit
+// pass gives the bits of the float32 pass on the widened tensors, rounded, without float32
+// copies of them.
 // y [N, O, Ho, Wo] (overwritten) from x, w and b (may be null).
-void conv2d_direct(const float* x, const float* w, const float* b, float* y, const ConvShape& s, const Conv2dParams& p);
+template <class T>
+void conv2d_direct(const T* x, const T* w, const T* b, T* y, const ConvShape& s, const Conv2dParams& p);
 // dx [N, C, H, W] (overwritten) from dy [N, O, Ho, Wo] and w.
-void conv2d_backward_data_direct(const float* dy, const float* w, float* dx, const ConvShape& s, const Conv2dParams& p);
+template <class T>
+void conv2d_backward_data_direct(const T* dy, const T* w, T* dx, const ConvShape& s, const Conv2dParams& p);
 // dw [O, C / groups, kH, kW] (overwritten) from x and dy.
-void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, const ConvShape& s,
-                                   const Conv2dParams& p);
+template <class T>
+void conv2d_backward_weight_direct(const T* x, const T* dy, T* dw, const ConvShape& s, const Conv2dParams& p);
 
 // task(i, thread) for every i in [0, count): one task per thread at a time, each thread with
 // its own workspace slot; serial with one thread.

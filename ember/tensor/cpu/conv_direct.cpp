@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/tensor/cpu/conv_algorithms.h"
 #include "ember/tensor/cpu/conv_direct.h"
 #include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/transpose8x8.h"
+#include "ember/tensor/cpu/vec_half.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -52,17 +54,19 @@ const Kernels& kernels() {
   return avx2;
 }
 
-// xp [C][x_plane] <- x [C][H][W]: each row at (h + pad_h) * Wp + pad_w, zeros everywhere else.
-void pad_planes(const float* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const FlatPlane& pl,
+// xp [C][x_plane] <- x [C][H][W] (widened to float32): each row at (h + pad_h) * Wp + pad_w,
+// zeros everywhere else.
+template <class T>
+void pad_planes(const T* x, int64_t C, int64_t H, int64_t W, std::array<int64_t, 2> pad, const FlatPlane& pl,
                 float* xp) {
   for (int64_t c = 0; c < C; ++c) {
     float* dst = xp + c * pl.x_plane;
-    const float* src = x + c * H * W;
+    const T* src = x + c * H * W;
     int64_t at = 0;  // everything before `at` is written
     for (int64_t h = 0; h < H; ++h) {
       const int64_t row = (h + pad[0]) * pl.Wp + pad[1];
       std::memset(dst + at, 0, sizeof(float) * (row - at));
-      std::memcpy(dst + row, src + h * W, sizeof(float) * W);
+      widen_run(src + h * W, W, dst + row);
       at = row + W;
     }
     std::memset(dst + at, 0, sizeof(float) * (pl.x_plane - at));
@@ -70,12 +74,14 @@ void pad_planes(const float* x, int64_t C, int64_t H, int64_t W, std::array<int6
 }
 
 // out [N][G * Og][Ho][Wo] = the stride-1 convolution of in [N][G * Cg][H][W], weights given by
-// weight(g, o, c, tap) and packed here per output-channel block. Shared by the forward pass and
-// the backward-data pass (a convolution of the gradient with the flipped kernel).
-template <class WeightAt>
-void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, int64_t W, int64_t Og, int64_t kH,
-                int64_t kW, std::array<int64_t, 2> pad, std::array<int64_t, 2> dil, const WeightAt& weight,
-                const float* bias, float* out) {
+// weight(g, o, c, tap) (a float) and packed here per output-channel block. Shared by the forward
+// pass and the backward-data pass (a convolution of the gradient with the flipped kernel). A
+// 16-bit `out` is written through a float32 buffer per task, rounded as each task ends.
+template <class T, class WeightAt>
+void run_direct(const T* in, int64_t N, int64_t G, int64_t Cg, int64_t H, int64_t W, int64_t Og, int64_t kH, int64_t kW,
+                std::array<int64_t, 2> pad, std::array<int64_t, 2> dil, const WeightAt& weight, const T* bias_in,
+                T* out) {
+  constexpr bool kFloat = std::is_same_v<T, float>;
   const Kernels& k = kernels();
   const int64_t OB = k.tiling.forward_block, taps = kH * kW, blocks = (Og + OB - 1) / OB;
   const FlatPlane pl = make_flat_plane(H, W, kH, kW, pad, dil, k.tiling.width);
@@ -91,8 +97,13 @@ void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, in
             *wpk++ = o < Og ? weight(g, o, c, t) : 0.0f;
           }
   wpk = static_cast<float*>(packed.data_ptr());
+  std::vector<float> bias_widened(bias_in && !kFloat ? static_cast<size_t>(G * Og) : 0);
+  if (!bias_widened.empty()) widen_run(bias_in, G * Og, bias_widened.data());
+  const float* bias = kFloat ? reinterpret_cast<const float*>(bias_in) : (bias_in ? bias_widened.data() : nullptr);
+  const int64_t outputs = Og * pl.Ho * pl.Wo;  // of one (sample, group)
 
-  auto args_for = [&](int64_t n, int64_t g, const float* xp) {
+  // y: where the kernel writes group g's outputs for one sample: `out` itself, or a 16-bit task's buffer.
+  auto args_for = [&](int64_t g, const float* xp, float* y) {
     direct::ForwardArgs a;
     a.xp = xp;
     a.x_plane = pl.x_plane;
@@ -100,31 +111,43 @@ void run_direct(const float* in, int64_t N, int64_t G, int64_t Cg, int64_t H, in
     a.bias = bias ? bias + g * Og : nullptr;
     a.tap_offset = pl.tap_offset.data();
     a.C = Cg, a.O = Og, a.taps = taps, a.Wp = pl.Wp, a.Ho = pl.Ho, a.Wo = pl.Wo;
-    a.y = out + (n * G + g) * Og * pl.Ho * pl.Wo;
+    a.y = y;
     a.block_begin = 0, a.block_end = blocks;
     return a;
   };
-  const int64_t tasks = N * G;
+  // A task's float32 outputs: in `out` for float32, else in `buffer`, then rounded into `out`.
+  auto task_outputs = [&](int64_t i, float* buffer) {
+    return kFloat ? reinterpret_cast<float*>(out + i * outputs) : buffer;
+  };
+  auto finish_task = [&](int64_t i, const float* buffer) {
+    if constexpr (!kFloat) narrow_run(buffer, outputs, out + i * outputs);
+  };
+  const int64_t tasks = N * G, buffered = kFloat ? 0 : outputs;
   const int threads = parallel_threads();
   if (tasks >= threads) {  // one (sample, group) per thread, each with its own padded plane
-    Tensor planes = empty({threads, Cg * pl.x_plane}, kFloat32);
+    const int64_t per_thread = Cg * pl.x_plane + buffered;
+    Tensor workspace = empty({threads, per_thread}, kFloat32);
     for_each_task(tasks, threads, [&](int64_t i, int tid) {
-      float* xp = static_cast<float*>(planes.data_ptr()) + tid * Cg * pl.x_plane;
+      float* xp = static_cast<float*>(workspace.data_ptr()) + tid * per_thread;
+      float* buffer = xp + Cg * pl.x_plane;
       pad_planes(in + i * Cg * H * W, Cg, H, W, pad, pl, xp);
-      k.forward(args_for(i / G, i % G, xp));
+      k.forward(args_for(i % G, xp, task_outputs(i, buffer)));
+      finish_task(i, buffer);
     });
     return;
   }
   // Fewer planes than threads (batch 1): the threads share a plane and split its blocks.
-  Tensor plane = empty({Cg * pl.x_plane}, kFloat32);
-  float* xp = static_cast<float*>(plane.data_ptr());
+  Tensor workspace = empty({Cg * pl.x_plane + buffered}, kFloat32);
+  float* xp = static_cast<float*>(workspace.data_ptr());
+  float* buffer = xp + Cg * pl.x_plane;
   for (int64_t i = 0; i < tasks; ++i) {
     pad_planes(in + i * Cg * H * W, Cg, H, W, pad, pl, xp);
     parallel_for(0, blocks, 1, [&](int64_t b, int64_t e) {
-      direct::ForwardArgs a = args_for(i / G, i % G, xp);
+      direct::ForwardArgs a = args_for(i % G, xp, task_outputs(i, buffer));
       a.block_begin = b, a.block_end = e;
       k.forward(a);
     });
+    finish_task(i, buffer);
   }
 }
 
@@ -162,29 +185,34 @@ bool direct_backward_data_applies(const ConvShape& s, const Conv2dParams& p) {
          p.padding[1] <= p.dilation[1] * (s.kW - 1);
 }
 
-void conv2d_direct(const float* x, const float* w, const float* b, float* y, const ConvShape& s,
-                   const Conv2dParams& p) {
+template <class T>
+void conv2d_direct(const T* x, const T* w, const T* b, T* y, const ConvShape& s, const Conv2dParams& p) {
   const int64_t G = p.groups, Cg = s.C / G, Og = s.O / G, taps = s.kH * s.kW;
   run_direct(
       x, s.N, G, Cg, s.H, s.W, Og, s.kH, s.kW, p.padding, p.dilation,
-      [&](int64_t g, int64_t o, int64_t c, int64_t t) { return w[((g * Og + o) * Cg + c) * taps + t]; }, b, y);
+      [&](int64_t g, int64_t o, int64_t c, int64_t t) {
+        return static_cast<float>(w[((g * Og + o) * Cg + c) * taps + t]);
+      },
+      b, y);
 }
 
 // dx = the stride-1 convolution of dy with the kernel flipped in both axes and its two channel
 // axes swapped, padded by dilation * (kernel - 1) - padding.
-void conv2d_backward_data_direct(const float* dy, const float* w, float* dx, const ConvShape& s,
-                                 const Conv2dParams& p) {
+template <class T>
+void conv2d_backward_data_direct(const T* dy, const T* w, T* dx, const ConvShape& s, const Conv2dParams& p) {
   const int64_t G = p.groups, Cg = s.C / G, Og = s.O / G, taps = s.kH * s.kW;
   const std::array<int64_t, 2> pad{p.dilation[0] * (s.kH - 1) - p.padding[0],
                                    p.dilation[1] * (s.kW - 1) - p.padding[1]};
   run_direct(
       dy, s.N, G, Og, s.Ho, s.Wo, Cg, s.kH, s.kW, pad, p.dilation,
-      [&](int64_t g, int64_t c, int64_t o, int64_t t) { return w[((g * Og + o) * Cg + c) * taps + (taps - 1 - t)]; },
-      nullptr, dx);
+      [&](int64_t g, int64_t c, int64_t o, int64_t t) {
+        return static_cast<float>(w[((g * Og + o) * Cg + c) * taps + (taps - 1 - t)]);
+      },
+      static_cast<const T*>(nullptr), dx);
 }
 
-void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, const ConvShape& s,
-                                   const Conv2dParams& p) {
+template <class T>
+void conv2d_backward_weight_direct(const T* x, const T* dy, T* dw, const ConvShape& s, const Conv2dParams& p) {
   const Kernels& k = kernels();
   const int64_t G = p.groups, Cg = s.C / G, Og = s.O / G, taps = s.kH * s.kW, entries = Cg * taps;
   const int64_t OB = k.tiling.weight_block, blocks = (Og + OB - 1) / OB, Opad = blocks * OB;
@@ -215,14 +243,24 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
   };
   // dwT [G][entries][Opad] per thread, summed and transposed into dw [G * Og][entries] at the end.
   const int64_t tasks = s.N * G, threads = tasks >= parallel_threads() ? parallel_threads() : 1;
-  const int64_t dwT_size = G * entries * Opad, per_thread = Cg * pl.x_plane + positions * Opad;
+  // Per thread: the padded plane, the transposed gradient and, for 16-bit dy, its widened copy.
+  constexpr bool kFloat = std::is_same_v<T, float>;
+  const int64_t widened = kFloat ? 0 : Og * positions;
+  const int64_t dwT_size = G * entries * Opad, per_thread = Cg * pl.x_plane + positions * Opad + widened;
   Tensor ws = empty({threads, per_thread}, kFloat32);
   Tensor parts = zeros({threads, dwT_size}, kFloat32);
   float* part = static_cast<float*>(parts.data_ptr());
   auto prepare = [&](int64_t i, float* xp, float* dyT) {
     const int64_t n = i / G, g = i % G;
     pad_planes(x + i * Cg * s.H * s.W, Cg, s.H, s.W, p.padding, pl, xp);
-    transpose_gradient(dy + (n * s.O + g * Og) * pl.Ho * pl.Wo, dyT);
+    const T* d = dy + (n * s.O + g * Og) * positions;
+    if constexpr (kFloat) {
+      transpose_gradient(d, dyT);
+    } else {
+      float* d32 = dyT + positions * Opad;
+      widen_run(d, Og * positions, d32);
+      transpose_gradient(d32, dyT);
+    }
   };
   if (threads > 1) {  // (sample, group) pairs over the threads, each summing into its own dwT
     for_each_task(tasks, static_cast<int>(threads), [&](int64_t i, int tid) {
@@ -249,11 +287,20 @@ void conv2d_backward_weight_direct(const float* x, const float* dy, float* dw, c
       for (int64_t ce = 0; ce < entries; ++ce) {
         float sum = 0.0f;
         for (int64_t t = 0; t < threads; ++t) sum += part[t * dwT_size + (g * entries + ce) * Opad + o];
-        dw[go * entries + ce] = sum;
+        dw[go * entries + ce] = T(sum);
       }
     }
   });
 }
+
+#define EMBER_DIRECT_CONV_FOR(T)                                                                               \
+  template void conv2d_direct<T>(const T*, const T*, const T*, T*, const ConvShape&, const Conv2dParams&);     \
+  template void conv2d_backward_data_direct<T>(const T*, const T*, T*, const ConvShape&, const Conv2dParams&); \
+  template void conv2d_backward_weight_direct<T>(const T*, const T*, T*, const ConvShape&, const Conv2dParams&);
+EMBER_DIRECT_CONV_FOR(float)
+EMBER_DIRECT_CONV_FOR(BFloat16)
+EMBER_DIRECT_CONV_FOR(Half)
+#undef EMBER_DIRECT_CONV_FOR
 
 }  // namespace ember::cpu
 

@@ -31,23 +31,20 @@ inline To convert(From v) {
   }
 }
 
-// float16 / bfloat16 <-> float32 of contiguous runs, 8 at a time (what autocast's casts are);
-// returns how many it converted, the rest left to convert<>.
+// float16 / bfloat16 <-> float32 of contiguous runs (what autocast's casts are), 8 at a time;
+// returns false for other pairs, left to convert<>.
 template <class To, class From>
-int64_t convert_run_vectorized([[maybe_unused]] To* d, [[maybe_unused]] const From* s, [[maybe_unused]] int64_t n) {
-  int64_t i = 0;
-#ifdef EMBER_HAVE_VEC_HALF
+bool convert_run_vectorized(To* d, const From* s, int64_t n) {
   constexpr bool kTo16 = std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>;
   constexpr bool kFrom16 = std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>;
   if constexpr (std::is_same_v<To, float> && kFrom16) {
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(d + i, widen8<std::is_same_v<From, BFloat16>>(reinterpret_cast<const uint16_t*>(s + i)));
+    widen_run(s, n, d);
+    return true;
   } else if constexpr (kTo16 && std::is_same_v<From, float>) {
-    for (; i + 8 <= n; i += 8)
-      store8(reinterpret_cast<uint16_t*>(d + i), narrow8<std::is_same_v<To, BFloat16>>(_mm256_loadu_ps(s + i)));
+    narrow_run(s, n, d);
+    return true;
   }
-#endif
-  return i;
+  return false;
 }
 
 // A transposing copy: dst is contiguous along loop dim 0, src along loop dim 1. Walking
@@ -127,7 +124,8 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
         if (st[0] == sizeof(To) && st[1] == sizeof(From)) {
           To* d = reinterpret_cast<To*>(p[0]);
           const From* s = reinterpret_cast<const From*>(p[1]);
-          for (int64_t i = convert_run_vectorized(d, s, n); i < n; ++i) d[i] = convert<To>(s[i]);
+          if (!convert_run_vectorized(d, s, n))
+            for (int64_t i = 0; i < n; ++i) d[i] = convert<To>(s[i]);
         } else {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<To*>(p[0] + i * st[0]) = convert<To>(*reinterpret_cast<const From*>(p[1] + i * st[1]));

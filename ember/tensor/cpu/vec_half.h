@@ -43,3 +43,43 @@ inline void store8(uint16_t* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<_
 
 }  // namespace ember::cpu
 #endif
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ember/tensor/half.h"
+
+namespace ember::cpu {
+
+// n contiguous values to float32 (exact) and back (rounded as the scalar conversions round), 8 at
+// a time where the CPU has AVX2 and F16C. T is float (a plain copy), Half or BFloat16.
+template <class T>
+inline void widen_run(const T* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+  } else {
+    int64_t i = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, widen8<std::is_same_v<T, BFloat16>>(reinterpret_cast<const uint16_t*>(src + i)));
+#endif
+    for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  }
+}
+
+template <class T>
+inline void narrow_run(const float* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+  } else {
+    int64_t i = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+    for (; i + 8 <= n; i += 8)
+      store8(reinterpret_cast<uint16_t*>(dst + i), narrow8<std::is_same_v<T, BFloat16>>(_mm256_loadu_ps(src + i)));
+#endif
+    for (; i < n; ++i) dst[i] = T(src[i]);
+  }
+}
+
+}  // namespace ember::cpu

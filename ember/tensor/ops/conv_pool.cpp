@@ -205,17 +205,15 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Te
                                                    std::array<bool, 3> wanted) {
   const bool batched = input.dim() == 4;
   const Tensor x = contiguous(batched ? input : unsqueeze(input, 0));
-  const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
-  // 16-bit floats: in float32 on the CPU; cuDNN takes them as they are (accumulating in float).
-  const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
-  const Tensor xc = native::to(x, compute), wc = to(contiguous(weight), compute), dyc = native::to(dy, compute);
-  Tensor gx = wanted[0] ? ops::empty_on(xc.sizes(), compute, x.device()) : Tensor();
-  Tensor gw = wanted[1] ? ops::empty_on(wc.sizes(), compute, x.device()) : Tensor();
-  Tensor gb = wanted[2] ? ops::empty_on({wc.size(0)}, compute, x.device()) : Tensor();
-  backend(x.device()).conv2d_backward(xc, wc, dyc, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
-  if (gx.defined()) gx = to(batched ? gx : squeeze(gx, 0), input.dtype());
-  if (gw.defined()) gw = native::to(gw, weight.dtype());
-  if (gb.defined()) gb = native::to(gb, weight.dtype());
+  // 16-bit floats as they are: cuDNN and the CPU's kernels accumulate them in float32. (The
+  // kernels take one dtype: a gradient or weight of another is converted to the input's.)
+  const Tensor dy = native::to(contiguous(batched ? grad_out : unsqueeze(grad_out, 0)), x.dtype());
+  const Tensor w = native::to(contiguous(weight), x.dtype());
+  Tensor gx = wanted[0] ? ops::empty_on(x.sizes(), x.dtype(), x.device()) : Tensor();
+  Tensor gw = wanted[1] ? ops::empty_on(w.sizes(), w.dtype(), x.device()) : Tensor();
+  Tensor gb = wanted[2] ? ops::empty_on({w.size(0)}, w.dtype(), x.device()) : Tensor();
+  backend(x.device()).conv2d_backward(x, w, dy, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
+  if (gx.defined() && !batched) gx = squeeze(gx, 0);
   return {gx, gw, gb};
 }
 
