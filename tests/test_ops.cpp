@@ -351,6 +351,40 @@ TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
     }
 }
 
+// float16 and bfloat16 elementwise ops run in float32 chunks (widened 8 at a time, the op on
+// floats, rounded 8 at a time): exactly the float32 op on the widened operands, rounded, for
+// runs shorter and longer than a chunk, operands broadcast on either side, and strided views
+// (which take the element-by-element path).
+TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
+  manual_seed(12);
+  auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };
+  for (DType dt : {kBFloat16, kFloat16})
+    for (int64_t n : {1, 7, 255, 256, 257, 1000}) {
+      SCOPED_TRACE(detail::concat(dt, ", ", n, " elements"));
+      const Tensor x = randn({n}).to(dt), y = randn({n}).to(dt), one = randn({1}).to(dt);
+      const Tensor xf = x.to(kFloat32), yf = y.to(kFloat32), onef = one.to(kFloat32);
+      auto same = [&](const Tensor& half, const Tensor& reference) {
+        ASSERT_EQ(half.dtype(), dt);
+        EXPECT_EQ(bits(half), bits(reference.to(dt)));
+      };
+      same(relu(x), relu(xf));
+      same(exp(x), exp(xf));
+      same(sigmoid(x), sigmoid(xf));
+      same(leaky_relu(x, 0.1), leaky_relu(xf, 0.1));
+      same(add(x, y, 0.5), add(xf, yf, 0.5));
+      same(x * y, xf * yf);
+      same(x / one, xf / onef);  // broadcast on the right
+      same(one - x, onef - xf);  // and on the left
+      same(maximum(x, y), maximum(xf, yf));
+      same(native::relu_backward(y, x), native::relu_backward(yf, xf));
+      if (n % 7 == 0) {  // strided: every other element of a [n/7, 7] transpose
+        const Tensor xt = x.view({n / 7, 7}).t(), yt = y.view({n / 7, 7}).t();
+        same(xt * yt, xf.view({n / 7, 7}).t() * yf.view({n / 7, 7}).t());
+        same(exp(xt), exp(xf.view({n / 7, 7}).t()));
+      }
+    }
+}
+
 // A uint8 max pool (quantized activations) writes no indices; its 2x2 stride-2 windows run
 // eight per step, a row's last step moved back to end at the row's end and a step near the
 // tensor's end done in scalars. The values equal a plain loop's on every row length 2 to 41,
