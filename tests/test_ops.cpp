@@ -351,6 +351,24 @@ TEST(Pooling, VectorMaxPoolMatchesALoopOnTiesNaNsZerosAndTails) {
     }
 }
 
+// A 16-bit max pool's gradient adds up in float32 and is rounded once: exactly the float32
+// backward of the widened gradient, rounded, for overlapping windows (3x3, stride 2) too.
+TEST(Pooling, HalfPrecisionMaxPoolBackwardRoundsOnce) {
+  manual_seed(13);
+  const Tensor x = randn({2, 3, 9, 11});
+  for (DType dt : {kBFloat16, kFloat16})
+    for (bool overlapping : {false, true}) {
+      SCOPED_TRACE(detail::concat(dt, overlapping ? " 3x3 stride 2" : " 2x2"));
+      const auto [y, idx] = overlapping ? max_pool2d_with_indices(x.to(dt), {3, 3}, {{2, 2}}, {1, 1})
+                                        : max_pool2d_with_indices(x.to(dt), {2, 2});
+      const Tensor dy = randn_like(y.to(kFloat32)).to(dt);
+      const Tensor dx = native::max_pool2d_backward(dy, idx, x.sizes());
+      const Tensor dx32 = native::max_pool2d_backward(dy.to(kFloat32), idx, x.sizes());
+      ASSERT_EQ(dx.dtype(), dt);
+      EXPECT_EQ(dx.to(kFloat32).to_vector<float>(), dx32.to(dt).to(kFloat32).to_vector<float>());
+    }
+}
+
 // float16 and bfloat16 elementwise ops run in float32 chunks (widened 8 at a time, the op on
 // floats, rounded 8 at a time): exactly the float32 op on the widened operands, rounded, for
 // runs shorter and longer than a chunk, operands broadcast on either side, and strided views
