@@ -134,7 +134,8 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                 shape_str(weight.sizes()), ", stride ", pair_str(stride), " and padding ", pair_str(padding),
                 " gives an empty output (", out_sizes[2 + d], ")");
   }
-  // 16-bit floats: in float32 on the CPU, as conv2d_backward; cuDNN takes them as they are.
+  // 16-bit floats: in float32 on the CPU, so that the bias is added before the one rounding
+  // (conv2d_backward itself takes them as they are); cuDNN takes them as they are.
   const DType compute = x.dtype() == kFloat64 || x.is_cuda() ? x.dtype() : kFloat32;
   Tensor out = ops::empty_on(out_sizes, compute, x.device());
   if (out.numel() > 0 && x.numel() > 0) {
