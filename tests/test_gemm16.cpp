@@ -40,9 +40,11 @@ Tensor reference(const Tensor& a, const Tensor& b, const Tensor& c0, double alph
 
 TEST(Gemm16, EveryKernelEqualsThePortableOneBitForBitOnEveryEdge) {
   manual_seed(16);
-  // Rows around the 6-row tile, columns around the 16-column panel, depths 1 to 300.
-  const std::vector<std::array<int64_t, 4>> shapes = {{1, 1, 1, 1},    {1, 5, 17, 7},   {1, 6, 16, 1},
-                                                      {3, 7, 33, 130}, {2, 13, 40, 77}, {1, 64, 48, 300}};
+  // Rows around the 6-row tile, columns around the 16-column panel, depths 1 to 300; and one row
+  // (the GEMV: columns around its 8- and 32-wide steps, depths around its 8 x 8 blocks).
+  const std::vector<std::array<int64_t, 4>> shapes = {
+      {1, 1, 1, 1},   {1, 5, 17, 7},   {1, 6, 16, 1}, {3, 7, 33, 130}, {2, 13, 40, 77}, {1, 64, 48, 300},
+      {2, 1, 75, 77}, {1, 1, 64, 300}, {1, 1, 8, 8},  {1, 1, 7, 9},    {1, 1, 33, 1}};
   for (DType dtype : kDtypes)
     for (auto [B, M, N, K] : shapes)
       for (int layout = 0; layout < 4; ++layout)
@@ -59,13 +61,15 @@ TEST(Gemm16, EveryKernelEqualsThePortableOneBitForBitOnEveryEdge) {
           }
           // One rounding of a float32 sum: within half a 16-bit ulp (at most 2^-8 of the value for
           // bfloat16's 8 significant bits, 2^-11 for float16's 11) of the float64 value, plus
-          // float32's accumulation error.
+          // float32's accumulation error. A float16 result below 2^-14 is subnormal, where the
+          // step is 2^-24 whatever the value: half of it more (bfloat16's, 2^-133, is nothing).
           const double half_ulp = dtype == kBFloat16 ? 1.0 / 256 : 1.0 / 2048;
+          const double half_subnormal_step = dtype == kFloat16 ? std::ldexp(1.0, -25) : 0.0;
           const Tensor expected = reference(a, b, c0, alpha, beta);
           const Tensor magnitude =
               matmul(a.to(kFloat64).abs(), b.to(kFloat64).abs()) * alpha + c0.to(kFloat64).abs() * beta;
           const Tensor err = (portable.to(kFloat64) - expected).abs();
-          const Tensor bound = expected.abs() * half_ulp * 1.0001 + magnitude * (K * 1.2e-7);
+          const Tensor bound = expected.abs() * half_ulp * 1.0001 + magnitude * (K * 1.2e-7) + half_subnormal_step;
           EXPECT_TRUE((err <= bound).all().item<bool>()) << "largest error " << (err - bound).max().item<double>();
         }
 }

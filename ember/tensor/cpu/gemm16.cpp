@@ -168,6 +168,93 @@ void rows_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
   tile_avx2<kBf16, ROWS>(a, b, K, t);
 }
 
+// One row of A (M == 1, a batch-1 Linear): a GEMV. The tiled path packs all of B for that one
+// row, a full extra pass over the weights (0.64x float32's time at batch 1). Here B is read
+// once, 8 columns per vector, k in order with one FMA per product from zero and the tiles'
+// rounding, so the bits are the portable kernel's. B [K, N] either has rows contiguous (s2 ==
+// 1: 8 columns are one load per k) or columns contiguous (s1 == 1: a Linear's w^T; 8 x 8
+// blocks transposed in registers).
+struct GemvArgs {
+  const float* a;  // [K], widened
+  const uint16_t* b;
+  int64_t s1, s2, K, N;
+  uint16_t* c;  // [N] with stride cs
+  int64_t cs;
+  float alpha, beta;
+};
+
+// r[j] = 8 values of column n0 + j, k0 .. k0 + 8 -> r[i] = row k0 + i, columns n0 .. n0 + 8.
+inline void transpose8x8_16(__m128i r[8]) {
+  const __m128i t0 = _mm_unpacklo_epi16(r[0], r[1]), t1 = _mm_unpackhi_epi16(r[0], r[1]);
+  const __m128i t2 = _mm_unpacklo_epi16(r[2], r[3]), t3 = _mm_unpackhi_epi16(r[2], r[3]);
+  const __m128i t4 = _mm_unpacklo_epi16(r[4], r[5]), t5 = _mm_unpackhi_epi16(r[4], r[5]);
+  const __m128i t6 = _mm_unpacklo_epi16(r[6], r[7]), t7 = _mm_unpackhi_epi16(r[6], r[7]);
+  const __m128i u0 = _mm_unpacklo_epi32(t0, t2), u1 = _mm_unpackhi_epi32(t0, t2);
+  const __m128i u2 = _mm_unpacklo_epi32(t1, t3), u3 = _mm_unpackhi_epi32(t1, t3);
+  const __m128i u4 = _mm_unpacklo_epi32(t4, t6), u5 = _mm_unpackhi_epi32(t4, t6);
+  const __m128i u6 = _mm_unpacklo_epi32(t5, t7), u7 = _mm_unpackhi_epi32(t5, t7);
+  r[0] = _mm_unpacklo_epi64(u0, u4), r[1] = _mm_unpackhi_epi64(u0, u4);
+  r[2] = _mm_unpacklo_epi64(u1, u5), r[3] = _mm_unpackhi_epi64(u1, u5);
+  r[4] = _mm_unpacklo_epi64(u2, u6), r[5] = _mm_unpackhi_epi64(u2, u6);
+  r[6] = _mm_unpacklo_epi64(u3, u7), r[7] = _mm_unpackhi_epi64(u3, u7);
+}
+
+// Outputs n0 .. n0 + 8 * G (all inside N): G independent accumulators, so that the FMAs'
+// latency overlaps.
+template <bool kBf16, int G>
+void gemv_columns(const GemvArgs& g, int64_t n0) {
+  __m256 acc[G];
+  for (int v = 0; v < G; ++v) acc[v] = _mm256_setzero_ps();
+  int64_t k = 0;
+  if (g.s2 == 1) {
+    for (; k < g.K; ++k) {
+      const __m256 av = _mm256_broadcast_ss(g.a + k);
+      for (int v = 0; v < G; ++v) acc[v] = _mm256_fmadd_ps(av, widen8<kBf16>(g.b + k * g.s1 + n0 + 8 * v), acc[v]);
+    }
+  } else {  // s1 == 1
+    for (; k + 8 <= g.K; k += 8)
+      for (int v = 0; v < G; ++v) {
+        __m128i r[8];
+        for (int j = 0; j < 8; ++j)
+          r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.b + (n0 + 8 * v + j) * g.s2 + k));
+        transpose8x8_16(r);
+        for (int i = 0; i < 8; ++i)
+          acc[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(g.a + k + i), widen8<kBf16>(r[i]), acc[v]);
+      }
+    for (; k < g.K; ++k)  // the last K % 8 rows of B, gathered
+      for (int v = 0; v < G; ++v) {
+        alignas(16) uint16_t row[8];
+        for (int j = 0; j < 8; ++j) row[j] = g.b[(n0 + 8 * v + j) * g.s2 + k];
+        acc[v] = _mm256_fmadd_ps(_mm256_broadcast_ss(g.a + k), widen8<kBf16>(row), acc[v]);
+      }
+  }
+  alignas(32) float tile[kRows * kCols];  // store_tile_avx2's layout: one row of 16
+  for (int v = 0; v < G; v += 2) {
+    _mm256_store_ps(tile, acc[v]);
+    const int64_t cols = v + 1 < G ? 16 : 8;
+    if (v + 1 < G) _mm256_store_ps(tile + 8, acc[v + 1]);
+    const TileOut t{g.c + (n0 + 8 * v) * g.cs, 0, g.cs, 1, cols, g.alpha, g.beta};
+    store_tile_avx2<kBf16>(tile, t);
+  }
+}
+
+template <bool kBf16>
+void gemv_avx2(const GemvArgs& g) {
+  constexpr int kGroup = 4;  // vectors per step: 32 outputs
+  const int64_t steps = g.N / (8 * kGroup), vectors = g.N / 8;
+  parallel_for(0, steps, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, 8 * kGroup * g.K)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b; i < e; ++i) gemv_columns<kBf16, kGroup>(g, i * 8 * kGroup);
+               });
+  for (int64_t v = steps * kGroup; v < vectors; ++v) gemv_columns<kBf16, 1>(g, v * 8);
+  for (int64_t n = vectors * 8; n < g.N; ++n) {  // the last N % 8 columns, as the portable kernel does them
+    float acc = 0.0f;
+    for (int64_t k = 0; k < g.K; ++k) acc = std::fma(g.a[k], widen<kBf16>(g.b[k * g.s1 + n * g.s2]), acc);
+    const TileOut t{g.c + n * g.cs, 0, g.cs, 1, 1, g.alpha, g.beta};
+    store_tile_scalar<kBf16>(&acc, t);
+  }
+}
+
 // (Compiled for AVX-512 here only; called only when the CPU has it.)
 #define EMBER_GEMM16_AVX512 __attribute__((target("avx512f")))
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() through their masked builtins, which its
@@ -233,6 +320,17 @@ void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
   const auto* pa = static_cast<const uint16_t*>(a.data_ptr());
   const auto* pb = static_cast<const uint16_t*>(b.data_ptr());
   auto* pc = static_cast<uint16_t*>(c.data_ptr());
+#ifdef EMBER_GEMM16_AVX2
+  if (M == 1 && kernel != Gemm16Kernel::Portable && (b.stride(1) == 1 || b.stride(2) == 1)) {
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t k = 0; k < K; ++k) row[k] = widen<kBf16>(pa[n * a.stride(0) + k * a.stride(2)]);
+      gemv_avx2<kBf16>({row.data(), pb + n * b.stride(0), b.stride(1), b.stride(2), K, N, pc + n * c.stride(0),
+                        c.stride(2), alpha, beta});
+    }
+    return;
+  }
+#endif
 
   // Every panel of every batch entry's B, packed once: [batch][panels][K][kCols], 16-bit.
   const Tensor packed = empty({batch * panels * K * kCols}, c.dtype());

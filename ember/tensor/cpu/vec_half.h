@@ -11,14 +11,18 @@
 
 namespace ember::cpu {
 
-// 8 values at p (bfloat16 when kBf16, else float16) -> 8 floats.
+// 8 values in h (bfloat16 when kBf16, else float16) -> 8 floats.
 template <bool kBf16>
-inline __m256 widen8(const uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+inline __m256 widen8(__m128i h) {
   if constexpr (kBf16)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   else
     return _mm256_cvtph_ps(h);
+}
+// ... from 8 values at p.
+template <bool kBf16>
+inline __m256 widen8(const uint16_t* p) {
+  return widen8<kBf16>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // 8 floats -> 8 values (bfloat16 when kBf16, else float16).
