@@ -23,6 +23,9 @@
 // Where the CPU has AVX-512, one register holds a panel's 16 widened values and the kernel takes
 // two panels at once (6 x 32 outputs in 12 of the 32 registers): twice the multiply-adds per
 // broadcast of A as AVX2's 6 x 16. The same FMAs in the same k order, so still bit for bit.
+// A single row of A (a batch-1 Linear) skips the packing, which would be a whole extra pass over
+// B for one row: a GEMV reads B once, 8 outputs per vector with the same FMAs in the same k
+// order (gemv_avx2; memory-bound, so the AVX-512 kernel uses it too).
 // (AVX-512 BF16's vdpbf16ps would halve the instructions again, but it sums pairs of products
 // with its own rounding and flushes denormals: results that no longer equal the other kernels.)
 #include <algorithm>
