@@ -419,6 +419,30 @@ TEST(CudaNccl, OneRankGroupCollectivesAndDdp) {
   EXPECT_TRUE(testing::all_close(g, model->parameters()[0].grad().cpu(), 1e-6, 1e-7));
 }
 
+// Subgroups on NCCL (ncclCommSplit) with one rank: the member's group of one communicates on its
+// own, the lists are checked as on MPI, and a 1 x 1 mesh is made of them.
+TEST(CudaNccl, OneRankSubgroupsAndMesh) {
+  REQUIRE_GPU();
+  if (!distributed::is_nccl_available()) GTEST_SKIP() << "built without NCCL";
+  if (distributed::launch_environment().world_size != 1) GTEST_SKIP() << "run as one process";
+  auto pg = distributed::init_process_group("nccl");
+  auto sub = pg->new_group({0});
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(sub->size(), 1);
+  EXPECT_EQ(sub->rank(), 0);
+  EXPECT_EQ(sub->backend_name(), "nccl");
+  Tensor t = arange(5, TensorOptions(kFloat32).device(kCUDA));
+  sub->all_reduce(t, distributed::ReduceOp::SUM)->wait();
+  pg->all_reduce(t, distributed::ReduceOp::SUM)->wait();  // the parent still works beside it
+  EXPECT_TRUE(testing::all_close(t.cpu(), arange(5, kFloat32), 0, 0));
+  EXPECT_ERROR_CONTAINS(pg->new_group({}), "empty");
+  EXPECT_ERROR_CONTAINS(pg->new_group({1}), "new_group");
+  const distributed::Mesh2D mesh = distributed::mesh_2d(*pg, 1);
+  ASSERT_TRUE(mesh.row && mesh.column);
+  EXPECT_EQ(mesh.row->size(), 1);
+  EXPECT_EQ(mesh.column->size(), 1);
+}
+
 // ---- int8 on CUDA (cuda/quant.cu, cuBLASLt's int8 GEMM): the CPU's results, integers exactly ----
 
 TEST(CudaQuant, QuantizeDequantizeAndFakeQuantizeMatchTheCpu) {

@@ -12,10 +12,12 @@
 //   communicator (ncclCommAbort) and throws an ember::Error naming the op and the rank. What it
 //   cannot catch: a host that blocks on the stream (item(), a synchronize) behind a collective
 //   that never completes waits inside CUDA; PyTorch's answer is a watchdog thread (planned).
+// - Subgroups (new_group): ncclCommSplit of the group's communicator, each with its own stream.
 // libnccl is opened on first use (cuda/lazy_library.h), so nothing loads it unless a program
 // asks for this back end.
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -38,6 +40,7 @@ struct Nccl {
   decltype(&ncclCommInitRank) comm_init_rank;
   decltype(&ncclCommAbort) comm_abort;
   decltype(&ncclCommDestroy) comm_destroy;
+  decltype(&ncclCommSplit) comm_split;
   decltype(&ncclCommGetAsyncError) comm_get_async_error;
   decltype(&ncclGetErrorString) error_string;
   decltype(&ncclAllReduce) all_reduce;
@@ -58,6 +61,7 @@ const Nccl& nccl() {
     get(f.comm_init_rank, "ncclCommInitRank");
     get(f.comm_abort, "ncclCommAbort");
     get(f.comm_destroy, "ncclCommDestroy");
+    get(f.comm_split, "ncclCommSplit");  // NCCL 2.18 and later
     get(f.comm_get_async_error, "ncclCommGetAsyncError");
     get(f.error_string, "ncclGetErrorString");
     get(f.all_reduce, "ncclAllReduce");
@@ -223,6 +227,8 @@ class NcclProcessGroup final : public ProcessGroup {
                    std::to_string(group_->device) + ")");
     group_->stream = cuda::Stream::create(group_->device);
   }
+  // A subgroup (new_group): its communicator, split from this one's.
+  explicit NcclProcessGroup(std::shared_ptr<Group> group) : group_(std::move(group)) {}
 
   int rank() const override { return group_->rank; }
   int size() const override { return group_->size; }
@@ -281,6 +287,36 @@ class NcclProcessGroup final : public ProcessGroup {
     return launch("barrier", {one}, true, [&](cudaStream_t s) {
       return nccl().all_reduce(one.data_ptr(), one.data_ptr(), 1, ncclFloat32, ncclSum, group_->comm, s);
     });
+  }
+
+  // ncclCommSplit: a collective over this group's communicator, no bootstrap needed. As the MPI
+  // back end, the ranks first compare fingerprints of their lists, since a split of lists that
+  // differ would build groups nobody asked for.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override {
+    check_group_ranks("nccl", size(), ranks);
+    Fingerprint list;
+    for (int r : ranks) list.add(static_cast<uint64_t>(r));
+    const Device gpu(kCUDA, group_->device);
+    for (const Spread& s : spread_over_ranks(*this, {list.value(), static_cast<int64_t>(ranks.size())}, gpu))
+      EMBER_CHECK(s.same(), "ProcessGroup(nccl).new_group on rank ", rank(),
+                  ": the ranks passed different lists of members (every rank must pass the same)");
+    group_->check();
+    const auto at = std::find(ranks.begin(), ranks.end(), rank());
+    const bool member = at != ranks.end();
+    auto made = std::make_shared<Group>();
+    made->rank = static_cast<int>(at - ranks.begin());
+    made->size = static_cast<int>(ranks.size());
+    made->device = group_->device;
+    made->timeout = group_->timeout;
+    {
+      cuda::DeviceGuard guard(group_->device);
+      check_nccl(nccl().comm_split(group_->comm, member ? 0 : NCCL_SPLIT_NOCOLOR, member ? made->rank : 0, &made->comm,
+                                   nullptr),
+                 "ProcessGroup(nccl).new_group on rank " + std::to_string(rank()));
+    }
+    if (!member) return nullptr;
+    made->stream = cuda::Stream::create(made->device);
+    return std::make_shared<NcclProcessGroup>(std::move(made));
   }
 
   WorkPtr send(const Tensor& tensor, int dst, int tag) override {

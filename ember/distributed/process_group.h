@@ -71,8 +71,8 @@ class ProcessGroup {
   // A group of some of this group's ranks (torch.distributed.new_group), for 2-D parallelism:
   // every rank of this group calls it with the same `ranks`, in the same order as its other
   // calls. A member gets the new group, in which its rank is its position in `ranks`; the others
-  // get nullptr. It blocks until every rank has called it. The MPI back end makes subgroups
-  // (MPI_Comm_split); NCCL's does not yet.
+  // get nullptr. It blocks until every rank has called it. The MPI back end splits its
+  // communicator (MPI_Comm_split), NCCL's too (ncclCommSplit, NCCL 2.18 or later).
   virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 };
 
