@@ -19,15 +19,19 @@ class LazyLibrary {
 
   // The address of `symbol`; an ember::Error names the library and the symbol when either is missing.
   void* symbol(const char* symbol) {
+    void* address = optional_symbol(symbol);
+    EMBER_CHECK(address, what_, ": ", names_.front(), " has no symbol ", symbol);
+    return address;
+  }
+  // ... or nullptr when this version of the library lacks it (a newer function).
+  void* optional_symbol(const char* symbol) {
     std::call_once(opened_, [this] {
       for (const std::string& name : names_)
         if ((handle_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
     });
     EMBER_CHECK(handle_, what_, ": cannot load ", names_.front(),
                 " (is the CUDA toolkit's lib64 on the library path?)");
-    void* address = dlsym(handle_, symbol);
-    EMBER_CHECK(address, what_, ": ", names_.front(), " has no symbol ", symbol);
-    return address;
+    return dlsym(handle_, symbol);
   }
 
  private:

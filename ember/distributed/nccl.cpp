@@ -61,7 +61,8 @@ const Nccl& nccl() {
     get(f.comm_init_rank, "ncclCommInitRank");
     get(f.comm_abort, "ncclCommAbort");
     get(f.comm_destroy, "ncclCommDestroy");
-    get(f.comm_split, "ncclCommSplit");  // NCCL 2.18 and later
+    // NCCL 2.18 and later; an older libnccl still serves everything else.
+    f.comm_split = reinterpret_cast<decltype(f.comm_split)>(library.optional_symbol("ncclCommSplit"));
     get(f.comm_get_async_error, "ncclCommGetAsyncError");
     get(f.error_string, "ncclGetErrorString");
     get(f.all_reduce, "ncclAllReduce");
@@ -294,6 +295,9 @@ class NcclProcessGroup final : public ProcessGroup {
   // differ would build groups nobody asked for.
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override {
     check_group_ranks("nccl", size(), ranks);
+    EMBER_CHECK(nccl().comm_split != nullptr,
+                "ProcessGroup(nccl).new_group: this libnccl has no ncclCommSplit "
+                "(subgroups need NCCL 2.18 or later)");
     Fingerprint list;
     for (int r : ranks) list.add(static_cast<uint64_t>(r));
     const Device gpu(kCUDA, group_->device);
