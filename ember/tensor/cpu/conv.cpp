@@ -75,11 +75,11 @@ void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t k
       }
 }
 
-// Stored as T, computed in Compute: float32 and float64 as themselves; float16 and bfloat16 in float32,
-// with the receptive fields widened as im2col gathers them, the weights widened once (they are
-// small), and each (sample, group)'s outputs rounded once from a float32 buffer, so no float32
-// copy of the input or of the output is made and the bits are those of the float32 pass on the
-// widened tensors, rounded.
+// Stored as T, computed in Compute: float32 and float64 as themselves; float16 and bfloat16 in
+// float32, with the receptive fields widened as im2col gathers them, the weights widened once
+// (they are small), and each (sample, group)'s outputs rounded once from a float32 buffer. So no
+// float32 copy of the input or of the output is made, and the bits are those of the float32 pass
+// on the widened tensors, rounded.
 template <class T, class Compute = T>
 void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out,
                   const Conv2dParams& p) {
