@@ -122,7 +122,8 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
   for_each_task(N, threads, sample);
 }
 
-// dx (zeroed by the caller), dw, db from dy; any of them may be null.
+// dx (zeroed by the caller), dw, db from dy; any of them may be null. The input's values are
+// read only for dw (dx and db need its shape alone).
 template <class T>
 void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tensor& grad_out, T* dx, T* dw, T* db,
                            const Conv2dParams& p) {
@@ -132,7 +133,7 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   const int64_t rows = Cg * kH * kW, cols = Ho * Wo;
   const bool pointwise =
       kH == 1 && kW == 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
-  const T* x = static_cast<const T*>(input.data_ptr());
+  const T* x = dw ? static_cast<const T*>(input.data_ptr()) : nullptr;
   const T* w = static_cast<const T*>(weight.data_ptr());
   const T* dy = static_cast<const T*>(grad_out.data_ptr());
   // One output channel per task: the sum of its gradient over samples and positions, each row
@@ -155,10 +156,10 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
   auto sample = [&](int64_t n, int tid) {
     T* col = static_cast<T*>(col_ws.data_ptr()) + tid * (pointwise ? 1 : rows * cols);
     for (int64_t g = 0; g < G; ++g) {
-      const T* xg = x + (n * C + g * Cg) * H * W;
       CMatR<T> Wg(w + g * Og * rows, Og, rows);
       CMatR<T> dY(dy + (n * O + g * Og) * cols, Og, cols);
       if (dw) {
+        const T* xg = x + (n * C + g * Cg) * H * W;
         const T* colp = xg;
         if (!pointwise) {
           im2col(xg, Cg, H, W, kH, kW, Ho, Wo, p, col);
@@ -308,7 +309,8 @@ void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tens
                            const Tensor& grad_weight, const Tensor& grad_bias, const Conv2dParams& p) {
   constexpr bool kFloat = std::is_same_v<T, float>;
   const ConvShape s = shape_of(input, weight, grad_out);
-  // The im2col passes of 16-bit tensors run on float32 copies, made once, when one runs.
+  // The im2col passes of 16-bit tensors run on float32 copies, made once, of what a pass reads:
+  // the input's values only for dw (the data pass takes its shape from the 16-bit tensor).
   Tensor x32, w32, dy32;
   auto as_float = [](Tensor& cached, const Tensor& t) -> const Tensor& {
     if (kFloat) return t;
@@ -318,7 +320,7 @@ void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tens
   auto im2col_backward = [&](const Tensor& grad, bool data) {
     Tensor g32 = kFloat ? grad : empty(grad.sizes(), kFloat32);
     if (data) std::memset(g32.data_ptr(), 0, sizeof(float) * g32.numel());
-    conv2d_backward_typed<float>(as_float(x32, input), as_float(w32, weight), as_float(dy32, grad_out),
+    conv2d_backward_typed<float>(data ? input : as_float(x32, input), as_float(w32, weight), as_float(dy32, grad_out),
                                  data ? mut_ptr<float>(g32) : nullptr, data ? nullptr : mut_ptr<float>(g32), nullptr,
                                  p);
     if constexpr (!kFloat) narrow_run(ptr<float>(g32), grad.numel(), mut_ptr<T>(grad));

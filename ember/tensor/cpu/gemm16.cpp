@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ember/tensor/cpu/cpu.h"
@@ -327,7 +328,11 @@ void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
   if (M == 1 && kernel != Gemm16Kernel::Portable && (b.stride(1) == 1 || b.stride(2) == 1)) {
     std::vector<float> row(static_cast<size_t>(K));
     for (int64_t n = 0; n < batch; ++n) {
-      for (int64_t k = 0; k < K; ++k) row[k] = widen<kBf16>(pa[n * a.stride(0) + k * a.stride(2)]);
+      const uint16_t* an = pa + n * a.stride(0);
+      if (a.stride(2) == 1)
+        widen_run(reinterpret_cast<const std::conditional_t<kBf16, BFloat16, Half>*>(an), K, row.data());
+      else
+        for (int64_t k = 0; k < K; ++k) row[k] = widen<kBf16>(an[k * a.stride(2)]);
       gemv_avx2<kBf16>({row.data(), pb + n * b.stride(0), b.stride(1), b.stride(2), K, N, pc + n * c.stride(0),
                         c.stride(2), alpha, beta});
     }
