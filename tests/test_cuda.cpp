@@ -276,6 +276,50 @@ TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {
   }
 }
 
+// Max pooling's three records on the GPU (none, int64 positions, uint8 taps for autograd): the
+// CPU's values, taps and gradients, on ties and NaNs, over padding, dilation and ceil_mode.
+TEST(CudaPool, MaxPoolTapsAndGradientsMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(6);
+  struct Case {
+    Int2 kernel, stride, padding, dilation;
+    bool ceil_mode;
+  };
+  for (const Case& c : {Case{{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, Case{{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+                        Case{{3, 2}, {1, 2}, {1, 0}, {2, 3}, false}})
+    for (DType dt : {kFloat32, kBFloat16}) {
+      SCOPED_TRACE(detail::concat("kernel ", c.kernel[0], "x", c.kernel[1], " ", dt));
+      Tensor host = randint(-3, 3, {2, 3, 11, 12}).to(dt);
+      host.view({-1}).narrow(0, 7, 1).fill_(std::nan(""));
+      const Tensor dy_host = randn(max_pool2d(host, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode).sizes());
+      std::vector<Tensor> grads;
+      for (Device device : {Device(kCPU), Device(kCUDA)}) {
+        const Tensor x = host.to(device).requires_grad_();
+        const auto [values, taps] =
+            native::max_pool2d_with_taps(x.detach(), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+        const auto [with_indices, idx] =
+            max_pool2d_with_indices(x.detach(), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+        const auto [cpu_values, cpu_taps] =
+            native::max_pool2d_with_taps(host, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+        EXPECT_EQ(taps.cpu().to_vector<uint8_t>(), cpu_taps.to_vector<uint8_t>());
+        EXPECT_TRUE(testing::all_close(values.cpu(), cpu_values, 0, 0));
+        EXPECT_EQ(idx.cpu().to_vector<int64_t>(),
+                  std::get<1>(max_pool2d_with_indices(host, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode))
+                      .to_vector<int64_t>());
+        NoGradGuard no_grad;
+        EXPECT_TRUE(testing::all_close(max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode).cpu(),
+                                       values.cpu(), 0, 0));
+      }
+      for (Device device : {Device(kCPU), Device(kCUDA)}) {
+        const Tensor x = host.to(device).requires_grad_();
+        max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode).backward(dy_host.to(dt).to(device));
+        grads.push_back(x.grad().cpu().to(kFloat32));
+      }
+      // Overlapping windows add on the GPU in atomics' order: equal up to float32's rounding.
+      EXPECT_TRUE(testing::all_close(grads[1], grads[0], 1e-6, 1e-6));
+    }
+}
+
 TEST(CudaConv, BenchmarkModeSearchesOncePerConfigurationAndAgreesWithTheHeuristic) {
   REQUIRE_GPU();
   manual_seed(1);

@@ -369,6 +369,113 @@ TEST(Pooling, HalfPrecisionMaxPoolBackwardRoundsOnce) {
     }
 }
 
+// Autograd's max_pool2d keeps each maximum's tap number in its window (one byte per output) and
+// routes the gradient through it: the same values and gradient as PyTorch's int64 indices give,
+// for every window the kernels tell apart (the vector 2x2, the unrolled 3x3, windows over the
+// padding, dilation, ceil_mode, a 3x2 window, a 3-D input, 256 taps) and every floating dtype,
+// with ties and NaNs; the taps name the same positions as the indices.
+TEST(Pooling, AutogradMaxPoolRoutesGradientsThroughOneByteTaps) {
+  struct Case {
+    Shape shape;
+    Int2 kernel;
+    std::optional<Int2> stride;
+    Int2 padding, dilation;
+    bool ceil_mode;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 8, 13}, {2, 2}, std::nullopt, {0, 0}, {1, 1}, false},
+      {{2, 3, 9, 11}, {3, 3}, Int2{2, 2}, {1, 1}, {1, 1}, false},
+      {{1, 2, 10, 9}, {3, 3}, Int2{1, 1}, {0, 0}, {1, 1}, false},
+      {{1, 2, 11, 12}, {2, 2}, Int2{1, 2}, {1, 0}, {2, 3}, false},
+      {{2, 1, 7, 9}, {3, 2}, Int2{2, 2}, {1, 1}, {1, 1}, true},
+      {{3, 7, 10}, {2, 3}, Int2{2, 3}, {0, 1}, {1, 1}, true},
+      {{1, 2, 40, 36}, {16, 16}, Int2{8, 4}, {0, 0}, {1, 1}, false},
+  };
+  auto floats = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+    return true;
+  };
+  manual_seed(21);
+  for (const Case& c : cases) {
+    std::vector<float> v = randint(-3, 3, c.shape).to(kFloat32).to_vector<float>();  // ties everywhere
+    for (size_t i = 5; i < v.size(); i += 37) v[i] = NAN;
+    for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+      SCOPED_TRACE(detail::concat(shape_str(c.shape), " kernel ", c.kernel[0], "x", c.kernel[1], " ", dt));
+      const Tensor x = tensor(v, c.shape).to(dt).requires_grad_();
+      const Tensor y = max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      const auto [y_ref, idx] =
+          max_pool2d_with_indices(x.detach(), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      ASSERT_EQ(y.sizes(), y_ref.sizes());
+      EXPECT_TRUE(same(floats(y), floats(y_ref)));
+      const Tensor dy = randn_like(y.detach().to(kFloat32)).to(dt);
+      y.backward(dy);
+      EXPECT_EQ(floats(x.grad()), floats(native::max_pool2d_backward(dy, idx, x.sizes())));
+
+      const auto [y_taps, taps] =
+          native::max_pool2d_with_taps(x.detach(), c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode);
+      ASSERT_EQ(taps.dtype(), kUInt8);
+      const Int2 stride = c.stride.value_or(c.kernel);
+      const int64_t W = c.shape.back(), Ho = y.size(-2), Wo = y.size(-1);
+      const auto tv = taps.to_vector<uint8_t>();
+      const auto iv = idx.to_vector<int64_t>();
+      for (size_t o = 0; o < tv.size(); ++o) {
+        const int64_t oh = static_cast<int64_t>(o) / Wo % Ho, ow = static_cast<int64_t>(o) % Wo, t = tv[o];
+        const int64_t h = oh * stride[0] - c.padding[0] + t / c.kernel[1] * c.dilation[0];
+        const int64_t w = ow * stride[1] - c.padding[1] + t % c.kernel[1] * c.dilation[1];
+        ASSERT_EQ(h * W + w, iv[o]) << "output " << o << " tap " << t;
+      }
+    }
+  }
+}
+
+// The tape keeps a max pool's output and one byte per output, not PyTorch's eight; without a
+// gradient the pool writes no indices at all (exact bytes from the allocator's counters).
+TEST(Pooling, AutogradMaxPoolSavesOneBytePerOutput) {
+  const Tensor x = randn({8, 16, 32, 32}).requires_grad_();
+  const int64_t outputs = 8 * 16 * 16 * 16;
+  auto held_by = [](auto&& f) {
+    memory::empty_cache();
+    const int64_t base = memory::stats().current_bytes;
+    const Tensor y = f();
+    return memory::stats().current_bytes - base;
+  };
+  EXPECT_EQ(held_by([&] { return max_pool2d(x, {2, 2}); }), outputs * (4 + 1));
+  EXPECT_EQ(held_by([&] {
+              NoGradGuard no_grad;
+              return max_pool2d(x, {2, 2});
+            }),
+            outputs * 4);
+  EXPECT_EQ(held_by([&] { return std::get<0>(max_pool2d_with_indices(x, {2, 2})); }), outputs * (4 + 8));
+}
+
+// Taps that max_pool2d could not have written, and gradients of another shape, are errors
+// naming the op and the shapes; so is a window whose taps do not fit in a byte.
+TEST(Pooling, MaxPoolTapsAreChecked) {
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward_taps(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, 7, kUInt8),
+                                                         {1, 1, 2, 2}, {2, 2}, std::nullopt, {0, 0}, {1, 1}, false),
+                        "tap 7 of output 0 is not inside both its 2x2 window and the 2x2 input");
+  // A tap in the window's padding (3x3 window, padding 1: tap 0 is above and left of the input).
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward_taps(ones({1, 1, 1, 1}), zeros({1, 1, 1, 1}, kUInt8), {1, 1, 2, 2},
+                                                         {3, 3}, Int2{2, 2}, {1, 1}, {1, 1}, false),
+                        "tap 0 of output 0 is not inside both its 3x3 window");
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward_taps(ones({1, 1, 2, 2}), zeros({1, 1, 2, 2}, kInt64), {1, 1, 4, 4},
+                                                         {2, 2}, std::nullopt, {0, 0}, {1, 1}, false),
+                        "uint8 taps and a gradient of the pooled shape [1, 1, 2, 2] expected for input [1, 1, 4, 4]");
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward_taps(ones({1, 1, 3, 3}), zeros({1, 1, 3, 3}, kUInt8), {1, 1, 4, 4},
+                                                         {2, 2}, std::nullopt, {0, 0}, {1, 1}, false),
+                        "pooled shape [1, 1, 2, 2]");
+  EXPECT_ERROR_CONTAINS(
+      native::max_pool2d_with_taps(ones({1, 1, 20, 20}), {17, 16}, std::nullopt, {0, 0}, {1, 1}, false),
+      "does not number them in one byte");
+  // Such a window still pools with a gradient, through int64 indices.
+  const Tensor big = randn({1, 1, 20, 20}).requires_grad_();
+  max_pool2d(big, {17, 16}).sum().backward();
+  EXPECT_EQ(big.grad().sum().item<float>(), 1.0f);
+}
+
 // float16 and bfloat16 elementwise ops run in float32 chunks (widened 8 at a time, the op on
 // floats, rounded 8 at a time): exactly the float32 op on the widened operands, rounded, for
 // runs shorter and longer than a chunk, operands broadcast on either side, and strided views

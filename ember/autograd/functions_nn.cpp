@@ -118,11 +118,23 @@ std::tuple<Tensor, Tensor> autograd::max_pool2d_with_indices(const Tensor& x, In
   return {out, idx};
 }
 
+// What the node keeps is one byte per output, each maximum's tap in its window, not PyTorch's
+// int64 index (a third of a small CNN's saved activations were those indices). Without a
+// gradient (no-grad, inference, a quantized model's uint8 activations), only the values.
 Tensor autograd::max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
                             bool ceil_mode) {
-  if (x.dtype() == kUInt8)  // quantized activations: no gradient, so no indices
+  if (!needs_grad(x))
     return forward([&] { return native::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode); });
-  return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
+  if (kernel[0] <= 0 || kernel[1] <= 0 || kernel[0] * kernel[1] > 256)  // (bad sizes get max_pool2d's own error)
+    return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
+  auto [out, taps] =
+      forward([&] { return native::max_pool2d_with_taps(x, kernel, stride, padding, dilation, ceil_mode); });
+  record_fn("MaxPool2dBackward", {&x}, {&out},
+            [sizes = x.sizes(), taps = taps, kernel, stride, padding, dilation, ceil_mode](std::vector<Tensor>& g) {
+              return std::vector<Tensor>{
+                  native::max_pool2d_backward_taps(g[0], taps, sizes, kernel, stride, padding, dilation, ceil_mode)};
+            });
+  return out;
 }
 
 Tensor autograd::avg_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, bool ceil_mode,

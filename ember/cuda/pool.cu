@@ -1,8 +1,8 @@
-// Pooling on CUDA: max (with PyTorch's flat h·W + w indices), average and adaptive average,
-// forward and backward; one thread per output element. Windows follow the CPU's rules
-// (tensor/cpu/conv_pool.cpp) exactly: the first maximal tap wins, a NaN wins over numbers,
-// avg_pool2d's divisor counts padding unless count_include_pad is off. Backward passes
-// scatter with atomic adds, since windows may overlap. Tensors are contiguous NCHW.
+// Pooling on CUDA: max (with PyTorch's flat h·W + w indices, or autograd's one-byte tap
+// numbers), average and adaptive average, forward and backward; one thread per output element. Windows follow the CPU's
+// rules (tensor/cpu/conv_pool.cpp) exactly: the first maximal tap wins, a NaN wins over numbers, avg_pool2d's divisor
+// counts padding unless count_include_pad is off. Backward passes scatter with atomic adds, since windows may overlap.
+// Tensors are contiguous NCHW.
 #include <limits>
 
 #include "ember/cuda/cuda.h"
@@ -42,9 +42,17 @@ __device__ Window adaptive_window(int64_t oh, int64_t ow, int64_t H, int64_t W, 
   return w;
 }
 
+// What max_pool2d records of each window's maximum (Backend::max_pool2d): nothing, its position
+// in the plane (int64 indices, PyTorch's), or its tap number i * kw + j in the window (uint8).
+enum IndexKind : int { kNoIndices, kPositions, kTaps };
+IndexKind index_kind(const Tensor& indices) {
+  if (!indices.defined()) return kNoIndices;
+  return indices.dtype() == kUInt8 ? kTaps : kPositions;
+}
+
 // out, indices [planes, Ho, Wo] <- max over each window of in [planes, H, W]
-template <class T>
-__global__ void max_pool_kernel(const T* in, T* out, int64_t* indices, PoolShape s, Pool2dParams p) {
+template <class T, int kIndices>
+__global__ void max_pool_kernel(const T* in, T* out, void* indices, PoolShape s, Pool2dParams p) {
   using M = opmath_t<T>;
   const int64_t n = s.planes * s.Ho * s.Wo;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
@@ -52,7 +60,7 @@ __global__ void max_pool_kernel(const T* in, T* out, int64_t* indices, PoolShape
     const T* x = in + plane * s.H * s.W;
     const int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
     M best = -std::numeric_limits<M>::infinity();
-    int64_t at = -1;
+    int64_t at = -1, tap = 0;
     bool nan = false;
     for (int64_t i = 0; i < p.kernel[0] && !nan; ++i) {
       const int64_t h = h0 + i * p.dilation[0];
@@ -61,33 +69,45 @@ __global__ void max_pool_kernel(const T* in, T* out, int64_t* indices, PoolShape
         const int64_t w = w0 + j * p.dilation[1];
         if (w < 0 || w >= s.W) continue;
         const M v = convert<M>(x[h * s.W + w]);
-        if (v != v) {  // the first NaN wins
+        const bool is_nan = v != v;  // the first NaN wins
+        if (is_nan || at < 0 || v > best) {
           best = v;
           at = h * s.W + w;
+          tap = i * p.kernel[1] + j;
+        }
+        if (is_nan) {
           nan = true;
           break;
-        }
-        if (at < 0 || v > best) {
-          best = v;
-          at = h * s.W + w;
         }
       }
     }
     if (at < 0)
       at = max(h0, int64_t{0}) * s.W + max(w0, int64_t{0});  // an empty window (not reachable with valid params)
     out[o] = convert<T>(best);
-    indices[o] = at;
+    if constexpr (kIndices == kPositions) static_cast<int64_t*>(indices)[o] = at;
+    if constexpr (kIndices == kTaps) static_cast<uint8_t*>(indices)[o] = static_cast<uint8_t>(tap);
   }
 }
 
-// grad_in[plane, indices[o]] += grad_out[o]   (grad_in zeroed first)
-template <class T>
-__global__ void max_pool_backward_kernel(const T* grad_out, const int64_t* indices, T* grad_in, int64_t outs,
-                                         int64_t per_plane_out, int64_t HW) {
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outs; o += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t at = indices[o];
-    if (at < 0 || at >= HW) continue;  // indices come from max_pool2d; a bad one is never written through
-    atomicAdd(grad_in + (o / per_plane_out) * HW + at, grad_out[o]);
+// grad_in[plane, position of indices[o]] += grad_out[o]   (grad_in zeroed first)
+template <class T, int kIndices>
+__global__ void max_pool_backward_kernel(const T* grad_out, const void* indices, T* grad_in, PoolShape s,
+                                         Pool2dParams p) {
+  const int64_t n = s.planes * s.Ho * s.Wo, HW = s.H * s.W;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    int64_t at;
+    if constexpr (kIndices == kTaps) {
+      const int64_t t = static_cast<const uint8_t*>(indices)[o];
+      const int64_t ow = o % s.Wo, oh = (o / s.Wo) % s.Ho;
+      const int64_t h = oh * p.stride[0] - p.padding[0] + (t / p.kernel[1]) * p.dilation[0];
+      const int64_t w = ow * p.stride[1] - p.padding[1] + (t % p.kernel[1]) * p.dilation[1];
+      if (t >= p.kernel[0] * p.kernel[1] || h < 0 || h >= s.H || w < 0 || w >= s.W) continue;
+      at = h * s.W + w;
+    } else {
+      at = static_cast<const int64_t*>(indices)[o];
+      if (at < 0 || at >= HW) continue;  // indices come from max_pool2d; a bad one is never written through
+    }
+    atomicAdd(grad_in + (o / (s.Ho * s.Wo)) * HW + at, grad_out[o]);
   }
 }
 
@@ -134,25 +154,41 @@ void CudaBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& 
   const PoolShape s = shape_of(in, out);
   const int64_t n = s.planes * s.Ho * s.Wo;
   if (n == 0) return;
+  void* idx = indices.defined() ? indices.data_ptr() : nullptr;
   EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] {
     using T = scalar_t;
-    max_pool_kernel<T><<<grid_for(n), kBlock, 0, stream_of(out)>>>(static_cast<const T*>(in.data_ptr()),
-                                                                   static_cast<T*>(out.data_ptr()),
-                                                                   static_cast<int64_t*>(indices.data_ptr()), s, p);
+    const T* x = static_cast<const T*>(in.data_ptr());
+    T* y = static_cast<T*>(out.data_ptr());
+    const cudaStream_t stream = stream_of(out);
+    switch (index_kind(indices)) {
+      case kNoIndices:
+        return max_pool_kernel<T, kNoIndices><<<grid_for(n), kBlock, 0, stream>>>(x, y, idx, s, p);
+      case kPositions:
+        return max_pool_kernel<T, kPositions><<<grid_for(n), kBlock, 0, stream>>>(x, y, idx, s, p);
+      case kTaps:
+        return max_pool_kernel<T, kTaps><<<grid_for(n), kBlock, 0, stream>>>(x, y, idx, s, p);
+    }
   });
   EMBER_KERNEL_CHECK();
 }
 
-void CudaBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
+void CudaBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in,
+                                      const Pool2dParams& p) {
   DeviceGuard guard(grad_in.device().index);
   fill(grad_in, 0);
-  const int64_t outs = grad_out.numel(), per_plane = grad_out.size(2) * grad_out.size(3);
-  if (outs == 0) return;
+  const PoolShape s = shape_of(grad_in, grad_out);
+  const int64_t n = s.planes * s.Ho * s.Wo;
+  if (n == 0) return;
+  const void* idx = indices.data_ptr();
   EMBER_CUDA_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
     using T = scalar_t;
-    max_pool_backward_kernel<T><<<grid_for(outs), kBlock, 0, stream_of(grad_in)>>>(
-        static_cast<const T*>(grad_out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()),
-        static_cast<T*>(grad_in.data_ptr()), outs, per_plane, grad_in.size(2) * grad_in.size(3));
+    const T* dy = static_cast<const T*>(grad_out.data_ptr());
+    T* dx = static_cast<T*>(grad_in.data_ptr());
+    const cudaStream_t stream = stream_of(grad_in);
+    if (index_kind(indices) == kTaps)
+      max_pool_backward_kernel<T, kTaps><<<grid_for(n), kBlock, 0, stream>>>(dy, idx, dx, s, p);
+    else
+      max_pool_backward_kernel<T, kPositions><<<grid_for(n), kBlock, 0, stream>>>(dy, idx, dx, s, p);
   });
   EMBER_KERNEL_CHECK();
 }

@@ -50,7 +50,9 @@ void Backend::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const
                               const Conv2dParams&) {
   unsupported("conv2d_backward");
 }
-void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&) { unsupported("max_pool2d_backward"); }
+void Backend::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Pool2dParams&) {
+  unsupported("max_pool2d_backward");
+}
 void Backend::avg_pool2d_backward(const Tensor&, const Tensor&, const Pool2dParams&) {
   unsupported("avg_pool2d_backward");
 }

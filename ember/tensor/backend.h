@@ -157,14 +157,17 @@ class Backend {
   virtual void conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
                                const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                const Conv2dParams& p);
-  // in [N, C, H, W] -> out [N, C, Ho, Wo], indices (int64, flat h*W+w, like PyTorch; undefined
-  // for a uint8 input's values-only pool, CPU only)
+  // in [N, C, H, W] -> out [N, C, Ho, Wo] and, when defined, indices [N, C, Ho, Wo] of each
+  // window's maximum: int64, its flat h*W+w in the plane (PyTorch's), or uint8, its tap number
+  // i*kw+j in the window (what autograd keeps: 1 byte per output, not 8; windows of <= 256 taps)
   virtual void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p);
   virtual void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d(const Tensor& in, const Tensor& out);
   // grad_out [N, C, Ho, Wo] -> grad_in [N, C, H, W]: each output's gradient shared over its window.
-  // grad_in[plane, indices[plane, o]] += grad_out[plane, o]; grad_in zeroed here
-  virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in);
+  // grad_in[plane, position of indices[plane, o]] += grad_out[plane, o], indices as max_pool2d
+  // wrote them (p places a tap number); grad_in zeroed here
+  virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in,
+                                   const Pool2dParams& p);
   virtual void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p);
   virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in);
 
@@ -254,7 +257,8 @@ class Backend {
   void max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) override;         \
   void avg_pool2d(const Tensor& in, const Tensor& out, const Pool2dParams& p) override;                                \
   void adaptive_avg_pool2d(const Tensor& in, const Tensor& out) override;                                              \
-  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) override;             \
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in,                       \
+                           const Pool2dParams& p) override;                                                            \
   void avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in, const Pool2dParams& p) override;             \
   void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override;                           \
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                  \

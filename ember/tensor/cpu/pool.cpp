@@ -19,6 +19,14 @@
 namespace ember::cpu {
 namespace {
 
+// What a max pool records of each window's maximum (Backend::max_pool2d): nothing, its position
+// in the plane (int64 indices, PyTorch's), or its tap number in the window (uint8).
+enum class IndexKind { kNone, kPositions, kTaps };
+IndexKind index_kind(const Tensor& indices) {
+  if (!indices.defined()) return IndexKind::kNone;
+  return indices.dtype() == kUInt8 ? IndexKind::kTaps : IndexKind::kPositions;
+}
+
 // The kernel taps [begin, end) of a pooling window starting at `origin` (stride and padding
 // applied) that fall inside [0, size): out-of-bounds taps are skipped by the loop bounds, not
 // tested per element.
@@ -30,14 +38,16 @@ inline std::pair<int64_t, int64_t> taps_inside(int64_t origin, int64_t kernel, i
 
 // The maximum of a window and the first tap that holds it, in two branch-free passes (random
 // data makes any `v > best` branch unpredictable; this is 2-4x faster). A NaN wins, as in
-// PyTorch. Taps [i0, i1) x [j0, j1) at origin + i * dh * W + j * dw. KH, KW > 0 fix the tap
-// counts at compile time (the common 2x2 and 3x3 windows, fully inside, get unrolled).
+// PyTorch. Taps [i0, i1) x [j0, j1) of a window kw wide, at origin + i * dh * W + j * dw: `index`
+// gets the winner's position in the plane, `tap` its number in the window (i * kw + j). KH,
+// KW > 0 fix the tap counts at compile time (the common 2x2 and 3x3 windows, fully inside, get
+// unrolled).
 template <class T, int KH = 0, int KW = 0>
-inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
-                       int64_t dh, int64_t dw, T& out, int64_t& index) {
+inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t kw, int64_t i0, int64_t i1, int64_t j0,
+                       int64_t j1, int64_t dh, int64_t dw, T& out, int64_t& index, int64_t& tap) {
   using M = opmath_t<T>;
   if constexpr (KH > 0) {
-    i0 = 0, i1 = KH, j0 = 0, j1 = KW;
+    i0 = 0, i1 = KH, j0 = 0, j1 = KW, kw = KW;
   }
   M best =
       std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::lowest();
@@ -48,16 +58,18 @@ inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t i0, int64
       best = v > best ? v : best;
       any_nan |= (v != v);
     }
-  int64_t at = origin + i0 * dh * W + j0 * dw;  // an empty window: its first tap
+  int64_t at = origin + i0 * dh * W + j0 * dw, number = i0 * kw + j0;  // an empty window: its first tap
   for (int64_t i = i1 - 1; i >= i0; --i)
     for (int64_t j = j1 - 1; j >= j0; --j) {
       const int64_t pos = origin + i * dh * W + j * dw;
       const M v = M(xp[pos]);
       const int64_t hit = -static_cast<int64_t>(any_nan ? v != v : v == best);
       at = (pos & hit) | (at & ~hit);
+      number = ((i * kw + j) & hit) | (number & ~hit);
     }
   out = any_nan ? T(std::numeric_limits<M>::quiet_NaN()) : T(best);
   index = at;
+  tap = number;
 }
 
 #ifdef __AVX2__
@@ -113,13 +125,14 @@ struct Half16Lanes {
 };
 #endif
 
-// The 2x2, stride-2 windows of one output row, 8 at a time: y, index [n] from rows r0 and r0 + W
-// of a plane (n <= 8 outputs, 2n input columns; masked loads and stores past them). The same
-// result as window_max: the first tap in scan order (0,0), (0,1), (1,0), (1,1) that holds the
-// maximum, or the first NaN; the value is that tap's (so -0 before +0 stays -0).
-template <class Lanes>
+// The 2x2, stride-2 windows of one output row, 8 at a time: y [n] (and index [n] as kIndices
+// says) from rows r0 and r0 + W of a plane (n <= 8 outputs, 2n input columns; masked loads and
+// stores past them). The same result as window_max: the first tap in scan order (0,0), (0,1),
+// (1,0), (1,1) that holds the maximum, or the first NaN; the value is that tap's (so -0 before
+// +0 stays -0). `base` is the plane position of the first window's tap (0,0).
+template <class Lanes, IndexKind kIndices>
 inline void max_pool_2x2_row8(const typename Lanes::T* r0, int64_t W, int64_t n, int32_t base, typename Lanes::T* y,
-                              int64_t* index) {
+                              void* index) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   auto load16 = [&](const typename Lanes::T* r, __m256& even, __m256& odd) {
     __m256 lo, hi;
@@ -136,30 +149,47 @@ inline void max_pool_2x2_row8(const typename Lanes::T* r0, int64_t W, int64_t n,
   auto hit = [&](__m256 v) {
     return _mm256_blendv_ps(_mm256_cmp_ps(v, best, _CMP_EQ_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q), any_nan);
   };
-  // From the last tap to the first, so that the first hit wins.
+  // From the last tap to the first, so that the first hit wins. A tap is named by its offset
+  // in the plane from the window's origin (0, 1, W, W + 1) or by its number (0, 1, 2, 3).
+  constexpr bool kNumbers = kIndices == IndexKind::kTaps;
+  const int step_down = kNumbers ? 2 : static_cast<int>(W);
   __m256 value = p11;
-  __m256i tap = _mm256_set1_epi32(static_cast<int>(W + 1));  // offsets 0, 1, W, W + 1
+  __m256i tap = _mm256_set1_epi32(step_down + 1);
+  auto take = [&](__m256 h, __m256 v, int name) {
+    value = _mm256_blendv_ps(value, v, h);
+    if constexpr (kIndices != IndexKind::kNone)
+      tap = _mm256_castps_si256(
+          _mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_castsi256_ps(_mm256_set1_epi32(name)), h));
+  };
   const __m256 h10 = hit(p10), h01 = hit(p01), h00 = hit(p00);
-  value = _mm256_blendv_ps(value, p10, h10);
-  tap = _mm256_castps_si256(
-      _mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(W))), h10));
-  value = _mm256_blendv_ps(value, p01, h01);
-  tap = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_castsi256_ps(_mm256_set1_epi32(1)), h01));
-  value = _mm256_blendv_ps(value, p00, h00);
-  tap = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(tap), _mm256_setzero_ps(), h00));
-  const __m256i at = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(base), _mm256_slli_epi32(lane, 1)), tap);
-  const __m256i at_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at));
-  const __m256i at_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+  take(h10, p10, step_down);
+  take(h01, p01, 1);
+  take(h00, p00, 0);
   Lanes::store(y, n, value);
-  if (n == 8) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index), at_lo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + 4), at_hi);
-    return;
+  if constexpr (kIndices == IndexKind::kTaps) {
+    // Eight 32-bit numbers (0 .. 3) to eight bytes.
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(tap), _mm256_extracti128_si256(tap, 1));
+    const __m128i bytes = _mm_packus_epi16(words, words);
+    if (n == 8) return _mm_storel_epi64(static_cast<__m128i*>(index), bytes);
+    alignas(16) uint8_t tail[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tail), bytes);
+    std::memcpy(index, tail, static_cast<size_t>(n));
+  } else if constexpr (kIndices == IndexKind::kPositions) {
+    auto* positions = static_cast<int64_t*>(index);
+    const __m256i at = _mm256_add_epi32(_mm256_add_epi32(_mm256_set1_epi32(base), _mm256_slli_epi32(lane, 1)), tap);
+    const __m256i at_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at));
+    const __m256i at_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
+    if (n == 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(positions), at_lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(positions + 4), at_hi);
+      return;
+    }
+    const __m256i lanes4 = _mm256_setr_epi64x(0, 1, 2, 3);
+    _mm256_maskstore_epi64(reinterpret_cast<long long*>(positions), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lanes4),
+                           at_lo);
+    _mm256_maskstore_epi64(reinterpret_cast<long long*>(positions + 4),
+                           _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lanes4), at_hi);
   }
-  const __m256i lanes4 = _mm256_setr_epi64x(0, 1, 2, 3);
-  _mm256_maskstore_epi64(reinterpret_cast<long long*>(index), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lanes4), at_lo);
-  _mm256_maskstore_epi64(reinterpret_cast<long long*>(index + 4), _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lanes4),
-                         at_hi);
 }
 #endif
 
@@ -189,34 +219,48 @@ bool vector_max_pool_applies(const Tensor& in, const Tensor& out, const Pool2dPa
 
 #ifdef __AVX2__
 // in [planes, H, W] -> out, indices [planes, Ho, Wo] by max_pool_2x2_row8.
-template <class Lanes>
+template <class Lanes, IndexKind kIndices>
 void vector_max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices) {
   using T = typename Lanes::T;
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
   const int64_t Ho = out.size(2), Wo = out.size(3);
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
-  int64_t* idx = static_cast<int64_t*>(indices.data_ptr());
+  char* idx = indices.defined() ? static_cast<char*>(indices.data_ptr()) : nullptr;
+  const int64_t idx_size = indices.defined() ? static_cast<int64_t>(indices.element_size()) : 0;
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl)
       for (int64_t oh = 0; oh < Ho; ++oh) {
         const T* r0 = x + pl * H * W + 2 * oh * W;
         const int64_t o = (pl * Ho + oh) * Wo;
         for (int64_t ow = 0; ow < Wo; ow += 8)
-          max_pool_2x2_row8<Lanes>(r0 + 2 * ow, W, std::min<int64_t>(8, Wo - ow),
-                                   static_cast<int32_t>(2 * oh * W + 2 * ow), y + o + ow, idx + o + ow);
+          max_pool_2x2_row8<Lanes, kIndices>(r0 + 2 * ow, W, std::min<int64_t>(8, Wo - ow),
+                                             static_cast<int32_t>(2 * oh * W + 2 * ow), y + o + ow,
+                                             idx ? idx + (o + ow) * idx_size : nullptr);
       }
   });
+}
+
+template <class Lanes>
+void vector_max_pool_lanes(const Tensor& in, const Tensor& out, const Tensor& indices) {
+  switch (index_kind(indices)) {
+    case IndexKind::kNone:
+      return vector_max_pool_typed<Lanes, IndexKind::kNone>(in, out, indices);
+    case IndexKind::kPositions:
+      return vector_max_pool_typed<Lanes, IndexKind::kPositions>(in, out, indices);
+    case IndexKind::kTaps:
+      return vector_max_pool_typed<Lanes, IndexKind::kTaps>(in, out, indices);
+  }
 }
 #endif
 
 void vector_max_pool(const Tensor& in, const Tensor& out, const Tensor& indices) {
 #ifdef __AVX2__
 #ifdef EMBER_HAVE_VEC_HALF
-  if (in.dtype() == kBFloat16) return vector_max_pool_typed<Half16Lanes<true>>(in, out, indices);
-  if (in.dtype() == kFloat16) return vector_max_pool_typed<Half16Lanes<false>>(in, out, indices);
+  if (in.dtype() == kBFloat16) return vector_max_pool_lanes<Half16Lanes<true>>(in, out, indices);
+  if (in.dtype() == kFloat16) return vector_max_pool_lanes<Half16Lanes<false>>(in, out, indices);
 #endif
-  vector_max_pool_typed<Float32Lanes>(in, out, indices);
+  vector_max_pool_lanes<Float32Lanes>(in, out, indices);
 #else
   (void)in, (void)out, (void)indices;
 #endif
@@ -277,7 +321,7 @@ void round_plane(const opmath_t<T>* acc, int64_t n, T* dst) {
   if constexpr (!std::is_same_v<opmath_t<T>, T>) narrow_run(acc, n, dst);
 }
 
-// indices may be undefined: values only.
+// indices: undefined (values only), int64 positions or uint8 tap numbers (IndexKind).
 template <class T>
 void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   const int64_t planes = in.size(0) * in.size(1), H = in.size(2), W = in.size(3);
@@ -285,7 +329,9 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
   const int64_t kh = p.kernel[0], kw = p.kernel[1], dh = p.dilation[0], dw = p.dilation[1];
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
-  int64_t* idx = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+  const IndexKind kind = index_kind(indices);
+  int64_t* positions = kind == IndexKind::kPositions ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
+  uint8_t* taps = kind == IndexKind::kTaps ? static_cast<uint8_t*>(indices.data_ptr()) : nullptr;
   // The taps inside the input, per output row and column (the same for every plane; integer
   // divisions per output would cost more than the pooling itself).
   std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(Ho)), cols(static_cast<size_t>(Wo));
@@ -295,27 +341,84 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * H * W;
-      T* yp = y + pl * Ho * Wo;
-      int64_t* ip = idx ? idx + pl * Ho * Wo : nullptr;
-      int64_t unused = 0;
       for (int64_t oh = 0; oh < Ho; ++oh) {
         const int64_t h0 = oh * p.stride[0] - p.padding[0];
         const auto [i0, i1] = rows[oh];
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const int64_t w0 = ow * p.stride[1] - p.padding[1];
           const auto [j0, j1] = cols[ow];
-          const int64_t o = oh * Wo + ow, origin = h0 * W + w0;
+          const int64_t o = (pl * Ho + oh) * Wo + ow, origin = h0 * W + w0;
           const bool inside = dense && i0 == 0 && i1 == kh && j0 == 0 && j1 == kw;
-          int64_t& index = ip ? ip[o] : unused;
+          int64_t position, tap;
           if (inside && kh == 2 && kw == 2)
-            window_max<T, 2, 2>(xp, origin, W, 0, 2, 0, 2, 1, 1, yp[o], index);
+            window_max<T, 2, 2>(xp, origin, W, kw, 0, 2, 0, 2, 1, 1, y[o], position, tap);
           else if (inside && kh == 3 && kw == 3)
-            window_max<T, 3, 3>(xp, origin, W, 0, 3, 0, 3, 1, 1, yp[o], index);
+            window_max<T, 3, 3>(xp, origin, W, kw, 0, 3, 0, 3, 1, 1, y[o], position, tap);
           else
-            window_max<T>(xp, origin, W, i0, i1, j0, j1, dh, dw, yp[o], index);
+            window_max<T>(xp, origin, W, kw, i0, i1, j0, j1, dh, dw, y[o], position, tap);
+          if (positions) positions[o] = position;
+          if (taps) taps[o] = static_cast<uint8_t>(tap);
         }
       }
     }
+  });
+}
+
+// Where each output's recorded maximum lies in its plane, from int64 positions or uint8 tap
+// numbers (IndexKind), or -1 for a record max_pool2d could not have written.
+struct RecordedPositions {
+  const int64_t* positions;
+  int64_t HW;
+  int64_t operator()(int64_t o, int64_t, int64_t) const {
+    const int64_t at = positions[o];
+    return at >= 0 && at < HW ? at : -1;
+  }
+};
+struct RecordedTaps {
+  const uint8_t* taps;
+  const Pool2dParams& p;
+  int64_t H, W;
+  int64_t operator()(int64_t o, int64_t oh, int64_t ow) const {
+    const int64_t t = taps[o];
+    if (t >= p.kernel[0] * p.kernel[1]) return -1;
+    const int64_t h = oh * p.stride[0] - p.padding[0] + (t / p.kernel[1]) * p.dilation[0];
+    const int64_t w = ow * p.stride[1] - p.padding[1] + (t % p.kernel[1]) * p.dilation[1];
+    return h >= 0 && h < H && w >= 0 && w < W ? h * W + w : -1;
+  }
+};
+
+// grad_in[plane, at(o)] += grad_out[o]; the first output whose record is bad goes to `bad` and
+// ends its thread's work (the caller reports it).
+template <class Locate>
+void max_pool_scatter(const Tensor& grad_out, const Tensor& grad_in, const Locate& at, std::atomic<int64_t>& bad) {
+  const int64_t planes = grad_in.size(0) * grad_in.size(1), HW = grad_in.size(2) * grad_in.size(3);
+  const int64_t Ho = grad_out.size(2), Wo = grad_out.size(3);
+  EMBER_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
+    using M = opmath_t<scalar_t>;
+    // 16-bit gradients add up in a float32 plane, rounded once at the end (converting each
+    // element in and out of float16 made this 1.6x bfloat16's time).
+    constexpr bool kWidened = !std::is_same_v<M, scalar_t>;
+    const scalar_t* dy = static_cast<const scalar_t*>(grad_out.data_ptr());
+    scalar_t* dx = static_cast<scalar_t*>(grad_in.data_ptr());
+    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(HW, 1)), [&](int64_t b, int64_t e) {
+      std::vector<M> widened(kWidened ? static_cast<size_t>(HW) : 0);
+      for (int64_t pl = b; pl < e; ++pl) {
+        scalar_t* dxp = dx + pl * HW;
+        M* acc = kWidened ? widened.data() : reinterpret_cast<M*>(dxp);
+        std::fill(acc, acc + HW, M(0));
+        for (int64_t oh = 0, o = pl * Ho * Wo; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < Wo; ++ow, ++o) {
+            const int64_t pos = at(o, oh, ow);
+            if (pos < 0) {
+              int64_t none = -1;
+              bad.compare_exchange_strong(none, o);
+              return;
+            }
+            acc[pos] += M(dy[o]);
+          }
+        if constexpr (kWidened) round_plane(acc, HW, dxp);
+      }
+    });
   });
 }
 
@@ -381,7 +484,7 @@ void average_pool(const Tensor& in, const Tensor& out, const WindowOf& window_of
 
 }  // namespace
 
-// in [N, C, H, W] -> out, indices [N, C, Ho, Wo]
+// in [N, C, H, W] -> out, indices [N, C, Ho, Wo] (indices: IndexKind)
 void CpuBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& indices, const Pool2dParams& p) {
   if (in.dtype() == kUInt8) {  // quantized models' activations
     if (!indices.defined() && windows_2x2_inside(in, out, p)) return max_pool_2x2_u8(in, out);
@@ -391,41 +494,24 @@ void CpuBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& i
   EMBER_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { max_pool_typed<scalar_t>(in, out, indices, p); });
 }
 // grad_out, indices [N, C, Ho, Wo] -> grad_in [N, C, H, W] (zeroed here)
-void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in) {
-  const int64_t planes = grad_in.size(0) * grad_in.size(1), HW = grad_in.size(2) * grad_in.size(3);
-  const int64_t outs = grad_out.size(2) * grad_out.size(3);
-  const int64_t* idx = static_cast<const int64_t*>(indices.data_ptr());
+void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Tensor& grad_in,
+                                     const Pool2dParams& p) {
+  const int64_t H = grad_in.size(2), W = grad_in.size(3);
   // Indices come from max_pool2d; they are checked anyway, inside the threads' loops (a
   // separate serial pass cost a third of this kernel), and the first bad one is reported after.
   std::atomic<int64_t> bad{-1};
-  EMBER_DISPATCH_FLOATING(grad_in.dtype(), "max_pool2d_backward", [&] {
-    using M = opmath_t<scalar_t>;
-    // 16-bit gradients add up in a float32 plane, rounded once at the end (converting each
-    // element in and out of float16 made this 1.6x bfloat16's time).
-    constexpr bool kWidened = !std::is_same_v<M, scalar_t>;
-    const scalar_t* dy = static_cast<const scalar_t*>(grad_out.data_ptr());
-    scalar_t* dx = static_cast<scalar_t*>(grad_in.data_ptr());
-    parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(HW, 1)), [&](int64_t b, int64_t e) {
-      std::vector<M> widened(kWidened ? static_cast<size_t>(HW) : 0);
-      for (int64_t pl = b; pl < e; ++pl) {
-        scalar_t* dxp = dx + pl * HW;
-        M* acc = kWidened ? widened.data() : reinterpret_cast<M*>(dxp);
-        std::fill(acc, acc + HW, M(0));
-        for (int64_t o = pl * outs; o < (pl + 1) * outs; ++o) {
-          const int64_t at = idx[o];
-          if (at < 0 || at >= HW) {
-            int64_t none = -1;
-            bad.compare_exchange_strong(none, o);
-            return;
-          }
-          acc[at] += M(dy[o]);
-        }
-        if constexpr (kWidened) round_plane(acc, HW, dxp);
-      }
-    });
-  });
-  EMBER_CHECK(bad.load() < 0, "max_pool2d_backward: index ", bad.load() < 0 ? 0 : idx[bad.load()],
-              " is outside a plane of ", HW, " elements");
+  if (index_kind(indices) == IndexKind::kTaps) {
+    const auto* taps = static_cast<const uint8_t*>(indices.data_ptr());
+    max_pool_scatter(grad_out, grad_in, RecordedTaps{taps, p, H, W}, bad);
+    EMBER_CHECK(bad.load() < 0, "max_pool2d_backward: tap ", bad.load() < 0 ? 0 : int{taps[bad.load()]}, " of output ",
+                bad.load(), " is not inside both its ", p.kernel[0], "x", p.kernel[1], " window and the ", H, "x", W,
+                " input");
+    return;
+  }
+  const auto* positions = static_cast<const int64_t*>(indices.data_ptr());
+  max_pool_scatter(grad_out, grad_in, RecordedPositions{positions, H * W}, bad);
+  EMBER_CHECK(bad.load() < 0, "max_pool2d_backward: index ", bad.load() < 0 ? 0 : positions[bad.load()],
+              " is outside a plane of ", H * W, " elements");
 }
 
 // in [N, C, H, W] -> out [N, C, Ho, Wo]

@@ -152,9 +152,10 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
 
 namespace {
 
-// The indices only when asked for; a uint8 input's pool may leave them out (see max_pool2d).
+// The values, and the indices of `index_dtype` (undefined: none; Backend::max_pool2d says what
+// int64 and uint8 ones hold).
 std::tuple<Tensor, Tensor> max_pool2d_impl(const Tensor& input, Int2 kernel, std::optional<Int2> stride, Int2 padding,
-                                           Int2 dilation, bool ceil_mode, bool with_indices) {
+                                           Int2 dilation, bool ceil_mode, std::optional<DType> index_dtype) {
   // uint8 too: the activations of statically quantized models (max is monotonic, so the pool of
   // the integers is the pool of the values). The CPU only, for now.
   const Tensor x = check_nchw(input, "max_pool2d", /*allow_uint8=*/true);
@@ -162,23 +163,30 @@ std::tuple<Tensor, Tensor> max_pool2d_impl(const Tensor& input, Int2 kernel, std
   const Pool2dParams p = pool_params(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
   const Shape shape = pooled_shape(x, p, "max_pool2d");
   Tensor out = ops::empty_on(shape, x.dtype(), x.device());
-  Tensor idx = with_indices ? ops::empty_on(shape, kInt64, x.device()) : Tensor();
+  Tensor idx = index_dtype ? ops::empty_on(shape, *index_dtype, x.device()) : Tensor();
   if (out.numel() > 0) backend(x.device()).max_pool2d(x, out, idx, p);
-  return {restore_rank(out, input), with_indices ? restore_rank(idx, input) : idx};
+  return {restore_rank(out, input), idx.defined() ? restore_rank(idx, input) : idx};
 }
 
 }  // namespace
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Int2 kernel, std::optional<Int2> stride,
                                                    Int2 padding, Int2 dilation, bool ceil_mode) {
-  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, true);
+  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, kInt64);
 }
 
-// A uint8 input has no gradient, so nothing reads its indices: 8 bytes per output not written
-// (a quantized CNN's pooling was 3x slower than float32's for them).
+// Values only: nothing reads indices without a gradient (8 bytes per output not written; a
+// quantized CNN's pooling was 3x slower than float32's for them).
 Tensor max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2 padding, Int2 dilation,
                   bool ceil_mode) {
-  return std::get<0>(max_pool2d_impl(x, kernel, stride, padding, dilation, ceil_mode, x.dtype() != kUInt8));
+  return std::get<0>(max_pool2d_impl(x, kernel, stride, padding, dilation, ceil_mode, std::nullopt));
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_taps(const Tensor& input, Int2 kernel, std::optional<Int2> stride,
+                                                Int2 padding, Int2 dilation, bool ceil_mode) {
+  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0 && kernel[0] * kernel[1] <= 256, "max_pool2d_with_taps: a window of ",
+              pair_str(kernel), " taps does not number them in one byte");
+  return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, kUInt8);
 }
 
 Tensor avg_pool2d(const Tensor& input, Int2 kernel, std::optional<Int2> stride, Int2 padding, bool ceil_mode,
@@ -248,7 +256,25 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
   const bool batched = input_sizes.size() == 4;
   const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
   const Tensor idx = contiguous(batched ? indices : unsqueeze(indices, 0));
-  backend(gx.device()).max_pool2d_backward(dy, idx, gx);
+  backend(gx.device()).max_pool2d_backward(dy, idx, gx, Pool2dParams{});  // positions need no window
+  return batched ? gx : native::squeeze(gx, 0);
+}
+
+Tensor max_pool2d_backward_taps(const Tensor& grad_out, const Tensor& taps, const Shape& input_sizes, Int2 kernel,
+                                std::optional<Int2> stride, Int2 padding, Int2 dilation, bool ceil_mode) {
+  Tensor gx = pool_grad_input(grad_out, input_sizes, "max_pool2d_backward");
+  const Pool2dParams p = pool_params(gx, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
+  const bool batched = input_sizes.size() == 4;
+  const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
+  const Tensor t = contiguous(batched ? taps : unsqueeze(taps, 0));
+  // A tap number means something only in the window it was counted in: the gradient's shape
+  // must be the pooling's of this input with these parameters.
+  const Shape pooled = pooled_shape(gx, p, "max_pool2d_backward");
+  EMBER_CHECK(taps.dtype() == kUInt8 && t.sizes() == pooled && dy.sizes() == pooled,
+              "max_pool2d_backward: uint8 taps and a gradient of the pooled shape ", shape_str(pooled),
+              " expected for input ", shape_str(input_sizes), " and kernel_size=", pair_str(kernel), ", got ",
+              taps.dtype(), " taps ", shape_str(taps.sizes()), " and a gradient ", shape_str(grad_out.sizes()));
+  backend(gx.device()).max_pool2d_backward(dy, t, gx, p);
   return batched ? gx : native::squeeze(gx, 0);
 }
 
