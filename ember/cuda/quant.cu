@@ -111,9 +111,10 @@ __global__ void epilogue_kernel(const int32_t* acc, Out* out, int64_t M, int64_t
     if constexpr (std::is_same_v<Out, int32_t>) {
       out[i] = raw;
     } else {
-      // (__fmul_rn / __fadd_rn: never contracted into an FMA, so the roundings are the CPU's)
-      float v = __fmul_rn(static_cast<float>(raw), __fmul_rn(e.a_scale, e.w_scale[e.per_channel ? n : 0]));
-      if (e.bias) v = __fadd_rn(v, e.bias[n]);
+      // One fused multiply-add, as the CPU's Epilogue::store (std::fma, so that every path rounds
+      // once): a multiply and an add rounded apart differ from it in the last bit.
+      float v = __fmaf_rn(static_cast<float>(raw), __fmul_rn(e.a_scale, e.w_scale[e.per_channel ? n : 0]),
+                          e.bias ? e.bias[n] : 0.0f);
       if (e.relu) v = fmaxf(v, 0.0f);
       if constexpr (std::is_same_v<Out, float>) {
         out[i] = v;
