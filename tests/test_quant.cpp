@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -520,6 +521,50 @@ TEST(StaticQuantization, HistogramCalibrationKeepsTheOutputsToo) {
   for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}));
   nn::Sequential int8 = q::convert(*net);
   EXPECT_LT(relative_error(int8(x), y_float), 0.06);
+}
+
+// Bug fixed: the int8 layers packed their weight and copied their scales into fields once, at
+// convert, so a converted model that loaded another's state kept computing with its own.
+TEST(StaticQuantization, AConvertedModelComputesWithTheStateItLoads) {
+  auto converted = [](uint64_t seed, double input_range) {
+    manual_seed(seed);
+    nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::MaxPool2d(2), nn::ReLU(),
+                       nn::Conv2d(4, 8, 3), nn::ReLU(), nn::Flatten(), nn::Linear(8 * 2 * 2, 3));
+    net->eval();
+    q::prepare(*net);
+    for (int i = 0; i < 4; ++i) net(randn({16, 1, 8, 8}) * input_range);
+    return q::convert(*net);
+  };
+  nn::Sequential a = converted(1, 1.0), b = converted(2, 3.0);
+  // Quantize, QuantizedConv2d, QuantizedMaxPool2d, QuantizedReLU, QuantizedConvReLU2d, Flatten, QuantizedLinear,
+  // DeQuantize
+  ASSERT_EQ(b->size(), 8u);
+  EXPECT_EQ((*b)[3]->type_name(), "QuantizedReLU");
+  manual_seed(3);
+  const Tensor x = randn({8, 1, 8, 8});
+  const Tensor ya = a(x), yb = b(x);  // b has packed its weights and read its scales
+  ASSERT_FALSE(all_close(ya, yb, 0, 0));
+  b->load_state_dict(a->state_dict());
+  EXPECT_TRUE(all_close(b(x), ya, 0, 0));
+  std::ostringstream printed_a, printed_b;
+  printed_a << *a;
+  printed_b << *b;
+  EXPECT_EQ(printed_b.str(), printed_a.str());
+  // Loaded values are checked where they are used.
+  StateDict state = a->state_dict();
+  state["1.scale"] = zeros({1});
+  b->load_state_dict(state);
+  EXPECT_ERROR_CONTAINS(b(x), "QuantizedConv2d: the output scale must be positive and finite, got 0");
+  state = a->state_dict();
+  state["6.input_zero_point"] = full({1}, 200, TensorOptions().dtype(kInt32));
+  b->load_state_dict(state);
+  EXPECT_ERROR_CONTAINS(b(x), "QuantizedLinear: the input zero point 200 is outside [0, 127]");
+  state = a->state_dict();
+  state["0.scale"] = full({1}, std::numeric_limits<double>::infinity());
+  b->load_state_dict(state);
+  EXPECT_ERROR_CONTAINS(b(x), "Quantize: the output scale must be positive and finite, got inf");
+  b->load_state_dict(a->state_dict());
+  EXPECT_TRUE(all_close(b(x), ya, 0, 0));
 }
 
 TEST(StaticQuantization, LayersWithoutAnInt8FormAreNamed) {

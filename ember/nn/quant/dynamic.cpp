@@ -36,15 +36,6 @@ QTensor DynamicQuantizedLinearImpl::weight_quantized() const {
   return QTensor(weight, weight_scale, weight_zero_point, weight_scale.numel() > 1 ? 0 : -1, QDType::QInt8);
 }
 
-const Tensor& DynamicQuantizedLinearImpl::packed() {
-  if (!packed_.defined() || weight.version() != packed_version_ || weight.data_ptr() != packed_data_) {
-    packed_ = native::int8_pack_weight(weight);
-    packed_version_ = weight.version();
-    packed_data_ = weight.data_ptr();
-  }
-  return packed_;
-}
-
 Tensor DynamicQuantizedLinearImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "DynamicQuantizedLinear: expects input [..., ",
               in_features, "], got ", x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
@@ -71,7 +62,8 @@ Tensor DynamicQuantizedLinearImpl::forward(const Tensor& x) {
   e.a_scale = qp.scale;
   e.w_scale = weight_scale;
   e.bias = bias;
-  return native::int8_gemm(xq, packed(), out_features, e, kFloat32).reshape(out_shape);
+  if (watch_.changed({weight})) packed_ = native::int8_pack_weight(weight);
+  return native::int8_gemm(xq, packed_, out_features, e, kFloat32).reshape(out_shape);
 }
 
 void DynamicQuantizedLinearImpl::pretty_print(std::ostream& os) const {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ember/nn/modules/linear.h"
+#include "ember/nn/quant/buffer_watch.h"
 #include "ember/nn/quant/observer.h"
 
 namespace ember::quantization {
@@ -36,10 +37,8 @@ class DynamicQuantizedLinearImpl : public nn::Module {
   Tensor weight, weight_scale, weight_zero_point, bias;
 
  private:
-  const Tensor& packed();
   Tensor packed_;
-  uint64_t packed_version_ = 0;
-  const void* packed_data_ = nullptr;
+  BufferWatch watch_;  // of weight, for packed_
 };
 EMBER_MODULE(DynamicQuantizedLinear);
 

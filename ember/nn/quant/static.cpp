@@ -1,5 +1,6 @@
 #include "ember/nn/quant/static.h"
 
+#include <cmath>
 #include <ostream>
 
 #include "ember/autograd/grad_mode.h"
@@ -11,13 +12,30 @@ namespace {
 Tensor scalar_buffer(double v) { return full({1}, v); }
 Tensor int_buffer(int64_t v) { return full({1}, v, TensorOptions().dtype(kInt32)); }
 
-QuantParams as_quant_params(const ActivationParams& a) {
+// The parameters in a layer's buffers, on their device (the range is convert's).
+QuantParams as_quant_params(const Tensor& scale, const Tensor& zero_point, const ActivationParams& range) {
   QuantParams p;
-  p.scale = scalar_buffer(a.scale);
-  p.zero_point = int_buffer(a.zero_point);
-  p.quant_min = a.quant_min;
-  p.quant_max = a.quant_max;
+  p.scale = scale;
+  p.zero_point = zero_point;
+  p.quant_min = range.quant_min;
+  p.quant_max = range.quant_max;
   return p;
+}
+
+// `range` with the scale and zero point a layer's buffers hold now (one host read where they are
+// on a GPU, only when they changed), checked: they may come from a file.
+ActivationParams read_params(const Tensor& scale, const Tensor& zero_point, ActivationParams range, const nn::Module& m,
+                             const char* which) {
+  EMBER_CHECK(scale.defined() && scale.numel() == 1 && scale.is_floating_point() && zero_point.defined() &&
+                  zero_point.numel() == 1,
+              m.type_name(), ": the ", which, " scale and zero point must be one float and one integer each");
+  range.scale = scale.item<double>();
+  range.zero_point = zero_point.item<int64_t>();
+  EMBER_CHECK(std::isfinite(range.scale) && range.scale > 0, m.type_name(), ": the ", which,
+              " scale must be positive and finite, got ", range.scale);
+  EMBER_CHECK(range.zero_point >= range.quant_min && range.zero_point <= range.quant_max, m.type_name(), ": the ",
+              which, " zero point ", range.zero_point, " is outside [", range.quant_min, ", ", range.quant_max, "]");
+  return range;
 }
 
 void check_uint8(const Tensor& x, const nn::Module& m) {
@@ -63,11 +81,21 @@ Int8Epilogue epilogue(const ActivationParams& in, const ActivationParams& out, c
   return e;
 }
 
-void register_params(nn::Module& m, const ActivationParams& in, const ActivationParams& out) {
-  m.register_buffer("scale", scalar_buffer(out.scale));
-  m.register_buffer("zero_point", int_buffer(out.zero_point));
-  m.register_buffer("input_scale", scalar_buffer(in.scale));
-  m.register_buffer("input_zero_point", int_buffer(in.zero_point));
+template <class Layer>
+void register_params(Layer& m, const ActivationParams& in, const ActivationParams& out) {
+  m.scale = m.register_buffer("scale", scalar_buffer(out.scale));
+  m.zero_point = m.register_buffer("zero_point", int_buffer(out.zero_point));
+  m.input_scale = m.register_buffer("input_scale", scalar_buffer(in.scale));
+  m.input_zero_point = m.register_buffer("input_zero_point", int_buffer(in.zero_point));
+}
+
+// What an int8 layer's forward derives from its buffers, again where they changed.
+template <class Layer, class Pack>
+void refresh_layer(Layer& m, BufferWatch& watch, Tensor& packed, const Pack& pack) {
+  if (!watch.changed({m.weight, m.scale, m.zero_point, m.input_scale, m.input_zero_point})) return;
+  m.input = read_params(m.input_scale, m.input_zero_point, m.input, m, "input");
+  m.output = read_params(m.scale, m.zero_point, m.output, m, "output");
+  packed = pack(m.weight);
 }
 
 std::string pair_str(const Int2& v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
@@ -81,19 +109,24 @@ std::ostream& operator<<(std::ostream& os, const ActivationParams& a) {
 // ---- the edges ----
 
 QuantizeImpl::QuantizeImpl(ActivationParams p) : Module("Quantize"), params(p) {
-  register_buffer("scale", scalar_buffer(p.scale));
-  register_buffer("zero_point", int_buffer(p.zero_point));
+  scale = register_buffer("scale", scalar_buffer(p.scale));
+  zero_point = register_buffer("zero_point", int_buffer(p.zero_point));
 }
 Tensor QuantizeImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined() && x.is_floating_point(), "Quantize: expects a floating tensor");
-  return native::quantize_affine(x.detach().to(kFloat32), as_quant_params(params), kUInt8);
+  if (watch_.changed({scale, zero_point})) params = read_params(scale, zero_point, params, *this, "output");
+  return native::quantize_affine(x.detach().to(kFloat32), as_quant_params(scale, zero_point, params), kUInt8);
 }
 void QuantizeImpl::pretty_print(std::ostream& os) const { os << "Quantize(" << params << ", dtype=quint8)"; }
 
-DeQuantizeImpl::DeQuantizeImpl(ActivationParams p) : Module("DeQuantize"), params(p) {}
+DeQuantizeImpl::DeQuantizeImpl(ActivationParams p) : Module("DeQuantize"), params(p) {
+  scale = register_buffer("scale", scalar_buffer(p.scale));
+  zero_point = register_buffer("zero_point", int_buffer(p.zero_point));
+}
 Tensor DeQuantizeImpl::forward(const Tensor& q) {
   check_uint8(q, *this);
-  return native::dequantize_affine(q, as_quant_params(params));
+  if (watch_.changed({scale, zero_point})) params = read_params(scale, zero_point, params, *this, "input");
+  return native::dequantize_affine(q, as_quant_params(scale, zero_point, params));
 }
 void DeQuantizeImpl::pretty_print(std::ostream& os) const { os << "DeQuantize()"; }
 
@@ -113,11 +146,13 @@ QuantizedLinearImpl::QuantizedLinearImpl(const nn::LinearImpl& linear, const Ten
   weight_zero_point = register_buffer("weight_zero_point", zeros({s.numel()}, TensorOptions().dtype(kInt32)));
   if (linear.bias.defined()) bias = register_buffer("bias", linear.bias.detach().to(kFloat32).clone());
   register_params(*this, in, out);
-  packed_ = native::int8_pack_weight(weight);
 }
+
+void QuantizedLinearImpl::refresh() { refresh_layer(*this, watch_, packed_, native::int8_pack_weight); }
 
 Tensor QuantizedLinearImpl::forward(const Tensor& x) {
   check_uint8(x, *this);
+  refresh();
   EMBER_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "QuantizedLinear: expects input [..., ", in_features,
               "], got shape ", shape_str(x.sizes()));
   Shape shape = x.sizes();
@@ -143,11 +178,13 @@ QuantizedConv2dImpl::QuantizedConv2dImpl(const nn::Conv2dImpl& conv, const Tenso
   weight_zero_point = register_buffer("weight_zero_point", zeros({s.numel()}, TensorOptions().dtype(kInt32)));
   if (conv.bias.defined()) bias = register_buffer("bias", conv.bias.detach().to(kFloat32).clone());
   register_params(*this, in, out);
-  packed_ = native::int8_pack_conv_weight(weight);
 }
+
+void QuantizedConv2dImpl::refresh() { refresh_layer(*this, watch_, packed_, native::int8_pack_conv_weight); }
 
 Tensor QuantizedConv2dImpl::forward(const Tensor& x) {
   check_uint8(x, *this);
+  refresh();
   EMBER_CHECK(x.dim() == 4 && x.size(1) == options.in_channels_, "QuantizedConv2d: expects input [N, ",
               options.in_channels_, ", H, W], got shape ", shape_str(x.sizes()));
   Conv2dParams p;
@@ -166,9 +203,15 @@ void QuantizedConv2dImpl::pretty_print(std::ostream& os) const {
   os << ", " << output << ")";
 }
 
+QuantizedReLUImpl::QuantizedReLUImpl(int64_t zp) : Module("QuantizedReLU") {
+  zero_point = register_buffer("zero_point", int_buffer(zp));
+}
 Tensor QuantizedReLUImpl::forward(const Tensor& q) {
   check_uint8(q, *this);
-  return maximum(q, full({}, zero_point, TensorOptions().dtype(kUInt8)));
+  EMBER_CHECK(zero_point.numel() == 1 && zero_point.device() == q.device(),
+              "QuantizedReLU: expects its zero point [1] on ", q.device(), ", got shape ",
+              shape_str(zero_point.sizes()), " on ", zero_point.device());
+  return maximum(q, zero_point.to(kUInt8));
 }
 
 Tensor QuantizedMaxPool2dImpl::forward(const Tensor& q) {

@@ -20,6 +20,7 @@
 #include "ember/nn/modules/container.h"
 #include "ember/nn/modules/conv_pool.h"
 #include "ember/nn/modules/linear.h"
+#include "ember/nn/quant/buffer_watch.h"
 #include "ember/nn/quant/observer.h"
 
 namespace ember::quantization {
@@ -31,12 +32,19 @@ struct ActivationParams {
   int64_t quant_min = 0, quant_max = 127;
 };
 
+// The edges. Their scale and zero point are buffers (PyTorch's Quantize has them; DeQuantize
+// has them here because ember's uint8 activations do not carry their own), so load_state_dict
+// and to(device) reach them; `params` mirrors the buffers (refreshed on each forward).
 class QuantizeImpl : public nn::Module {  // float32 -> uint8
  public:
   explicit QuantizeImpl(ActivationParams params);
   Tensor forward(const Tensor& x) override;
   void pretty_print(std::ostream& os) const override;
   ActivationParams params;
+  Tensor scale, zero_point;
+
+ private:
+  BufferWatch watch_;  // of scale and zero_point, for params
 };
 class DeQuantizeImpl : public nn::Module {  // uint8 -> float32
  public:
@@ -44,11 +52,17 @@ class DeQuantizeImpl : public nn::Module {  // uint8 -> float32
   Tensor forward(const Tensor& q) override;
   void pretty_print(std::ostream& os) const override;
   ActivationParams params;
+  Tensor scale, zero_point;
+
+ private:
+  BufferWatch watch_;
 };
 
 // The int8 layers. Buffers (PyTorch's names where it has them): weight (int8), weight_scale,
 // weight_zero_point, bias (float32), scale and zero_point (of the output), input_scale and
-// input_zero_point.
+// input_zero_point. What forward derives from them (the weight's packed form, `input` and
+// `output`) is made on first use and again whenever load_state_dict or to(device) changes them
+// (BufferWatch), so a converted model loads another one's state and moves between devices.
 class QuantizedLinearImpl : public nn::Module {
  public:
   QuantizedLinearImpl(const nn::LinearImpl& linear, const Tensor& weight_scale, ActivationParams input,
@@ -58,10 +72,12 @@ class QuantizedLinearImpl : public nn::Module {
   int64_t in_features, out_features;
   ActivationParams input, output;
   bool relu;
-  Tensor weight, weight_scale, weight_zero_point, bias;
+  Tensor weight, weight_scale, weight_zero_point, bias, scale, zero_point, input_scale, input_zero_point;
 
  private:
+  void refresh();  // input, output and packed_ from the buffers, where they changed
   Tensor packed_;
+  BufferWatch watch_;
 };
 class QuantizedConv2dImpl : public nn::Module {
  public:
@@ -72,16 +88,18 @@ class QuantizedConv2dImpl : public nn::Module {
   nn::Conv2dOptions options;
   ActivationParams input, output;
   bool relu;
-  Tensor weight, weight_scale, weight_zero_point, bias;
+  Tensor weight, weight_scale, weight_zero_point, bias, scale, zero_point, input_scale, input_zero_point;
 
  private:
+  void refresh();  // input, output and packed_ from the buffers, where they changed
   Tensor packed_;
+  BufferWatch watch_;
 };
 class QuantizedReLUImpl : public nn::Module {  // max(q, zero point): the real max(x, 0)
  public:
-  explicit QuantizedReLUImpl(int64_t zero_point) : Module("QuantizedReLU"), zero_point(zero_point) {}
+  explicit QuantizedReLUImpl(int64_t zero_point);
   Tensor forward(const Tensor& q) override;
-  int64_t zero_point;
+  Tensor zero_point;  // a buffer (int32 [1]): its input's zero point
 };
 class QuantizedMaxPool2dImpl : public nn::Module {  // max is monotonic: the same pool on the integers
  public:
