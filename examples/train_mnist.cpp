@@ -454,7 +454,7 @@ int main(int argc, char** argv) {
     }
     std::printf("test accuracy %.4f\n", accuracy);
     if ((c.prune > 0 || !c.quantize.empty()) && rank == 0) {
-      EMBER_CHECK(device.is_cpu(), "--prune/--quantize: run on the CPU (int8 kernels are CPU-only for now)");
+      EMBER_CHECK(device.is_cpu(), "--prune/--quantize: run on the CPU (their reports compare CPU kernels)");
       std::printf("\n");
       if (c.prune > 0) prune_and_finetune(c, model, *opt, loader, test_set);
       if (!c.quantize.empty()) quantize_and_report(c, model, loader, test_set);

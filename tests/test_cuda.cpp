@@ -540,6 +540,71 @@ TEST(CudaQuant, Int8GemmMatchesTheCpuOnEveryShapeEdge) {
   }
 }
 
+TEST(CudaQuant, Int8ConvolutionMatchesTheCpuOnEveryShape) {
+  REQUIRE_GPU();
+  manual_seed(44);
+  const Device gpu(kCUDA);
+  struct Case {
+    int64_t N, C, H, W, O;
+    std::array<int64_t, 2> kernel, stride, padding, dilation;
+  };
+  for (const Case& c :
+       {Case{2, 1, 8, 8, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // a first layer: K = 9, padded to 12
+        Case{3, 5, 9, 7, 6, {3, 2}, {2, 1}, {1, 0}, {1, 2}},  // strides, dilation, odd sizes
+        Case{2, 16, 14, 14, 32, {3, 3}, {1, 1}, {0, 0}, {1, 1}}, Case{1, 8, 5, 6, 3, {1, 1}, {2, 2}, {0, 0}, {1, 1}}})
+    for (bool per_channel : {true, false}) {
+      SCOPED_TRACE(detail::concat(c.C, "->", c.O, " kernel ", c.kernel[0], "x", c.kernel[1], " stride ", c.stride[0],
+                                  per_channel ? " per channel" : " per tensor"));
+      const Tensor x = randint(0, 128, {c.N, c.C, c.H, c.W}).to(kUInt8);
+      const Tensor w = randint(-128, 128, {c.O, c.C, c.kernel[0], c.kernel[1]}).to(kInt8);
+      Conv2dParams p;
+      p.stride = c.stride;
+      p.padding = c.padding;
+      p.dilation = c.dilation;
+      Int8Epilogue e;
+      e.a_zero_point = 37;  // pads with 37: the input's 0.0
+      e.a_scale = 0.02;
+      e.w_scale = per_channel ? rand({c.O}) * 0.01 + 0.001 : full({1}, 0.004);
+      e.bias = randn({c.O});
+      e.out_scale = 0.25;
+      e.out_zero_point = 12;
+      e.out_quant_max = 127;
+      e.relu = per_channel;
+      Int8Epilogue eg = e;
+      eg.w_scale = e.w_scale.to(gpu);
+      eg.bias = e.bias.to(gpu);
+      const Tensor pw = native::int8_pack_conv_weight(w), pwg = native::int8_pack_conv_weight(w.to(gpu));
+      for (DType out : {kUInt8, kFloat32}) {
+        const Tensor expected = native::int8_conv2d(x, pw, c.O, c.kernel, p, e, out);
+        const Tensor got = native::int8_conv2d(x.to(gpu), pwg, c.O, c.kernel, p, eg, out);
+        ASSERT_EQ(got.sizes(), expected.sizes());
+        EXPECT_TRUE(testing::all_close(got.cpu(), expected, 0, 0)) << out;
+      }
+      EXPECT_ERROR_CONTAINS(native::int8_conv2d(x.to(gpu), pw, c.O, c.kernel, p, eg, kUInt8),
+                            "int8_conv2d: expected all tensors to be on the same device, but found cuda:0 and cpu");
+    }
+}
+
+TEST(CudaQuant, AStaticInt8CnnRunsOnTheGpu) {
+  REQUIRE_GPU();
+  manual_seed(45);
+  nn::Sequential net(nn::Conv2d(nn::Conv2dOptions(1, 8, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                     nn::Conv2d(8, 16, 3), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Linear(16 * 3 * 3, 10));
+  net->eval();
+  quantization::prepare(*net);
+  for (int i = 0; i < 4; ++i) net(randn({32, 1, 16, 16}));
+  nn::Sequential on_cpu = quantization::convert(*net), on_gpu = quantization::convert(*net);
+  const Tensor x = randn({20, 1, 16, 16});
+  const Tensor expected = on_cpu(x);
+  on_gpu(x);  // packed for the CPU first: to() must make it pack again for the GPU
+  on_gpu->to(Device(kCUDA));
+  EXPECT_TRUE(testing::all_close(on_gpu(x.to(Device(kCUDA))).cpu(), expected, 0, 0));
+  // uint8 max pooling on its own, against the CPU's
+  const Tensor q = randint(0, 256, {2, 3, 9, 10}).to(kUInt8);
+  EXPECT_TRUE(testing::all_close(max_pool2d(q.to(Device(kCUDA)), {3, 3}, Int2{2, 2}, {1, 1}).cpu(),
+                                 max_pool2d(q, {3, 3}, Int2{2, 2}, {1, 1}), 0, 0));
+}
+
 TEST(CudaQuant, ADynamicQuantizedLinearRunsOnTheGpu) {
   REQUIRE_GPU();
   manual_seed(43);

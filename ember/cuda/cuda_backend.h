@@ -19,13 +19,15 @@ class CudaBackend final : public Backend {
   void copy_across(const Tensor& src, const Tensor& dst, bool non_blocking) override;
   // matmul.cpp: Linear's bias added by cuBLASLt's epilogue as the product is written
   void gemm_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
-  // quant.cu: affine quantization and the int8 GEMM (cuBLASLt's int8 kernels, matmul.cpp) with
-  // the CPU's epilogue; the int8 convolution is CPU-only for now.
+  // quant.cu: affine quantization, the int8 GEMM (cuBLASLt's int8 kernels, matmul.cpp) with the
+  // CPU's epilogue, and the int8 convolution as im2col + that GEMM (the CPU's bytes).
   void quantize(const Tensor& x, const QuantParams& q, const Tensor& out) override;
   void dequantize(const Tensor& q, const QuantParams& p, const Tensor& out) override;
   void fake_quantize(const Tensor& x, const QuantParams& q, const Tensor& out, const Tensor& mask) override;
   Tensor int8_pack_weight(const Tensor& w) override;
   void int8_gemm(const Tensor& a, const Tensor& w_packed, const Int8Epilogue& e, const Tensor& out) override;
+  void int8_conv2d(const Tensor& input, const Tensor& w_packed, std::array<int64_t, 2> kernel, const Conv2dParams& p,
+                   const Int8Epilogue& e, const Tensor& out) override;
 };
 
 // Host-only checks of the library bindings, for machines without a GPU (the libraries alone

@@ -1,7 +1,8 @@
-// Pooling on CUDA: max (with PyTorch's flat h·W + w indices, or autograd's one-byte tap
-// numbers), average and adaptive average, forward and backward; one thread per output element. Windows follow the CPU's
-// rules (tensor/cpu/conv_pool.cpp) exactly: the first maximal tap wins, a NaN wins over numbers, avg_pool2d's divisor
-// counts padding unless count_include_pad is off. Backward passes scatter with atomic adds, since windows may overlap.
+// Pooling on CUDA: max (of floating or uint8 values, with PyTorch's flat h·W + w indices, or
+// autograd's one-byte tap numbers), average and adaptive average, forward and backward; one thread
+// per output element. Windows follow the CPU's rules (tensor/cpu/pool.cpp) exactly: the first
+// maximal tap wins, a NaN wins over numbers, avg_pool2d's divisor counts padding unless
+// count_include_pad is off. Backward passes scatter with atomic adds, since windows may overlap.
 // Tensors are contiguous NCHW.
 #include <limits>
 
@@ -50,7 +51,16 @@ IndexKind index_kind(const Tensor& indices) {
   return indices.dtype() == kUInt8 ? kTaps : kPositions;
 }
 
-// out, indices [planes, Ho, Wo] <- max over each window of in [planes, H, W]
+template <class M>
+__device__ M lowest() {
+  if constexpr (std::numeric_limits<M>::has_infinity)
+    return -std::numeric_limits<M>::infinity();
+  else
+    return std::numeric_limits<M>::lowest();
+}
+
+// out, indices [planes, Ho, Wo] <- max over each window of in [planes, H, W] (floating, or uint8:
+// a statically quantized model's activations)
 template <class T, int kIndices>
 __global__ void max_pool_kernel(const T* in, T* out, void* indices, PoolShape s, Pool2dParams p) {
   using M = opmath_t<T>;
@@ -59,7 +69,7 @@ __global__ void max_pool_kernel(const T* in, T* out, void* indices, PoolShape s,
     const int64_t ow = o % s.Wo, oh = (o / s.Wo) % s.Ho, plane = o / (s.Wo * s.Ho);
     const T* x = in + plane * s.H * s.W;
     const int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-    M best = -std::numeric_limits<M>::infinity();
+    M best = lowest<M>();
     int64_t at = -1, tap = 0;
     bool nan = false;
     for (int64_t i = 0; i < p.kernel[0] && !nan; ++i) {
@@ -155,8 +165,8 @@ void CudaBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& 
   const int64_t n = s.planes * s.Ho * s.Wo;
   if (n == 0) return;
   void* idx = indices.defined() ? indices.data_ptr() : nullptr;
-  EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] {
-    using T = scalar_t;
+  auto pool = [&](auto zero) {
+    using T = decltype(zero);
     const T* x = static_cast<const T*>(in.data_ptr());
     T* y = static_cast<T*>(out.data_ptr());
     const cudaStream_t stream = stream_of(out);
@@ -168,7 +178,11 @@ void CudaBackend::max_pool2d(const Tensor& in, const Tensor& out, const Tensor& 
       case kTaps:
         return max_pool_kernel<T, kTaps><<<grid_for(n), kBlock, 0, stream>>>(x, y, idx, s, p);
     }
-  });
+  };
+  if (in.dtype() == kUInt8)
+    pool(uint8_t{});
+  else
+    EMBER_CUDA_DISPATCH_FLOATING(in.dtype(), "max_pool2d", [&] { pool(scalar_t{}); });
   EMBER_KERNEL_CHECK();
 }
 

@@ -157,9 +157,8 @@ namespace {
 std::tuple<Tensor, Tensor> max_pool2d_impl(const Tensor& input, Int2 kernel, std::optional<Int2> stride, Int2 padding,
                                            Int2 dilation, bool ceil_mode, std::optional<DType> index_dtype) {
   // uint8 too: the activations of statically quantized models (max is monotonic, so the pool of
-  // the integers is the pool of the values). The CPU only, for now.
+  // the integers is the pool of the values).
   const Tensor x = check_nchw(input, "max_pool2d", /*allow_uint8=*/true);
-  EMBER_CHECK(x.dtype() != kUInt8 || x.is_cpu(), "max_pool2d: uint8 inputs are CPU-only, got one on ", x.device());
   const Pool2dParams p = pool_params(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
   const Shape shape = pooled_shape(x, p, "max_pool2d");
   Tensor out = ops::empty_on(shape, x.dtype(), x.device());

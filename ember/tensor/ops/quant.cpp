@@ -207,6 +207,8 @@ Tensor int8_conv2d(const Tensor& input, const Tensor& w_packed, int64_t out_chan
               "int8_conv2d: the bias must be float32 [", out_channels, "]");
   EMBER_CHECK(e.w_scale.defined() && (e.w_scale.numel() == 1 || e.w_scale.numel() == out_channels),
               "int8_conv2d: expects one weight scale or ", out_channels);
+  ops::check_defined(w_packed, "int8_conv2d", "packed weight");
+  ops::check_same_device({&input, &w_packed, &e.bias}, "int8_conv2d");
   Int8Epilogue ep = e;
   ep.w_scale = contiguous(to(e.w_scale, input.device(), kFloat32, false, false));
   if (ep.bias.defined()) ep.bias = contiguous(ep.bias);
