@@ -102,17 +102,24 @@ void gemm_report() {
       {"attention scores, 128 x (q [128, 32] @ k^T [32, 128])", q, k.transpose(1, 2)},
       {"batch 1, x [1, 1024] @ w^T [1024, 1024]", x.narrow(0, 0, 1), w.t()},
   };
-  // Where the AVX-512 kernel runs, the AVX2 one is timed beside it (held to AVX2 by set_max_isa).
-  const bool wide = cpu::gemm16_kernel() == cpu::Gemm16Kernel::Avx512;
+  // Where an AVX-512 kernel runs, the AVX2 one is timed beside it (held to AVX2 by set_max_isa),
+  // and where bfloat16 runs on vdpbf16ps, the AVX-512 FMA kernel too (the dot product switched off).
+  const bool wide = cpu::gemm16_kernel(kFloat16) == cpu::Gemm16Kernel::Avx512;
+  const bool dot = cpu::gemm16_kernel(kBFloat16) == cpu::Gemm16Kernel::Avx512Bf16;
   auto held_to_avx2 = [](const std::function<void()>& f) {
     backends::cpu::set_max_isa(backends::cpu::Isa::avx2);
     f();
     backends::cpu::set_max_isa(backends::cpu::Isa::avx512);
   };
+  auto without_dot = [](const std::function<void()>& f) {
+    backends::cpu::set_allow_bf16_dot_product(false);
+    f();
+    backends::cpu::set_allow_bf16_dot_product(true);
+  };
   std::printf(
       "| product | float32 (Eigen) | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | bf16 vs copies | "
-      "bf16, AVX2 kernel | bf16 vs AVX2 kernel | peak bytes, copies -> bf16 "
-      "|\n|---|---|---|---|---|---|---|---|---|---|\n");
+      "bf16, AVX2 kernel | bf16 vs AVX2 kernel | bf16, FMA kernel (no vdpbf16ps) | bf16 vs FMA kernel | peak bytes, "
+      "copies -> bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
     const Tensor ab = s.a.to(kBFloat16), bb = s.b.to(kBFloat16);
     const Tensor ah = s.a.to(kFloat16), bh = s.b.to(kFloat16);
@@ -133,19 +140,25 @@ void gemm_report() {
     std::vector<std::function<void()>> runs = {[&] { matmul(s.a, s.b); }, [&] { matmul_through_float32(ab, bb); },
                                                [&] { matmul(ab, bb); }, [&] { matmul(ah, bh); }};
     if (wide) runs.push_back([&] { held_to_avx2([&] { matmul(ab, bb); }); });
+    if (dot) runs.push_back([&] { without_dot([&] { matmul(ab, bb); }); });
     const auto t = bench::interleaved_medians(runs, 15);
     const double flops = 2.0 * static_cast<double>(matmul(s.a, s.b).numel()) * s.a.size(-1);
-    char avx2[64] = "-", vs_avx2[32] = "-";
+    char avx2[64] = "-", vs_avx2[32] = "-", fma[64] = "-", vs_fma[32] = "-";
     if (wide) {
       std::snprintf(avx2, sizeof avx2, "%.3f ms (%.0f GFLOP/s)", t[4] * 1e3, flops / t[4] * 1e-9);
       std::snprintf(vs_avx2, sizeof vs_avx2, "%.2fx", t[4] / t[2]);
     }
+    if (dot) {
+      const double f = t[runs.size() - 1];
+      std::snprintf(fma, sizeof fma, "%.3f ms (%.0f GFLOP/s)", f * 1e3, flops / f * 1e-9);
+      std::snprintf(vs_fma, sizeof vs_fma, "%.2fx", f / t[2]);
+    }
     std::printf(
-        "| %s | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.2fx | %.2fx | %s | %s | %.2f "
-        "-> "
-        "%.2f MiB |\n",
+        "| %s | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.2fx | %.2fx | %s | %s | %s | "
+        "%s "
+        "| %.2f -> %.2f MiB |\n",
         s.name, t[0] * 1e3, flops / t[0] * 1e-9, t[1] * 1e3, t[2] * 1e3, flops / t[2] * 1e-9, t[3] * 1e3, t[0] / t[2],
-        t[1] / t[2], avx2, vs_avx2, peak_copies / 1048576.0, peak_direct / 1048576.0);
+        t[1] / t[2], avx2, vs_avx2, fma, vs_fma, peak_copies / 1048576.0, peak_direct / 1048576.0);
     std::fflush(stdout);
   }
   std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");
@@ -156,9 +169,10 @@ void gemm_report() {
 int main(int argc, char** argv) {
   set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
   std::printf(
-      "ember mixed precision on the CPU, %d threads, 16-bit GEMM kernel: %s (it widens 16-bit operands in\n"
-      "registers and accumulates in float32; the other kernels compute through float32)\n\n",
-      get_num_threads(), cpu::gemm16_kernel_name(cpu::gemm16_kernel()));
+      "ember mixed precision on the CPU, %d threads, 16-bit GEMM kernels: bfloat16 %s, float16 %s (16-bit\n"
+      "operands read directly, accumulated in float32; the other kernels compute through float32)\n\n",
+      get_num_threads(), cpu::gemm16_kernel_name(cpu::gemm16_kernel(kBFloat16)),
+      cpu::gemm16_kernel_name(cpu::gemm16_kernel(kFloat16)));
   gemm_report();
   std::printf(
       "| workload | mode | step | vs float32 | activations held after forward | vs float32 | step peak | vs "

@@ -1,4 +1,5 @@
-// The CPU's 16-bit GEMM (Note [16-bit GEMM]): every kernel against the portable one bit for bit,
+// The CPU's 16-bit GEMM (Note [16-bit GEMM]): every kernel against the portable one bit for bit
+// (the bfloat16 dot-product kernel against the same rounding bound instead),
 // exact where float32 sums are, one rounding from a float64 reference elsewhere, every layout
 // and tile edge, alpha and beta, NaN, and the bytes it holds (no float32 copies of operands).
 #include <gtest/gtest.h>
@@ -72,6 +73,54 @@ TEST(Gemm16, EveryKernelEqualsThePortableOneBitForBitOnEveryEdge) {
           const Tensor bound = expected.abs() * half_ulp * 1.0001 + magnitude * (K * 1.2e-7) + half_subnormal_step;
           EXPECT_TRUE((err <= bound).all().item<bool>()) << "largest error " << (err - bound).max().item<double>();
         }
+}
+
+// The dot-product kernel (vdpbf16ps, bfloat16 only) adds each pair of products in its own order,
+// so it is not held to the portable kernel's bits: it is held to the same bound of one rounding
+// of a float32 sum, to at most one bfloat16 step from the portable result, and to NaN.
+TEST(Gemm16, TheBf16DotProductKernelIsOneRoundingOfTheSumToo) {
+  if (!cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx512Bf16)) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  manual_seed(19);
+  // Depths odd and even (the last pair half empty), rows and columns around the tiles.
+  const std::vector<std::array<int64_t, 4>> shapes = {{1, 2, 1, 1},    {1, 5, 17, 7},   {1, 6, 16, 2},
+                                                      {3, 7, 33, 131}, {2, 13, 40, 78}, {1, 64, 48, 301}};
+  int64_t outputs = 0, equal = 0;
+  for (auto [B, M, N, K] : shapes)
+    for (int layout = 0; layout < 4; ++layout)
+      for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {2, 0.5}}) {
+        SCOPED_TRACE(::testing::Message() << B << "x" << M << "x" << N << "x" << K << " layout " << layout << " alpha "
+                                          << alpha << " beta " << beta);
+        const Tensor a = operand(B, M, K, kBFloat16, layout & 1), b = operand(B, K, N, kBFloat16, layout & 2);
+        const Tensor c0 = randn({B, M, N}).to(kBFloat16);
+        const Tensor dot = run(cpu::Gemm16Kernel::Avx512Bf16, a, b, c0, alpha, beta).to(kFloat64);
+        const Tensor portable = run(cpu::Gemm16Kernel::Portable, a, b, c0, alpha, beta).to(kFloat64);
+        const Tensor expected = reference(a, b, c0, alpha, beta);
+        const Tensor magnitude =
+            matmul(a.to(kFloat64).abs(), b.to(kFloat64).abs()) * alpha + c0.to(kFloat64).abs() * beta;
+        const Tensor err = (dot - expected).abs();
+        const Tensor bound = expected.abs() * (1.0 / 256) * 1.0001 + magnitude * ((K + 1) * 1.2e-7);
+        EXPECT_TRUE((err <= bound).all().item<bool>()) << "largest error " << (err - bound).max().item<double>();
+        // One bfloat16 step (2^-7 of the larger value at most) where the two float32 sums round apart.
+        const Tensor step = maximum(dot.abs(), portable.abs()) * (1.0 / 128);
+        EXPECT_TRUE(((dot - portable).abs() <= step).all().item<bool>());
+        outputs += dot.numel();
+        equal += dot.eq(portable).sum().item<int64_t>();
+      }
+  EXPECT_GT(static_cast<double>(equal) / static_cast<double>(outputs), 0.9) << equal << " of " << outputs;
+  // NaN in A reaches its row; beta = 0 never reads the output.
+  Tensor a = ones({1, 7, 5}).to(kBFloat16), b = ones({1, 5, 18}).to(kBFloat16);
+  {
+    NoGradGuard g;
+    a.select(1, 2).select(1, 3).fill_(std::nan(""));
+  }
+  Tensor c = full({1, 7, 18}, std::nan("")).to(kBFloat16);
+  cpu::gemm16_with(cpu::Gemm16Kernel::Avx512Bf16, a, b, c, 1.0, 0.0);
+  const Tensor f = c.to(kFloat32).squeeze(0);
+  EXPECT_EQ((f != f).sum().item<int64_t>(), 18);
+  EXPECT_TRUE(all_close(f.select(0, 0), full({18}, 5.0), 0, 0));
+  EXPECT_ERROR_CONTAINS(
+      cpu::gemm16_with(cpu::Gemm16Kernel::Avx512Bf16, a.to(kFloat16), b.to(kFloat16), c.to(kFloat16), 1.0, 0.0),
+      "kernel takes bfloat16 only, got float16");
 }
 
 TEST(Gemm16, IsExactWhereTheFloat32SumIs) {
@@ -148,15 +197,29 @@ TEST(Gemm16, RefusesMixedDtypesAndShapesByName) {
   }
 }
 
-// The widest kernel the CPU has runs, and the instruction-set switch holds it to AVX2.
+// The widest kernel the CPU has runs, the instruction-set switch holds it to AVX2, and the
+// dot-product switch decides whether bfloat16 takes vdpbf16ps.
 TEST(Gemm16, TheIsaSwitchChoosesTheKernel) {
   if (!cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx2)) GTEST_SKIP() << "no AVX2 kernel in this build";
   const backends::cpu::Isa before = backends::cpu::max_isa();
   backends::cpu::set_max_isa(backends::cpu::Isa::avx2);
-  EXPECT_EQ(cpu::gemm16_kernel(), cpu::Gemm16Kernel::Avx2);
+  EXPECT_EQ(cpu::gemm16_kernel(kFloat16), cpu::Gemm16Kernel::Avx2);
+  EXPECT_EQ(cpu::gemm16_kernel(kBFloat16), cpu::Gemm16Kernel::Avx2);
   backends::cpu::set_max_isa(backends::cpu::Isa::avx512);
   const bool wide = cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx512);
-  EXPECT_EQ(cpu::gemm16_kernel(), wide ? cpu::Gemm16Kernel::Avx512 : cpu::Gemm16Kernel::Avx2);
+  const bool dot = cpu::gemm16_kernel_available(cpu::Gemm16Kernel::Avx512Bf16);
+  const cpu::Gemm16Kernel widest = wide ? cpu::Gemm16Kernel::Avx512 : cpu::Gemm16Kernel::Avx2;
+  EXPECT_EQ(cpu::gemm16_kernel(kFloat16), widest);
+  EXPECT_TRUE(backends::cpu::allow_bf16_dot_product());  // on by default
+  EXPECT_EQ(cpu::gemm16_kernel(kBFloat16), dot ? cpu::Gemm16Kernel::Avx512Bf16 : widest);
+  backends::cpu::set_allow_bf16_dot_product(false);
+  EXPECT_EQ(cpu::gemm16_kernel(kBFloat16), widest);
+  // Off, a bfloat16 matmul gives the portable kernel's bits on every CPU.
+  manual_seed(20);
+  const Tensor x = randn({1, 9, 37}).to(kBFloat16), w = randn({1, 37, 20}).to(kBFloat16);
+  EXPECT_TRUE(
+      all_close(matmul(x, w), run(cpu::Gemm16Kernel::Portable, x, w, zeros({1, 9, 20}).to(kBFloat16), 1, 0), 0, 0));
+  backends::cpu::set_allow_bf16_dot_product(true);
   backends::cpu::set_max_isa(before);
   try {
     Tensor c = zeros({1, 2, 4}).to(kBFloat16);

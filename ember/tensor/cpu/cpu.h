@@ -32,4 +32,12 @@ Isa max_isa();
 // What the direct kernels run with now: "avx512", "avx2" (or "none" off x86-64).
 const char* isa();
 
+// Whether a bfloat16 matmul may use AVX-512 BF16's dot-product instruction (vdpbf16ps) where
+// the CPU has it (Note [16-bit GEMM]): about twice the other kernels' rate, but it adds each
+// pair of products in its own order and flushes denormals, so its results differ from theirs in
+// the last bits (as torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction lets
+// cuBLAS do on a GPU). On by default; off, every CPU gives the portable kernel's bits.
+void set_allow_bf16_dot_product(bool allow);
+bool allow_bf16_dot_product();
+
 }  // namespace ember::backends::cpu

@@ -32,10 +32,12 @@ class CpuBackend : public Backend {
 // The CPU's 16-bit GEMM (Note [16-bit GEMM] in gemm16.cpp): float16 or bfloat16 operands read
 // directly, float32 accumulation, each output rounded once; gemm's 16-bit case. The portable
 // kernel is the oracle; gemm16_with runs a given kernel, for the tests and benchmarks.
-enum class Gemm16Kernel { Portable, Avx2, Avx512 };
+// Avx512Bf16 (bfloat16 only) computes with vdpbf16ps: not the other kernels' bits.
+enum class Gemm16Kernel { Portable, Avx2, Avx512, Avx512Bf16 };
 const char* gemm16_kernel_name(Gemm16Kernel k);
 bool gemm16_kernel_available(Gemm16Kernel k);  // built in, and supported by this CPU
-Gemm16Kernel gemm16_kernel();
+// The kernel a matmul of `dtype` (float16 or bfloat16) runs here, under the switches of cpu.h.
+Gemm16Kernel gemm16_kernel(DType dtype);
 // c[b] = beta * c[b] + alpha * a[b] @ b[b], as Backend::gemm, for float16 or bfloat16 operands.
 void gemm16_with(Gemm16Kernel k, const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 

@@ -26,9 +26,18 @@
 // A single row of A (a batch-1 Linear) skips the packing, which would be a whole extra pass over
 // B for one row: a GEMV reads B once, 8 outputs per vector with the same FMAs in the same k
 // order (gemv_avx2; memory-bound, so the AVX-512 kernel uses it too).
-// (AVX-512 BF16's vdpbf16ps would halve the instructions again, but it sums pairs of products
-// with its own rounding and flushes denormals: results that no longer equal the other kernels.)
+// Where the CPU has AVX-512 BF16 (Zen 4 and later, Cooper Lake, Sapphire Rapids), a bfloat16
+// product may run on vdpbf16ps instead (backends::cpu::set_allow_bf16_dot_product, on by
+// default): one instruction multiplies 16 pairs of bfloat16 values by 16 pairs and adds both
+// products of each pair into a float32 lane, with no widening at all. B's panels are packed as
+// pairs of rows ([K/2][16][2], the pair's two values side by side as the instruction takes
+// them) and A's strips as pairs of bfloat16 ([K/2][6], one 32-bit broadcast per row): half the
+// instructions of the 6 x 32 FMA kernel. Each product is exact in float32 and each addition
+// rounds, as with the FMAs, but the instruction adds a pair's second product first and treats
+// denormal inputs and results as zero, so its bits differ from the other kernels' (within the
+// same float32 rounding bound; the tests hold it to that).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -88,6 +97,34 @@ void pack_panel(const uint16_t* b, int64_t s1, int64_t s2, int64_t n0, int64_t N
     const uint16_t* col = b + (n0 + j) * s2;
     for (int64_t k = 0; k < K; ++k) dst[k * kCols + j] = col[k * s1];
   }
+}
+
+// The dot-product kernel's layouts (pairs along K; K odd: the last pair's second value is 0).
+// A [M, K]: rows m0 .. m0 + rows into dst [K2][kRows], each entry the 32-bit pair
+// (a[m, 2p] in the low half, a[m, 2p + 1] in the high half), still bfloat16.
+void pack_strip_pairs(const uint16_t* a, int64_t s1, int64_t s2, int64_t m0, int64_t rows, int64_t K, uint32_t* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* row = a + (m0 + r) * s1;
+    for (int64_t p = 0; 2 * p < K; ++p) {
+      const uint32_t high = 2 * p + 1 < K ? row[(2 * p + 1) * s2] : 0;
+      dst[p * kRows + r] = row[2 * p * s2] | high << 16;
+    }
+  }
+}
+
+// B [K, N]: columns n0 .. n0 + 16 into dst [K2][kCols][2]: pair p of column j is
+// (b[2p, j], b[2p + 1, j]); zero past N and K.
+void pack_panel_pairs(const uint16_t* b, int64_t s1, int64_t s2, int64_t n0, int64_t N, int64_t K, uint16_t* dst) {
+  const int64_t cols = std::min(kCols, N - n0), K2 = (K + 1) / 2;
+  if (cols < kCols || K % 2 != 0) std::fill(dst, dst + K2 * kCols * 2, uint16_t{0});
+  auto at = [&](int64_t k, int64_t j) -> uint16_t& { return dst[((k / 2) * kCols + j) * 2 + k % 2]; };
+  if (s2 == 1) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < cols; ++j) at(k, j) = b[k * s1 + n0 + j];
+    return;
+  }
+  for (int64_t j = 0; j < cols; ++j)  // down each column: contiguous reads when B is a transpose
+    for (int64_t k = 0; k < K; ++k) at(k, j) = b[k * s1 + (n0 + j) * s2];
 }
 
 // Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
@@ -276,16 +313,33 @@ EMBER_GEMM16_AVX512 inline __m512 widen16(const uint16_t* p) {
     return _mm512_cvtph_ps(v);
 }
 
+// ROWS x (16 PANELS) float32 accumulators: zeroed, and written through the AVX2 kernel's rounding
+// store (the same bits as the other kernels for the same sums).
+template <int ROWS, int PANELS>
+EMBER_GEMM16_AVX512 inline void zero_tiles_avx512(__m512 (&acc)[ROWS][PANELS]) {
+#pragma GCC unroll 6
+  for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 2
+    for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_setzero_ps();
+}
+template <bool kBf16, int ROWS, int PANELS>
+EMBER_GEMM16_AVX512 inline void store_tiles_avx512(__m512 (&acc)[ROWS][PANELS], const TileOut* t) {
+  alignas(64) float tile[kRows * kCols];
+#pragma GCC unroll 2
+  for (int c = 0; c < PANELS; ++c) {
+#pragma GCC unroll 6
+    for (int r = 0; r < ROWS; ++r) _mm512_store_ps(tile + r * kCols, acc[r][c]);
+    store_tile_avx2<kBf16>(tile, t[c]);
+  }
+}
+
 // ROWS x (16 PANELS) outputs: per k, each panel's 16 values widened into one register, each
 // row's value broadcast, one FMA per row and panel. Panel c starts c * panel_size after b.
 template <bool kBf16, int ROWS, int PANELS>
 EMBER_GEMM16_AVX512 void tile_avx512(const float* a, const uint16_t* b, int64_t panel_size, int64_t K,
                                      const TileOut* t) {
   __m512 acc[ROWS][PANELS];
-#pragma GCC unroll 6
-  for (int r = 0; r < ROWS; ++r)
-#pragma GCC unroll 2
-    for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_setzero_ps();
+  zero_tiles_avx512(acc);
   for (int64_t k = 0; k < K; ++k) {
     __m512 bv[PANELS];
 #pragma GCC unroll 2
@@ -297,13 +351,7 @@ EMBER_GEMM16_AVX512 void tile_avx512(const float* a, const uint16_t* b, int64_t 
       for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_fmadd_ps(av, bv[c], acc[r][c]);
     }
   }
-  alignas(64) float tile[kRows * kCols];
-#pragma GCC unroll 2
-  for (int c = 0; c < PANELS; ++c) {
-#pragma GCC unroll 6
-    for (int r = 0; r < ROWS; ++r) _mm512_store_ps(tile + r * kCols, acc[r][c]);
-    store_tile_avx2<kBf16>(tile, t[c]);  // the AVX2 rounding: the same bits as the other kernels
-  }
+  store_tiles_avx512<kBf16>(acc, t);
 }
 
 template <bool kBf16, int PANELS, int ROWS = kRows>
@@ -313,42 +361,67 @@ void rows_avx512(const float* a, const uint16_t* b, int64_t panel_size, int64_t 
   }
   tile_avx512<kBf16, ROWS, PANELS>(a, b, panel_size, K, t);
 }
+
+// ---- AVX-512 BF16: vdpbf16ps on pairs along K ----
+#define EMBER_GEMM16_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
+
+// ROWS x (16 PANELS) outputs from K2 pairs: per pair, each panel's 16 column pairs in one
+// register, each row's pair broadcast, one vdpbf16ps per row and panel.
+template <int ROWS, int PANELS>
+EMBER_GEMM16_AVX512_BF16 void tile_avx512_bf16(const uint32_t* a, const uint16_t* b, int64_t panel_size, int64_t K2,
+                                               const TileOut* t) {
+  __m512 acc[ROWS][PANELS];
+  zero_tiles_avx512(acc);
+  for (int64_t p = 0; p < K2; ++p) {
+    __m512bh bv[PANELS];
+#pragma GCC unroll 2
+    for (int c = 0; c < PANELS; ++c) bv[c] = (__m512bh)_mm512_loadu_si512(b + c * panel_size + p * 2 * kCols);
+#pragma GCC unroll 6
+    for (int r = 0; r < ROWS; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[p * kRows + r]));
+#pragma GCC unroll 2
+      for (int c = 0; c < PANELS; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], av, bv[c]);
+    }
+  }
+  store_tiles_avx512<true>(acc, t);
+}
+
+template <int PANELS, int ROWS = kRows>
+void rows_avx512_bf16(const uint32_t* a, const uint16_t* b, int64_t panel_size, int64_t K2, const TileOut* t) {
+  if constexpr (ROWS > 1) {
+    if (t[0].rows < ROWS) return rows_avx512_bf16<PANELS, ROWS - 1>(a, b, panel_size, K2, t);
+  }
+  tile_avx512_bf16<ROWS, PANELS>(a, b, panel_size, K2, t);
+}
 #pragma GCC diagnostic pop
 #endif
 
-template <bool kBf16>
-void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+// The tiled GEMM: B packed in panels, A in strips, one kernel call per tile. kPairs: the
+// dot-product kernel's layouts (pairs along K, A still bfloat16) instead of [K][16] panels and
+// float32 strips.
+template <bool kBf16, bool kPairs>
+void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
   const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  if (batch == 0 || M == 0 || N == 0) return;
   const int64_t panels = (N + kCols - 1) / kCols, strips = (M + kRows - 1) / kRows;
   const auto* pa = static_cast<const uint16_t*>(a.data_ptr());
   const auto* pb = static_cast<const uint16_t*>(b.data_ptr());
   auto* pc = static_cast<uint16_t*>(c.data_ptr());
-#ifdef EMBER_GEMM16_AVX2
-  if (M == 1 && kernel != Gemm16Kernel::Portable && (b.stride(1) == 1 || b.stride(2) == 1)) {
-    std::vector<float> row(static_cast<size_t>(K));
-    for (int64_t n = 0; n < batch; ++n) {
-      const uint16_t* an = pa + n * a.stride(0);
-      if (a.stride(2) == 1)
-        widen_run(reinterpret_cast<const std::conditional_t<kBf16, BFloat16, Half>*>(an), K, row.data());
-      else
-        for (int64_t k = 0; k < K; ++k) row[k] = widen<kBf16>(an[k * a.stride(2)]);
-      gemv_avx2<kBf16>({row.data(), pb + n * b.stride(0), b.stride(1), b.stride(2), K, N, pc + n * c.stride(0),
-                        c.stride(2), alpha, beta});
-    }
-    return;
-  }
-#endif
-
-  // Every panel of every batch entry's B, packed once: [batch][panels][K][kCols], 16-bit.
-  const Tensor packed = empty({batch * panels * K * kCols}, c.dtype());
+  const int64_t depth = kPairs ? (K + 1) / 2 : K;  // the kernels' steps: pairs of k, or k
+  using StripValue = std::conditional_t<kPairs, uint32_t, float>;
+  // Every panel of every batch entry's B, packed once: [batch][panels][K][kCols] (or
+  // [K2][kCols][2]), 16-bit.
+  const int64_t panel_size = depth * kCols * (kPairs ? 2 : 1);
+  const Tensor packed = empty({batch * panels * panel_size}, c.dtype());
   auto* pp = static_cast<uint16_t*>(packed.data_ptr());
-  const int64_t panel_size = K * kCols;
   parallel_for(0, batch * panels, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, panel_size)),
                [&](int64_t q0, int64_t q1) {
-                 for (int64_t q = q0; q < q1; ++q)
-                   pack_panel(pb + (q / panels) * b.stride(0), b.stride(1), b.stride(2), (q % panels) * kCols, N, K,
-                              pp + q * panel_size);
+                 for (int64_t q = q0; q < q1; ++q) {
+                   const uint16_t* bq = pb + (q / panels) * b.stride(0);
+                   if constexpr (kPairs)
+                     pack_panel_pairs(bq, b.stride(1), b.stride(2), (q % panels) * kCols, N, K, pp + q * panel_size);
+                   else
+                     pack_panel(bq, b.stride(1), b.stride(2), (q % panels) * kCols, N, K, pp + q * panel_size);
+                 }
                });
 
   // Work items (batch entry, strip, panel), strip by strip, so that a thread's contiguous run of
@@ -356,14 +429,17 @@ void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
   const int64_t items = batch * strips * panels;
   const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, kRows * kCols * K));
   parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
-    std::vector<float> strip(static_cast<size_t>(std::max<int64_t>(1, K * kRows)));
+    std::vector<StripValue> strip(static_cast<size_t>(std::max<int64_t>(1, depth * kRows)));
     int64_t packed_strip = -1;  // batch * strips + strip, of what `strip` holds
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t bs = i / panels, p = i % panels;
       const int64_t n = bs / strips, m0 = (bs % strips) * kRows;
       const int64_t rows = std::min(kRows, M - m0);
       if (bs != packed_strip) {
-        pack_strip<kBf16>(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
+        if constexpr (kPairs)
+          pack_strip_pairs(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
+        else
+          pack_strip<kBf16>(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
         packed_strip = bs;
       }
       auto tile_out = [&](int64_t panel) {
@@ -378,24 +454,61 @@ void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
       const TileOut t = tile_out(p);
       const uint16_t* panel = pp + (n * panels + p) * panel_size;
 #ifdef EMBER_GEMM16_AVX2
-      if (kernel == Gemm16Kernel::Avx512) {
-        if (p + 1 < panels && i + 1 < i1) {  // this panel and the next (packed right after it) at once
-          const TileOut pair[2] = {t, tile_out(p + 1)};
-          rows_avx512<kBf16, 2>(strip.data(), panel, panel_size, K, pair);
-          ++i;
+      if (kernel == Gemm16Kernel::Avx512 || kPairs) {
+        const bool two = p + 1 < panels && i + 1 < i1;  // this panel and the next (packed right after it) at once
+        const TileOut pair[2] = {t, two ? tile_out(p + 1) : t};
+        if constexpr (kPairs) {
+          if (two)
+            rows_avx512_bf16<2>(strip.data(), panel, panel_size, depth, pair);
+          else
+            rows_avx512_bf16<1>(strip.data(), panel, panel_size, depth, pair);
         } else {
-          rows_avx512<kBf16, 1>(strip.data(), panel, panel_size, K, &t);
+          if (two)
+            rows_avx512<kBf16, 2>(strip.data(), panel, panel_size, K, pair);
+          else
+            rows_avx512<kBf16, 1>(strip.data(), panel, panel_size, K, pair);
         }
+        if (two) ++i;
         continue;
       }
-      if (kernel == Gemm16Kernel::Avx2) {
-        rows_avx2<kBf16>(strip.data(), panel, K, t);
-        continue;
+      if constexpr (!kPairs) {
+        if (kernel == Gemm16Kernel::Avx2) {
+          rows_avx2<kBf16>(strip.data(), panel, K, t);
+          continue;
+        }
       }
 #endif
-      tile_portable<kBf16>(strip.data(), panel, K, t);
+      if constexpr (!kPairs) tile_portable<kBf16>(strip.data(), panel, K, t);
     }
   });
+}
+
+template <bool kBf16>
+void gemm16_typed(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
+  const int64_t batch = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  if (batch == 0 || M == 0 || N == 0) return;
+#ifdef EMBER_GEMM16_AVX2
+  if (M == 1 && kernel != Gemm16Kernel::Portable && (b.stride(1) == 1 || b.stride(2) == 1)) {
+    const auto* pa = static_cast<const uint16_t*>(a.data_ptr());
+    const auto* pb = static_cast<const uint16_t*>(b.data_ptr());
+    auto* pc = static_cast<uint16_t*>(c.data_ptr());
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t n = 0; n < batch; ++n) {
+      const uint16_t* an = pa + n * a.stride(0);
+      if (a.stride(2) == 1)
+        widen_run(reinterpret_cast<const std::conditional_t<kBf16, BFloat16, Half>*>(an), K, row.data());
+      else
+        for (int64_t k = 0; k < K; ++k) row[k] = widen<kBf16>(an[k * a.stride(2)]);
+      gemv_avx2<kBf16>({row.data(), pb + n * b.stride(0), b.stride(1), b.stride(2), K, N, pc + n * c.stride(0),
+                        c.stride(2), alpha, beta});
+    }
+    return;
+  }
+  if constexpr (kBf16) {
+    if (kernel == Gemm16Kernel::Avx512Bf16) return gemm16_tiled<true, true>(kernel, a, b, c, alpha, beta);
+  }
+#endif
+  gemm16_tiled<kBf16, false>(kernel, a, b, c, alpha, beta);
 }
 
 }  // namespace
@@ -408,6 +521,8 @@ const char* gemm16_kernel_name(Gemm16Kernel k) {
       return "avx2 (f16c widening, fma)";
     case Gemm16Kernel::Avx512:
       return "avx512 (6 x 32 tiles)";
+    case Gemm16Kernel::Avx512Bf16:
+      return "avx512_bf16 (vdpbf16ps, 6 x 32 tiles)";
   }
   return "?";
 }
@@ -421,6 +536,8 @@ bool gemm16_kernel_available(Gemm16Kernel k) {
       return true;
     case Gemm16Kernel::Avx512:
       return __builtin_cpu_supports("avx512f");  // (libgcc's check includes the OS saving zmm, XCR0)
+    case Gemm16Kernel::Avx512Bf16:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
 #endif
     default:
       return false;
@@ -428,11 +545,14 @@ bool gemm16_kernel_available(Gemm16Kernel k) {
 }
 
 // The instruction-set switch of the direct convolutions (backends::cpu::set_max_isa,
-// EMBER_MAX_CPU_ISA=avx2) holds this GEMM to AVX2 too.
-Gemm16Kernel gemm16_kernel() {
+// EMBER_MAX_CPU_ISA=avx2) holds this GEMM to AVX2 too; the dot product has its own switch.
+Gemm16Kernel gemm16_kernel(DType dtype) {
+  static const bool dot = gemm16_kernel_available(Gemm16Kernel::Avx512Bf16);
   static const bool avx512 = gemm16_kernel_available(Gemm16Kernel::Avx512);
   static const bool avx2 = gemm16_kernel_available(Gemm16Kernel::Avx2);
-  if (avx512 && backends::cpu::max_isa() == backends::cpu::Isa::avx512) return Gemm16Kernel::Avx512;
+  const bool wide = backends::cpu::max_isa() == backends::cpu::Isa::avx512;
+  if (dot && wide && dtype == kBFloat16 && backends::cpu::allow_bf16_dot_product()) return Gemm16Kernel::Avx512Bf16;
+  if (avx512 && wide) return Gemm16Kernel::Avx512;
   return avx2 ? Gemm16Kernel::Avx2 : Gemm16Kernel::Portable;
 }
 
@@ -447,6 +567,8 @@ void gemm16_with(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Te
                   a.size(2) == b.size(1) && c.size(1) == a.size(1) && c.size(2) == b.size(2),
               "matmul: the 16-bit GEMM takes a [B, M, K], b [B, K, N], c [B, M, N], got ", shape_str(a.sizes()), ", ",
               shape_str(b.sizes()), " -> ", shape_str(c.sizes()));
+  EMBER_CHECK(kernel != Gemm16Kernel::Avx512Bf16 || c.dtype() == kBFloat16, "matmul: the 16-bit GEMM's ",
+              gemm16_kernel_name(kernel), " kernel takes bfloat16 only, got ", c.dtype());
   const auto al = static_cast<float>(alpha), be = static_cast<float>(beta);
   if (c.dtype() == kBFloat16)
     gemm16_typed<true>(kernel, a, b, c, al, be);
@@ -455,3 +577,11 @@ void gemm16_with(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const Te
 }
 
 }  // namespace ember::cpu
+
+namespace ember::backends::cpu {
+namespace {
+std::atomic<bool> bf16_dot_product{true};
+}
+void set_allow_bf16_dot_product(bool allow) { bf16_dot_product = allow; }
+bool allow_bf16_dot_product() { return bf16_dot_product; }
+}  // namespace ember::backends::cpu

@@ -104,7 +104,7 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, d
       return gemm_typed<int64_t>(a, b, c, alpha, beta);
     case kFloat16:
     case kBFloat16:  // read directly, accumulated in float32 (Note [16-bit GEMM])
-      return gemm16_with(gemm16_kernel(), a_in, b_in, c, alpha, beta);
+      return gemm16_with(gemm16_kernel(c.dtype()), a_in, b_in, c, alpha, beta);
     case kUInt8:
     case kInt8: {  // small integers: compute in int64, wrap on the way back as PyTorch does
       Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : native::to(c, kInt64);
