@@ -15,16 +15,19 @@ namespace ember::quantization {
 
 class BufferWatch {
  public:
-  // True on the first call and whenever a tensor has another storage or version than at the
-  // last call (an undefined tensor, an absent bias, counts as one state).
-  bool changed(std::initializer_list<std::reference_wrapper<const Tensor>> tensors) {
+  // Runs `derive` on the first call and whenever a tensor has another storage or version than at
+  // the last call that derived (an undefined tensor, an absent bias, counts as one state). When
+  // `derive` throws (a bad loaded value), nothing is remembered: the next call derives again.
+  template <class Derive>
+  void update(std::initializer_list<std::reference_wrapper<const Tensor>> tensors, const Derive& derive) {
     std::vector<std::pair<Storage, uint64_t>> now;
     now.reserve(tensors.size());
     for (const Tensor& t : tensors)
       now.emplace_back(t.defined() ? t.storage() : nullptr, t.defined() ? t.version() : 0);
-    if (!seen_.empty() && now == seen_) return false;
+    if (!seen_.empty() && now == seen_) return;
+    seen_.clear();
+    derive();
     seen_ = std::move(now);
-    return true;
   }
 
  private:

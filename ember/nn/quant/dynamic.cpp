@@ -62,7 +62,7 @@ Tensor DynamicQuantizedLinearImpl::forward(const Tensor& x) {
   e.a_scale = qp.scale;
   e.w_scale = weight_scale;
   e.bias = bias;
-  if (watch_.changed({weight})) packed_ = native::int8_pack_weight(weight);
+  watch_.update({weight}, [&] { packed_ = native::int8_pack_weight(weight); });
   return native::int8_gemm(xq, packed_, out_features, e, kFloat32).reshape(out_shape);
 }
 

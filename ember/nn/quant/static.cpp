@@ -92,10 +92,11 @@ void register_params(Layer& m, const ActivationParams& in, const ActivationParam
 // What an int8 layer's forward derives from its buffers, again where they changed.
 template <class Layer, class Pack>
 void refresh_layer(Layer& m, BufferWatch& watch, Tensor& packed, const Pack& pack) {
-  if (!watch.changed({m.weight, m.scale, m.zero_point, m.input_scale, m.input_zero_point})) return;
-  m.input = read_params(m.input_scale, m.input_zero_point, m.input, m, "input");
-  m.output = read_params(m.scale, m.zero_point, m.output, m, "output");
-  packed = pack(m.weight);
+  watch.update({m.weight, m.scale, m.zero_point, m.input_scale, m.input_zero_point}, [&] {
+    m.input = read_params(m.input_scale, m.input_zero_point, m.input, m, "input");
+    m.output = read_params(m.scale, m.zero_point, m.output, m, "output");
+    packed = pack(m.weight);
+  });
 }
 
 std::string pair_str(const Int2& v) { return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")"; }
@@ -114,7 +115,7 @@ QuantizeImpl::QuantizeImpl(ActivationParams p) : Module("Quantize"), params(p) {
 }
 Tensor QuantizeImpl::forward(const Tensor& x) {
   EMBER_CHECK(x.defined() && x.is_floating_point(), "Quantize: expects a floating tensor");
-  if (watch_.changed({scale, zero_point})) params = read_params(scale, zero_point, params, *this, "output");
+  watch_.update({scale, zero_point}, [&] { params = read_params(scale, zero_point, params, *this, "output"); });
   return native::quantize_affine(x.detach().to(kFloat32), as_quant_params(scale, zero_point, params), kUInt8);
 }
 void QuantizeImpl::pretty_print(std::ostream& os) const { os << "Quantize(" << params << ", dtype=quint8)"; }
@@ -125,7 +126,7 @@ DeQuantizeImpl::DeQuantizeImpl(ActivationParams p) : Module("DeQuantize"), param
 }
 Tensor DeQuantizeImpl::forward(const Tensor& q) {
   check_uint8(q, *this);
-  if (watch_.changed({scale, zero_point})) params = read_params(scale, zero_point, params, *this, "input");
+  watch_.update({scale, zero_point}, [&] { params = read_params(scale, zero_point, params, *this, "input"); });
   return native::dequantize_affine(q, as_quant_params(scale, zero_point, params));
 }
 void DeQuantizeImpl::pretty_print(std::ostream& os) const { os << "DeQuantize()"; }
