@@ -20,18 +20,29 @@ class BufferWatch {
   // `derive` throws (a bad loaded value), nothing is remembered: the next call derives again.
   template <class Derive>
   void update(std::initializer_list<std::reference_wrapper<const Tensor>> tensors, const Derive& derive) {
-    std::vector<std::pair<Storage, uint64_t>> now;
-    now.reserve(tensors.size());
-    for (const Tensor& t : tensors)
-      now.emplace_back(t.defined() ? t.storage() : nullptr, t.defined() ? t.version() : 0);
-    if (!seen_.empty() && now == seen_) return;
+    if (unchanged(tensors)) return;  // every forward but the first after a change: no allocation
     seen_.clear();
     derive();
-    seen_ = std::move(now);
+    for (const Tensor& t : tensors) seen_.emplace_back(state_of(t));
   }
 
  private:
-  std::vector<std::pair<Storage, uint64_t>> seen_;
+  using State = std::pair<Storage, uint64_t>;
+  static State state_of(const Tensor& t) {
+    return {t.defined() ? t.storage() : nullptr, t.defined() ? t.version() : 0};
+  }
+  bool unchanged(std::initializer_list<std::reference_wrapper<const Tensor>> tensors) const {
+    if (seen_.size() != tensors.size()) return false;
+    size_t i = 0;
+    for (const Tensor& t : tensors) {
+      const State& seen = seen_[i++];
+      if ((t.defined() ? t.storage().get() : nullptr) != seen.first.get() ||
+          (t.defined() ? t.version() : 0) != seen.second)
+        return false;
+    }
+    return true;
+  }
+  std::vector<State> seen_;
 };
 
 }  // namespace ember::quantization

@@ -127,6 +127,16 @@ void pack_panel_pairs(const uint16_t* b, int64_t s1, int64_t s2, int64_t n0, int
     for (int64_t k = 0; k < K; ++k) at(k, j) = b[k * s1 + (n0 + j) * s2];
 }
 
+// f(std::integral_constant<int, R>{}) with R = rows (1 .. kRows): a tile's row count as the
+// compile-time constant the vector kernels need to keep their accumulators in registers.
+template <class F, int R = kRows>
+void with_rows(int64_t rows, const F& f) {
+  if constexpr (R > 1) {
+    if (rows < R) return with_rows<F, R - 1>(rows, f);
+  }
+  f(std::integral_constant<int, R>{});
+}
+
 // Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
 struct TileOut {
   uint16_t* c;
@@ -199,14 +209,6 @@ void tile_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
     _mm256_store_ps(tile + r * kCols + 8, acc[r][1]);
   }
   store_tile_avx2<kBf16>(tile, t);
-}
-
-template <bool kBf16, int ROWS = kRows>
-void rows_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
-  if constexpr (ROWS > 1) {
-    if (t.rows < ROWS) return rows_avx2<kBf16, ROWS - 1>(a, b, K, t);
-  }
-  tile_avx2<kBf16, ROWS>(a, b, K, t);
 }
 
 // One row of A (M == 1, a batch-1 Linear): a GEMV. The tiled path packs all of B for that one
@@ -354,14 +356,6 @@ EMBER_GEMM16_AVX512 void tile_avx512(const float* a, const uint16_t* b, int64_t 
   store_tiles_avx512<kBf16>(acc, t);
 }
 
-template <bool kBf16, int PANELS, int ROWS = kRows>
-void rows_avx512(const float* a, const uint16_t* b, int64_t panel_size, int64_t K, const TileOut* t) {
-  if constexpr (ROWS > 1) {
-    if (t[0].rows < ROWS) return rows_avx512<kBf16, PANELS, ROWS - 1>(a, b, panel_size, K, t);
-  }
-  tile_avx512<kBf16, ROWS, PANELS>(a, b, panel_size, K, t);
-}
-
 // ---- AVX-512 BF16: vdpbf16ps on pairs along K ----
 #define EMBER_GEMM16_AVX512_BF16 __attribute__((target("avx512f,avx512bf16")))
 
@@ -384,14 +378,6 @@ EMBER_GEMM16_AVX512_BF16 void tile_avx512_bf16(const uint32_t* a, const uint16_t
     }
   }
   store_tiles_avx512<true>(acc, t);
-}
-
-template <int PANELS, int ROWS = kRows>
-void rows_avx512_bf16(const uint32_t* a, const uint16_t* b, int64_t panel_size, int64_t K2, const TileOut* t) {
-  if constexpr (ROWS > 1) {
-    if (t[0].rows < ROWS) return rows_avx512_bf16<PANELS, ROWS - 1>(a, b, panel_size, K2, t);
-  }
-  tile_avx512_bf16<ROWS, PANELS>(a, b, panel_size, K2, t);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -457,23 +443,26 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
       if (kernel == Gemm16Kernel::Avx512 || kPairs) {
         const bool two = p + 1 < panels && i + 1 < i1;  // this panel and the next (packed right after it) at once
         const TileOut pair[2] = {t, two ? tile_out(p + 1) : t};
-        if constexpr (kPairs) {
-          if (two)
-            rows_avx512_bf16<2>(strip.data(), panel, panel_size, depth, pair);
-          else
-            rows_avx512_bf16<1>(strip.data(), panel, panel_size, depth, pair);
-        } else {
-          if (two)
-            rows_avx512<kBf16, 2>(strip.data(), panel, panel_size, K, pair);
-          else
-            rows_avx512<kBf16, 1>(strip.data(), panel, panel_size, K, pair);
-        }
+        with_rows(rows, [&](auto r) {
+          constexpr int R = decltype(r)::value;
+          if constexpr (kPairs) {
+            if (two)
+              tile_avx512_bf16<R, 2>(strip.data(), panel, panel_size, depth, pair);
+            else
+              tile_avx512_bf16<R, 1>(strip.data(), panel, panel_size, depth, pair);
+          } else {
+            if (two)
+              tile_avx512<kBf16, R, 2>(strip.data(), panel, panel_size, K, pair);
+            else
+              tile_avx512<kBf16, R, 1>(strip.data(), panel, panel_size, K, pair);
+          }
+        });
         if (two) ++i;
         continue;
       }
       if constexpr (!kPairs) {
         if (kernel == Gemm16Kernel::Avx2) {
-          rows_avx2<kBf16>(strip.data(), panel, K, t);
+          with_rows(rows, [&](auto r) { tile_avx2<kBf16, decltype(r)::value>(strip.data(), panel, K, t); });
           continue;
         }
       }
