@@ -5,6 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
 #include "helpers.h"
@@ -291,6 +295,44 @@ TEST(GradScaler, StateDictDisabledAndBadUse) {
   GradScaler fresh;
   EXPECT_ERROR_CONTAINS(fresh.unscale_(opt), "no loss was scaled");
   EXPECT_ERROR_CONTAINS(fresh.update(), "no loss was scaled");
+}
+
+TEST(GradScaler, AHostileStateIsRefusedBeforeAnythingChanges) {
+  // A checkpoint's scaler state arrives as doubles: NaN, huge or fractional counts used to be cast
+  // to integers unchecked (undefined behaviour), and an infinite scale was accepted.
+  GradScaler scaler(GradScalerOptions().init_scale(8).growth_interval(4));
+  const std::map<std::string, double> good = {{"scale", 2.0},
+                                              {"growth_factor", 2.0},
+                                              {"backoff_factor", 0.5},
+                                              {"growth_interval", 4.0},
+                                              {"_growth_tracker", 3.0}};
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::tuple<std::string, double, std::string>> bad = {
+      {"_growth_tracker", nan, "'_growth_tracker' must be a whole number in [0, 3]"},
+      {"_growth_tracker", 4.0, "'_growth_tracker' must be a whole number in [0, 3]"},
+      {"_growth_tracker", -1.0, "'_growth_tracker' must be a whole number in [0, 3]"},
+      {"_growth_tracker", 1.5, "'_growth_tracker' must be a whole number in [0, 3]"},
+      {"growth_interval", 1e300, "'growth_interval' must be a whole number in [1, 2147483647]"},
+      {"growth_interval", nan, "'growth_interval' must be a whole number in [1, 2147483647]"},
+      {"growth_interval", 0.0, "'growth_interval' must be a whole number in [1, 2147483647]"},
+      {"scale", inf, "init_scale must be positive and finite"},
+      {"scale", nan, "init_scale must be positive and finite"},
+      {"growth_factor", inf, "the growth factor must be > 1.0 and finite"},
+      {"backoff_factor", nan, "the backoff factor must be in (0, 1)"},
+  };
+  for (const auto& [key, v, message] : bad) {
+    auto state = good;
+    state[key] = v;
+    SCOPED_TRACE(key + " = " + std::to_string(v));
+    EXPECT_ERROR_CONTAINS(scaler.load_state_dict(state), message);
+    EXPECT_EQ(scaler.get_scale(), 8.0) << "a refused state changed the scaler";
+    EXPECT_EQ(scaler.options().growth_interval(), 4);
+  }
+  scaler.load_state_dict(good);
+  EXPECT_EQ(scaler.get_scale(), 2.0);
+  EXPECT_EQ(scaler.growth_tracker(), 3);
+  EXPECT_ERROR_CONTAINS(GradScaler(GradScalerOptions().growth_interval(int64_t{1} << 31)),
+                        "growth_interval must be in [1, 2147483647]");
 }
 
 TEST(GradScaler, TheScaleDoesNotGrowPastFloatRange) {

@@ -3,20 +3,26 @@
 #include "ember/optim/grad_scaler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "ember/autograd/functions.h"
 #include "ember/autograd/grad_mode.h"
 
 namespace ember::amp {
 
+// The growth tracker is an int32 on the device, as PyTorch's: the interval must fit it.
+constexpr int64_t kMaxGrowthInterval = std::numeric_limits<int32_t>::max();
+
 GradScaler::GradScaler(GradScalerOptions options) : options_(std::move(options)) {
-  EMBER_CHECK(options_.init_scale() > 0, "GradScaler: init_scale must be positive, got ", options_.init_scale());
-  EMBER_CHECK(options_.growth_factor() > 1.0, "GradScaler: the growth factor must be > 1.0, got ",
-              options_.growth_factor());
+  EMBER_CHECK(std::isfinite(options_.init_scale()) && options_.init_scale() > 0,
+              "GradScaler: init_scale must be positive and finite, got ", options_.init_scale());
+  EMBER_CHECK(std::isfinite(options_.growth_factor()) && options_.growth_factor() > 1.0,
+              "GradScaler: the growth factor must be > 1.0 and finite, got ", options_.growth_factor());
   EMBER_CHECK(options_.backoff_factor() < 1.0 && options_.backoff_factor() > 0,
               "GradScaler: the backoff factor must be in (0, 1), got ", options_.backoff_factor());
-  EMBER_CHECK(options_.growth_interval() > 0, "GradScaler: growth_interval must be positive, got ",
-              options_.growth_interval());
+  EMBER_CHECK(options_.growth_interval() > 0 && options_.growth_interval() <= kMaxGrowthInterval,
+              "GradScaler: growth_interval must be in [1, ", kMaxGrowthInterval, "], got ", options_.growth_interval());
 }
 
 namespace {
@@ -161,13 +167,21 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
     EMBER_CHECK(it != state.end(), "GradScaler.load_state_dict: the state has no '", key, "'");
     return it->second;
   };
+  const double scale = value("scale"), growth = value("growth_factor"), backoff = value("backoff_factor");
+  // Counts arrive as doubles (a checkpoint's text): whole numbers in range, checked before the
+  // conversion, which is undefined for NaN and for values an int64 cannot hold.
+  auto count = [&](const char* key, int64_t lo, int64_t hi) {
+    const double v = value(key);
+    EMBER_CHECK(v >= static_cast<double>(lo) && v <= static_cast<double>(hi) && v == std::floor(v),
+                "GradScaler.load_state_dict: '", key, "' must be a whole number in [", lo, ", ", hi, "], got ", v);
+    return static_cast<int64_t>(v);
+  };
+  const int64_t interval = count("growth_interval", 1, kMaxGrowthInterval);
+  const int64_t tracker = count("_growth_tracker", 0, interval - 1);
   GradScalerOptions loaded = options_;
-  loaded.init_scale(value("scale"))
-      .growth_factor(value("growth_factor"))
-      .backoff_factor(value("backoff_factor"))
-      .growth_interval(static_cast<int64_t>(value("growth_interval")));
+  loaded.init_scale(scale).growth_factor(growth).backoff_factor(backoff).growth_interval(interval);
   *this = GradScaler(loaded);  // validates the values
-  init_growth_tracker_ = static_cast<int64_t>(value("_growth_tracker"));
+  init_growth_tracker_ = tracker;
 }
 
 }  // namespace ember::amp
