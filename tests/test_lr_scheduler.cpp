@@ -1,6 +1,10 @@
 // LR schedulers: 100 steps against PyTorch's values (tools/gen_reference_nn.py, SCHEDULERS),
 // state save/load, bad options.
 #include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "helpers.h"
 
@@ -87,6 +91,29 @@ TEST(LRScheduler, StateDictResumesTheSchedule) {
       resumed->step();
       EXPECT_DOUBLE_EQ(resumed->get_last_lr()[0], sched->get_last_lr()[0]) << name << " step " << 38 + i;
     }
+  }
+}
+
+// A checkpoint's scheduler state, hostile: NaN or huge epochs were cast to int64 unchecked
+// (undefined behaviour); now refused, with the scheduler unchanged.
+TEST(LRScheduler, HostileStateIsRefusedAndChangesNothing) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD sgd({p}, optim::SGDOptions(0.1));
+  optim::StepLR sched(sgd, 3, 0.5);
+  for (int i = 0; i < 4; ++i) sched.step();
+  const auto good = sched.state_dict();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<std::pair<std::string, double>> bad = {
+      {"last_epoch", nan}, {"last_epoch", 1e300}, {"last_epoch", -2},
+      {"step_count", 0.5}, {"base_lr.0", nan},    {"last_lr.0", std::numeric_limits<double>::infinity()}};
+  for (const auto& [key, value] : bad) {
+    auto state = good;
+    state[key] = value;
+    SCOPED_TRACE(key);
+    EXPECT_ERROR_CONTAINS(sched.load_state_dict(state), key.rfind("last_epoch", 0) == 0 || key == "step_count"
+                                                            ? key + " must be a whole number"
+                                                            : "are not finite");
+    EXPECT_EQ(sched.state_dict(), good);
   }
 }
 

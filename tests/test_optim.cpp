@@ -332,6 +332,60 @@ TEST(Optim, LoadStateDictRejectsMismatches) {
   EXPECT_ERROR_CONTAINS(adam.load_state_dict(broken), "not valid JSON");
 }
 
+// A checkpoint's numbers, hostile: an option missing from the state escaped as std::out_of_range,
+// and L-BFGS's counts were cast from NaN or 1e300 to integers unchecked (undefined behaviour). Each is now an
+// ember::Error, and the optimizer keeps its state.
+TEST(Optim, HostileNumbersInAStateAreRefusedAndChangeNothing) {
+  Tensor a = ones({2}).requires_grad_();
+  optim::Adam adam({a}, optim::AdamOptions(0.5));
+  a.mutable_grad() = ones({2});
+  adam.step();
+  const optim::OptimizerState state = adam.state_dict();
+  const std::string groups = state.metadata.at("param_groups");
+  auto with_groups = [&](const std::string& from, const std::string& to) {
+    optim::OptimizerState s = state;
+    const size_t at = groups.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " in " << groups;
+    s.metadata["param_groups"] = groups.substr(0, at) + to + groups.substr(at + from.size());
+    return s;
+  };
+  EXPECT_ERROR_CONTAINS(adam.load_state_dict(with_groups("\"eps\":", "\"other\":")),
+                        "parameter group 0 has no option 'eps' in the state");
+  EXPECT_EQ(adam.param_groups()[0].options().get_lr(), 0.5);
+
+  Tensor w = ones({3}).requires_grad_();
+  optim::LBFGS lbfgs({w}, optim::LBFGSOptions().max_iter(2));
+  lbfgs.step([&] {
+    lbfgs.zero_grad();
+    Tensor loss = (w * w).sum();
+    loss.backward();
+    return loss;
+  });
+  const optim::OptimizerState good = lbfgs.state_dict();
+  const std::string lbfgs_groups = good.metadata.at("param_groups");
+  auto lbfgs_with = [&](const std::string& from, const std::string& to) {
+    optim::OptimizerState s = good;
+    const size_t at = lbfgs_groups.find(from);
+    EXPECT_NE(at, std::string::npos) << from << " in " << lbfgs_groups;
+    s.metadata["param_groups"] = lbfgs_groups.substr(0, at) + to + lbfgs_groups.substr(at + from.size());
+    return s;
+  };
+  EXPECT_ERROR_CONTAINS(lbfgs.load_state_dict(lbfgs_with("\"max_iter\":2.0", "\"max_iter\":1e300")),
+                        "LBFGS: max_iter must be a whole number in [1, 9007199254740992], got 1e+300");
+  EXPECT_ERROR_CONTAINS(lbfgs.load_state_dict(lbfgs_with("\"max_iter\":2.0", "\"max_iter\":2.5")),
+                        "LBFGS: max_iter must be a whole number");
+  for (const char* key : {"lbfgs.n_iter", "lbfgs.func_evals"}) {
+    optim::OptimizerState s = good;
+    s.metadata[key] = "nan";
+    EXPECT_ERROR_CONTAINS(lbfgs.load_state_dict(s), std::string(key) + " must be a whole number");
+    s.metadata[key] = "-3";
+    EXPECT_ERROR_CONTAINS(lbfgs.load_state_dict(s), std::string(key) + " must be a whole number");
+  }
+  // Refused loads changed nothing: the state saves as it did.
+  const optim::OptimizerState after = lbfgs.state_dict();
+  EXPECT_EQ(after.metadata, good.metadata);
+}
+
 }  // namespace
 }  // namespace ember
 

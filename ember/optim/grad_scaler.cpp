@@ -168,16 +168,10 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
     return it->second;
   };
   const double scale = value("scale"), growth = value("growth_factor"), backoff = value("backoff_factor");
-  // Counts arrive as doubles (a checkpoint's text): whole numbers in range, checked before the
-  // conversion, which is undefined for NaN and for values an int64 cannot hold.
-  auto count = [&](const char* key, int64_t lo, int64_t hi) {
-    const double v = value(key);
-    EMBER_CHECK(v >= static_cast<double>(lo) && v <= static_cast<double>(hi) && v == std::floor(v),
-                "GradScaler.load_state_dict: '", key, "' must be a whole number in [", lo, ", ", hi, "], got ", v);
-    return static_cast<int64_t>(v);
-  };
-  const int64_t interval = count("growth_interval", 1, kMaxGrowthInterval);
-  const int64_t tracker = count("_growth_tracker", 0, interval - 1);
+  const int64_t interval = optim::whole_number(value("growth_interval"), 1, kMaxGrowthInterval,
+                                               "GradScaler.load_state_dict: 'growth_interval'");
+  const int64_t tracker =
+      optim::whole_number(value("_growth_tracker"), 0, interval - 1, "GradScaler.load_state_dict: '_growth_tracker'");
   GradScalerOptions loaded = options_;
   loaded.init_scale(scale).growth_factor(growth).backoff_factor(backoff).growth_interval(interval);
   *this = GradScaler(loaded);  // validates the values

@@ -20,11 +20,12 @@ std::map<std::string, double> LBFGSOptions::to_map() const {
 
 void LBFGSOptions::from_map(const std::map<std::string, double>& v) {
   lr_ = v.at("lr");
-  max_iter_ = static_cast<int64_t>(v.at("max_iter"));
-  max_eval_ = static_cast<int64_t>(v.at("max_eval"));
+  constexpr int64_t kMax = int64_t{1} << 53;  // doubles count exactly up to here
+  max_iter_ = whole_number(v.at("max_iter"), 1, kMax, "LBFGS: max_iter");
+  max_eval_ = whole_number(v.at("max_eval"), 1, kMax, "LBFGS: max_eval");
   tolerance_grad_ = v.at("tolerance_grad");
   tolerance_change_ = v.at("tolerance_change");
-  history_size_ = static_cast<int64_t>(v.at("history_size"));
+  history_size_ = whole_number(v.at("history_size"), 1, kMax, "LBFGS: history_size");
   line_search_fn_ = v.at("strong_wolfe") != 0 ? std::optional<std::string>("strong_wolfe") : std::nullopt;
 }
 
@@ -381,11 +382,17 @@ void LBFGS::load_extra(const OptimizerState& state) {
     stps.push_back(tensor("lbfgs.old_stps." + std::to_string(i)));
     ro.push_back(number("lbfgs.ro." + std::to_string(i)));
   }
-  func_evals_ = static_cast<int64_t>(number("lbfgs.func_evals"));
-  n_iter_ = static_cast<int64_t>(number("lbfgs.n_iter"));
-  t_ = number("lbfgs.t");
-  h_diag_ = number("lbfgs.H_diag");
-  prev_loss_ = number("lbfgs.prev_loss");
+  constexpr int64_t kMax = int64_t{1} << 53;
+  const int64_t func_evals =
+      whole_number(number("lbfgs.func_evals"), 0, kMax, "LBFGS.load_state_dict: lbfgs.func_evals");
+  const int64_t n_iter = whole_number(number("lbfgs.n_iter"), 0, kMax, "LBFGS.load_state_dict: lbfgs.n_iter");
+  const double t = number("lbfgs.t"), h_diag = number("lbfgs.H_diag"), prev_loss = number("lbfgs.prev_loss");
+  // Everything read: only now does the optimizer change (a refused state leaves it as it was).
+  func_evals_ = func_evals;
+  n_iter_ = n_iter;
+  t_ = t;
+  h_diag_ = h_diag;
+  prev_loss_ = prev_loss;
   d_ = state.tensors.contains("lbfgs.d") ? tensor("lbfgs.d") : Tensor();
   prev_flat_grad_ = state.tensors.contains("lbfgs.prev_flat_grad") ? tensor("lbfgs.prev_flat_grad") : Tensor();
   old_dirs_ = std::move(dirs);

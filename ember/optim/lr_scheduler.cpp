@@ -69,14 +69,19 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
     EMBER_CHECK(it != state.end(), "LRScheduler.load_state_dict: the state has no '", key, "' entry");
     return it->second;
   };
-  const double last_epoch = get("last_epoch"), step_count = get("step_count");
+  constexpr int64_t kMax = int64_t{1} << 53;  // doubles count exactly up to here
+  const int64_t last_epoch = whole_number(get("last_epoch"), -1, kMax, "LRScheduler.load_state_dict: last_epoch");
+  const int64_t step_count = whole_number(get("step_count"), 0, kMax, "LRScheduler.load_state_dict: step_count");
   std::vector<double> base, last;
   for (size_t i = 0; i < base_lrs_.size(); ++i) {
     base.push_back(get("base_lr." + std::to_string(i)));
     last.push_back(get("last_lr." + std::to_string(i)));
+    EMBER_CHECK(std::isfinite(base.back()) && std::isfinite(last.back()),
+                "LRScheduler.load_state_dict: the learning rates of group ", i, " are not finite (base ", base.back(),
+                ", last ", last.back(), ")");
   }
-  last_epoch_ = static_cast<int64_t>(last_epoch);
-  step_count_ = static_cast<int64_t>(step_count);
+  last_epoch_ = last_epoch;
+  step_count_ = step_count;
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
 }

@@ -1,5 +1,6 @@
 #include "ember/optim/optimizer.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -7,6 +8,12 @@
 #include "ember/tensor/ops.h"
 
 namespace ember::optim {
+
+int64_t whole_number(double value, int64_t lo, int64_t hi, const std::string& what) {
+  EMBER_CHECK(value >= static_cast<double>(lo) && value <= static_cast<double>(hi) && value == std::floor(value), what,
+              " must be a whole number in [", lo, ", ", hi, "], got ", value);
+  return static_cast<int64_t>(value);
+}
 
 Optimizer::Optimizer(std::string type_name, std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults)
     : type_name_(std::move(type_name)), defaults_(std::move(defaults)) {
@@ -106,8 +113,12 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     std::map<std::string, double> values;
     for (const auto& [k, v] : g["options"].items()) {
       EMBER_CHECK(v.is_number(), type_name_, ".load_state_dict: option '", k, "' is not a number");
-      values[k] = v.get<double>();
+      values[k] = v.get<double>();  // JSON has no NaN or inf, and its parser refuses overflow
     }
+    // Every option the group has must be in the state (from_map reads them all).
+    for (const auto& [k, v] : groups_[gi].options().to_map())
+      EMBER_CHECK(values.count(k), type_name_, ".load_state_dict: parameter group ", gi, " has no option '", k,
+                  "' in the state");
     auto options = groups_[gi].options().clone();
     options->from_map(values);
     options->validate();

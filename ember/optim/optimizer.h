@@ -38,6 +38,11 @@ class OptimizerOptions {
   virtual void set_momentum(double) {}
 };
 
+// A count saved as a number (an option, a step, a scheduler's epoch in a checkpoint): a whole
+// number in [lo, hi] or an Error naming `what`. Converting a NaN, a fraction or a double that
+// an int64 cannot hold would be undefined, so loaders check with this before they convert.
+int64_t whole_number(double value, int64_t lo, int64_t hi, const std::string& what);
+
 class ParamGroup {
  public:
   explicit ParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options = nullptr)
