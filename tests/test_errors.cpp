@@ -120,5 +120,53 @@ TEST(Errors, DevicesAndUndefined) {
   EXPECT_ERROR_CONTAINS(set_num_threads(0), "set_num_threads: expected a positive number of threads, got 0");
 }
 
+// Found by Errors.RandomArgumentsReturnOrThrowAnEmberError (test_random_arguments.cpp); each was
+// a crash (a read past a 0-d tensor's empty size list, a null impl, a division by zero) or an
+// undefined conversion before.
+TEST(Errors, ZeroDimensionalTensorsHaveNoSizeToReadButGatherLikePyTorch) {
+  const Tensor s = full({}, 5.0);
+  EXPECT_ERROR_CONTAINS(s.size(0), "size: dimension 0 of a 0-d tensor (it has no dimensions)");
+  EXPECT_ERROR_CONTAINS(s.stride(-1), "stride: dimension -1 of a 0-d tensor");
+  EXPECT_ERROR_CONTAINS(s.unflatten(0, {1}), "unflatten: dimension 0 of a 0-d tensor");
+  // PyTorch: torch.tensor(5.).gather(0, torch.tensor(0)) == 5; scatter_add of 2 gives 7.
+  const Tensor i0 = full({}, 0, kInt64);
+  EXPECT_EQ(s.gather(0, i0).item<float>(), 5.0f);
+  EXPECT_EQ(s.gather(0, i0).dim(), 0);
+  EXPECT_EQ(s.scatter_add(0, i0, full({}, 2.0)).item<float>(), 7.0f);
+  const Tensor w = full({}, 3.0).requires_grad_();
+  (w.gather(0, i0) * 4.0).backward();
+  EXPECT_EQ(w.grad().item<float>(), 4.0f);
+}
+
+TEST(Errors, AnUndefinedTensorAnswersQueriesAndRefusesWork) {
+  Tensor u;
+  // As LibTorch's: no gradient, a leaf without grad_fn (code asks this of an optional bias).
+  EXPECT_FALSE(u.requires_grad());
+  EXPECT_FALSE(u.grad().defined());
+  EXPECT_EQ(u.grad_fn(), nullptr);
+  EXPECT_TRUE(u.is_leaf());
+  EXPECT_FALSE(u.retains_grad());
+  EXPECT_ERROR_CONTAINS(u.add_(ones({2})), "add: the input tensor is undefined");
+  EXPECT_ERROR_CONTAINS(u.mul_(ones({2})), "mul: the input tensor is undefined");
+  EXPECT_ERROR_CONTAINS(u.detach(), "detach: the tensor is undefined");
+  EXPECT_ERROR_CONTAINS(u.mutable_grad(), "mutable_grad: the tensor is undefined");
+}
+
+TEST(Errors, NoChannelsAndAbsurdScalesAreNotCrashes) {
+  // batch_norm divided numel by C to count the values per channel: with C = 0, SIGFPE.
+  // PyTorch returns the empty input's shape.
+  const Tensor y = nn::functional::batch_norm(zeros({2, 0, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+  EXPECT_EQ(y.sizes(), (Shape{2, 0, 3}));
+  EXPECT_ERROR_CONTAINS(nn::functional::batch_norm(zeros({1, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                        "expected more than 1 value per channel when training");
+  // interpolate converted floor(2 * 1e300) to int64 (undefined) and built maps as long as it.
+  using nn::functional::InterpolateOptions;
+  EXPECT_ERROR_CONTAINS(nn::functional::interpolate(ones({1, 1, 2, 2}), InterpolateOptions().scale_factor(1e300)),
+                        "interpolate: scale_factor 1e+300 makes an output dimension of 2e+300");
+  EXPECT_ERROR_CONTAINS(nn::functional::interpolate(
+                            ones({1, 1, 2, 2}), InterpolateOptions().size(Shape{int64_t{1} << 40, int64_t{1} << 40})),
+                        "interpolate: the number of elements of shape [1, 1, 1099511627776, 1099511627776] overflows");
+}
+
 }  // namespace
 }  // namespace ember

@@ -5,7 +5,10 @@
 
 namespace ember {
 
+// The read-only queries answer for an undefined tensor as LibTorch's do (no gradient, a leaf
+// without grad_fn), so that code may ask them of an optional tensor (a bias) before using it.
 bool Tensor::requires_grad() const {
+  if (!defined()) return false;
   const auto& m = impl()->autograd;
   return m && (m->requires_grad || m->grad_fn);
 }
@@ -36,13 +39,18 @@ TensorOptions TensorOptions::requires_grad(bool r) const {
 
 const Tensor& Tensor::grad() const {
   static const Tensor undefined;
+  if (!defined()) return undefined;
   const auto& m = impl()->autograd;
   return m ? m->grad : undefined;
 }
 
-Tensor& Tensor::mutable_grad() { return autograd::meta(*this).grad; }
+Tensor& Tensor::mutable_grad() {
+  EMBER_CHECK(defined(), "mutable_grad: the tensor is undefined");
+  return autograd::meta(*this).grad;
+}
 
 std::shared_ptr<Node> Tensor::grad_fn() const {
+  if (!defined()) return nullptr;
   const auto& m = impl()->autograd;
   return m ? m->grad_fn : nullptr;
 }
@@ -66,6 +74,7 @@ void Tensor::retain_grad() {
 }
 
 bool Tensor::retains_grad() const {
+  if (!defined()) return false;
   const auto& m = impl()->autograd;
   return m && m->retains_grad;
 }
@@ -91,6 +100,7 @@ void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&
 }
 
 Tensor Tensor::detach() const {
+  EMBER_CHECK(defined(), "detach: the tensor is undefined");
   auto impl_copy = std::make_shared<TensorImpl>(*impl());
   impl_copy->autograd = nullptr;
   return Tensor(std::move(impl_copy));

@@ -195,7 +195,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   Tensor mean_c, var_c;
   if (training) {
-    const int64_t count = x.numel() / C;
+    int64_t count = x.size(0);  // values per channel (not numel / C: C may be 0)
+    for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
     EMBER_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
                 shape_str(x.sizes()));
     mean_c = x.mean(dims, true);

@@ -4,6 +4,7 @@
 // every floor lands where PyTorch's does; the resampling itself is index_select (nearest) or
 // two index_selects blended by their weights (linear), which the tape differentiates.
 #include <cmath>
+#include <exception>
 
 #include "ember/nn/functional.h"
 
@@ -24,6 +25,7 @@ T source_scale(int64_t in, int64_t out, std::optional<double> scale) {
 
 AxisMap nearest_map(int64_t in, int64_t out, std::optional<double> scale) {
   AxisMap m;
+  m.src0.reserve(static_cast<size_t>(out));             // fails at once, not after a long loop, when out is absurd
   const float s = source_scale<float>(in, out, scale);  // PyTorch's nearest is in float for every dtype
   for (int64_t i = 0; i < out; ++i)
     m.src0.push_back(out == in       ? i
@@ -37,6 +39,9 @@ AxisMap linear_map(int64_t in, int64_t out, std::optional<double> scale, bool al
   AxisMap m;
   const T s = align_corners ? (out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0))
                             : source_scale<T>(in, out, scale);
+  m.src0.reserve(static_cast<size_t>(out));
+  m.src1.reserve(static_cast<size_t>(out));
+  m.weight1.reserve(static_cast<size_t>(out));
   for (int64_t i = 0; i < out; ++i) {
     T src = align_corners ? s * static_cast<T>(i) : s * (static_cast<T>(i) + T(0.5)) - T(0.5);
     if (src < T(0)) src = T(0);
@@ -84,20 +89,30 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     for (int d = 0; d < 2; ++d) {
       const double s = f[f.size() == 1 ? 0 : d];
       EMBER_CHECK(s > 0 && std::isfinite(s), op, ": scale_factor must be positive, got ", s);
-      out_size[d] = static_cast<int64_t>(std::floor(static_cast<double>(x.size(2 + d)) * s));
+      const double rows = std::floor(static_cast<double>(x.size(2 + d)) * s);
+      EMBER_CHECK(rows < 0x1p62, op, ": scale_factor ", s, " makes an output dimension of ", rows, " from input shape ",
+                  shape_str(x.sizes()));  // converting it to int64 would be undefined
+      out_size[d] = static_cast<int64_t>(rows);
       if (!o.recompute_scale_factor_.value_or(false)) scale[d] = s;
     }
   }
   for (int d = 0; d < 2; ++d)
     EMBER_CHECK(out_size[d] > 0 && x.size(2 + d) > 0, op, ": input of shape ", shape_str(x.sizes()),
                 " and output size ", out_size[0], "x", out_size[1], " must both be non-empty");
+  (void)checked_numel({x.size(0), x.size(1), out_size[0], out_size[1]}, op);  // the output's size overflows int64
   const bool align = o.align_corners_.value_or(false);
   Tensor y = x;
   for (int d = 0; d < 2; ++d) {
     const int64_t in = x.size(2 + d);
-    const AxisMap m = o.mode_ == "nearest"    ? nearest_map(in, out_size[d], scale[d])
-                      : x.dtype() == kFloat64 ? linear_map<double>(in, out_size[d], scale[d], align)
-                                              : linear_map<float>(in, out_size[d], scale[d], align);
+    AxisMap m;
+    try {
+      m = o.mode_ == "nearest"    ? nearest_map(in, out_size[d], scale[d])
+          : x.dtype() == kFloat64 ? linear_map<double>(in, out_size[d], scale[d], align)
+                                  : linear_map<float>(in, out_size[d], scale[d], align);
+    } catch (const std::exception&) {  // std::bad_alloc or std::length_error from an absurd size
+      throw Error(detail::concat(op, ": no memory for the source positions of an output dimension of ", out_size[d],
+                                 " (input shape ", shape_str(x.sizes()), ")"));
+    }
     y = resample(y, 2 + d, m);
   }
   return y;

@@ -14,8 +14,15 @@ TensorImpl& Tensor::ref() const {
   return *impl_;
 }
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+// wrap_dim lets a 0-d tensor name dim 0 or -1 (as reductions over it do); it has no size there.
+int64_t Tensor::size(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "size: dimension ", d, " of a 0-d tensor (it has no dimensions)");
+  return sizes()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  EMBER_CHECK(dim() > 0, "stride: dimension ", d, " of a 0-d tensor (it has no dimensions)");
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;

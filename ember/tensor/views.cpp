@@ -242,6 +242,8 @@ Tensor flatten(const Tensor& self, int64_t start, int64_t end) {
 }
 
 Tensor unflatten(const Tensor& self, int64_t d, const Shape& new_sizes) {
+  // wrap_dim lets a 0-d tensor name dim 0 or -1 (as PyTorch's reductions do); it has no size to split
+  EMBER_CHECK(self.dim() > 0, "unflatten: dimension ", d, " of a 0-d tensor (it has no dimensions)");
   d = wrap_dim(d, self.dim(), "unflatten");
   EMBER_CHECK(!new_sizes.empty(), "unflatten: sizes must be non-empty");
   const Shape inner = infer_shape(new_sizes, self.sizes()[d], "unflatten");

@@ -42,7 +42,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     EMBER_CHECK(d == dim || idx.size(d) <= x.size(d), "gather: size of index ", shape_str(idx.sizes()),
                 " exceeds the input's ", shape_str(x.sizes()), " at dimension ", d);
   Tensor out = ops::empty_on(idx.sizes(), x.dtype(), x.device());
-  if (out.numel() > 0) backend(x.device()).gather(x, dim, idx, out);
+  // A 0-d input (and index) is one element: the kernels see it as [1], as PyTorch does.
+  auto one_d = [](const Tensor& t) { return t.dim() == 0 ? native::view(t, {1}) : t; };
+  if (out.numel() > 0) backend(x.device()).gather(one_d(x), dim, one_d(idx), one_d(out));
   return out;
 }
 
@@ -61,7 +63,8 @@ Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
                 shape_str(x.sizes()), " at dimension ", d);
   assert_no_internal_overlap(x, "scatter_add_");  // Note [Memory overlap]
   assert_no_partial_overlap(x, src, "scatter_add_");
-  if (idx.numel() > 0) backend(x.device()).scatter_add(x, dim, idx, src);
+  auto one_d = [](const Tensor& t) { return t.dim() == 0 ? native::view(t, {1}) : t; };  // as in gather
+  if (idx.numel() > 0) backend(x.device()).scatter_add(one_d(x), dim, one_d(idx), one_d(src));
   return x;
 }
 
