@@ -1,0 +1,353 @@
+// Bad input never crashes, checked at random: every op is called many times with arguments
+// drawn to be awkward (empty and one-sized dimensions, transposed and expanded views, every
+// dtype, dims and sizes near and far out of range, huge counts). Each call must either return
+// or throw ember::Error; any other exception fails here, and a crash or a sanitizer report fails
+// the run (the ASan+UBSan preset runs this file too). The draws are seeded: a failure names
+// the op and the draw that reproduces it.
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+class Draw {
+ public:
+  explicit Draw(uint64_t seed) : rng_(seed) {}
+
+  int64_t below(int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng_); }
+  bool coin() { return below(2) == 0; }
+
+  // A dim, an index or a size: mostly small, sometimes just outside a tensor's range, sometimes
+  // absurd. (Not merely large: a padding of 2^31 asks, rightly, for a huge output, which only
+  // the machine's memory refuses; values near int64's limits must be refused by the op.)
+  int64_t integer() {
+    static const int64_t awkward[] = {-1,
+                                      -2,
+                                      -3,
+                                      -5,
+                                      4,
+                                      5,
+                                      7,
+                                      int64_t{1} << 62,
+                                      std::numeric_limits<int64_t>::max(),
+                                      std::numeric_limits<int64_t>::min(),
+                                      -(int64_t{1} << 62)};
+    if (below(4) != 0) return below(4);  // 0..3
+    return awkward[below(sizeof awkward / sizeof awkward[0])];
+  }
+  double real() {
+    static const double awkward[] = {0.0,
+                                     -1.0,
+                                     0.5,
+                                     2.0,
+                                     1e300,
+                                     -1e-300,
+                                     std::numeric_limits<double>::infinity(),
+                                     std::numeric_limits<double>::quiet_NaN()};
+    return awkward[below(sizeof awkward / sizeof awkward[0])];
+  }
+  Shape shape(int64_t max_dims = 4) {
+    Shape s(static_cast<size_t>(below(max_dims + 1)));
+    for (auto& d : s) d = below(4);  // 0..3: empty and one-sized dimensions included
+    return s;
+  }
+  Shape dims() {  // a list of dims for a reduction or a permutation
+    Shape d(static_cast<size_t>(below(3)));
+    for (auto& v : d) v = integer();
+    return d;
+  }
+  DType dtype() {
+    static const DType all[] = {kFloat32, kFloat32, kFloat32, kFloat64, kFloat16, kBFloat16,
+                                kInt64,   kInt32,   kInt8,    kUInt8,   kBool};
+    return all[below(sizeof all / sizeof all[0])];
+  }
+  // A tensor as a caller might hand one over: contiguous or a transposed / expanded view,
+  // occasionally undefined.
+  Tensor tensor(const Shape& s, DType dt) {
+    if (below(40) == 0) return Tensor();
+    Tensor t = (is_floating(dt) ? randn(s) : randint(0, 3, s)).to(dt);
+    if (t.dim() >= 2 && coin()) t = t.transpose(0, 1).contiguous().transpose(0, 1);
+    if (below(8) == 0 && t.dim() >= 1 && t.size(0) == 1) {
+      Shape wider = t.sizes();
+      wider[0] = 3;
+      t = t.expand(wider);
+    }
+    return t;
+  }
+  Tensor tensor() { return tensor(shape(), dtype()); }
+  Tensor floating() { return tensor(shape(), below(5) == 0 ? dtype() : kFloat32); }
+  Tensor index(int64_t bound) {  // an index tensor, mostly in range
+    Shape s = shape(2);
+    Tensor t = randint(-1, std::max<int64_t>(bound + 1, 1), s).to(below(6) == 0 ? dtype() : kInt64);
+    return t;
+  }
+  Int2 pair() { return {integer(), integer()}; }
+  Int2 positive_pair() { return {1 + below(3), 1 + below(3)}; }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+using Call = std::function<void(Draw&)>;
+
+std::vector<std::pair<std::string, Call>> calls() {
+  std::vector<std::pair<std::string, Call>> c;
+  auto op = [&](const char* name, Call f) { c.emplace_back(name, std::move(f)); };
+  // views
+  op("view", [](Draw& d) { (void)d.tensor().view(d.shape()); });
+  op("reshape", [](Draw& d) { (void)d.tensor().reshape(d.dims()); });
+  op("transpose", [](Draw& d) { (void)d.tensor().transpose(d.integer(), d.integer()); });
+  op("permute", [](Draw& d) { (void)d.tensor().permute(d.dims()); });
+  op("movedim", [](Draw& d) { (void)d.tensor().movedim(d.integer(), d.integer()); });
+  op("narrow", [](Draw& d) { (void)d.tensor().narrow(d.integer(), d.integer(), d.integer()); });
+  op("select", [](Draw& d) { (void)d.tensor().select(d.integer(), d.integer()); });
+  op("expand", [](Draw& d) { (void)d.tensor().expand(d.dims()); });
+  op("squeeze", [](Draw& d) { (void)d.tensor().squeeze(d.integer()); });
+  op("unsqueeze", [](Draw& d) { (void)d.tensor().unsqueeze(d.integer()); });
+  op("unflatten", [](Draw& d) { (void)d.tensor().unflatten(d.integer(), d.dims()); });
+  op("flatten", [](Draw& d) { (void)d.tensor().flatten(d.integer(), d.integer()); });
+  op("to", [](Draw& d) { (void)d.tensor().to(d.dtype()); });
+  op("split", [](Draw& d) { (void)d.tensor().split(d.integer(), d.integer()); });
+  op("chunk", [](Draw& d) { (void)d.tensor().chunk(d.integer(), d.integer()); });
+  op("split_with_sizes", [](Draw& d) { (void)split_with_sizes(d.tensor(), d.dims(), d.integer()); });
+  op("tril", [](Draw& d) { (void)d.tensor().tril(d.integer()); });
+  op("triu", [](Draw& d) { (void)d.tensor().triu(d.integer()); });
+  // elementwise
+  op("add", [](Draw& d) { (void)add(d.tensor(), d.tensor(), d.real()); });
+  op("sub_scalar", [](Draw& d) { (void)(d.tensor() - d.real()); });
+  op("mul", [](Draw& d) { (void)(d.tensor() * d.tensor()); });
+  op("div", [](Draw& d) { (void)(d.tensor() / d.tensor()); });
+  op("pow", [](Draw& d) { (void)d.tensor().pow(d.tensor()); });
+  op("pow_scalar", [](Draw& d) { (void)d.tensor().pow(d.coin() ? Scalar(d.integer()) : Scalar(d.real())); });
+  op("maximum", [](Draw& d) { (void)maximum(d.tensor(), d.tensor()); });
+  op("eq", [](Draw& d) { (void)d.tensor().eq(d.tensor()); });
+  op("where", [](Draw& d) { (void)where(d.tensor(), d.tensor(), d.tensor()); });
+  op("masked_fill", [](Draw& d) { (void)d.tensor().masked_fill(d.tensor(), d.real()); });
+  op("clamp", [](Draw& d) { (void)clamp(d.tensor(), d.real(), d.real()); });
+  op("unary", [](Draw& d) {
+    const Tensor t = d.tensor();
+    (void)t.abs(), (void)t.exp(), (void)t.log(), (void)t.sqrt(), (void)t.sigmoid(), (void)t.relu(), (void)t.neg();
+  });
+  op("leaky_relu", [](Draw& d) { (void)leaky_relu(d.tensor(), d.real()); });
+  op("add_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.add_(d.tensor(), d.real());
+  });
+  op("mul_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.mul_(d.tensor());
+  });
+  op("copy_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.copy_(d.tensor());
+  });
+  op("fill_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.fill_(d.real());
+  });
+  // reductions
+  op("sum", [](Draw& d) { (void)d.tensor().sum(d.dims(), d.coin()); });
+  op("mean", [](Draw& d) { (void)d.tensor().mean(d.dims(), d.coin()); });
+  op("prod", [](Draw& d) { (void)d.tensor().prod(d.dims(), d.coin()); });
+  op("amax", [](Draw& d) { (void)d.tensor().amax(d.dims(), d.coin()); });
+  op("max_dim", [](Draw& d) { (void)d.tensor().max(d.integer(), d.coin()); });
+  op("argmax", [](Draw& d) { (void)d.tensor().argmax(d.coin() ? std::optional<int64_t>(d.integer()) : std::nullopt); });
+  op("var", [](Draw& d) { (void)d.tensor().var(d.dims(), d.coin(), d.coin()); });
+  op("norm", [](Draw& d) { (void)d.tensor().norm(d.real(), d.dims(), d.coin()); });
+  op("logsumexp", [](Draw& d) { (void)d.tensor().logsumexp(d.dims(), d.coin()); });
+  op("all", [](Draw& d) { (void)d.tensor().all(d.dims(), d.coin()); });
+  // matrices
+  op("matmul", [](Draw& d) { (void)matmul(d.tensor(), d.tensor()); });
+  op("mm", [](Draw& d) { (void)mm(d.tensor(d.shape(2), kFloat32), d.tensor(d.shape(2), d.dtype())); });
+  op("bmm", [](Draw& d) { (void)bmm(d.tensor(d.shape(3), kFloat32), d.tensor(d.shape(3), kFloat32)); });
+  op("addmm", [](Draw& d) { (void)addmm(d.floating(), d.floating(), d.floating(), d.real(), d.real()); });
+  op("linear", [](Draw& d) { (void)linear(d.floating(), d.floating(), d.coin() ? d.floating() : Tensor()); });
+  // convolution and pooling
+  op("conv2d", [](Draw& d) {
+    (void)conv2d(d.floating(), d.floating(), d.coin() ? d.floating() : Tensor(), d.pair(), d.pair(), d.pair(),
+                 d.integer());
+  });
+  op("conv2d_shaped", [](Draw& d) {  // shapes that often agree, parameters that often do not
+    const int64_t c = 1 + d.below(2);
+    (void)conv2d(d.tensor({1 + d.below(2), c, 1 + d.below(4), 1 + d.below(4)}, kFloat32),
+                 d.tensor({1 + d.below(2), c, 1 + d.below(3), 1 + d.below(3)}, d.coin() ? kFloat32 : kBFloat16),
+                 Tensor(), d.coin() ? d.positive_pair() : d.pair(), d.pair(), d.positive_pair(), 1);
+  });
+  op("conv_transpose2d", [](Draw& d) {
+    (void)conv_transpose2d(d.floating(), d.floating(), Tensor(), d.pair(), d.pair(), d.pair(), d.integer(), d.pair());
+  });
+  op("max_pool2d", [](Draw& d) {
+    (void)max_pool2d(d.floating(), d.pair(), d.coin() ? std::optional<Int2>(d.pair()) : std::nullopt, d.pair(),
+                     d.pair(), d.coin());
+  });
+  op("max_pool2d_shaped", [](Draw& d) {
+    (void)max_pool2d(d.tensor({1, 1 + d.below(2), 1 + d.below(5), 1 + d.below(5)}, d.coin() ? kFloat32 : kFloat16),
+                     d.positive_pair(), std::optional<Int2>(d.positive_pair()), {d.below(2), d.below(2)},
+                     d.positive_pair(), d.coin());
+  });
+  op("avg_pool2d", [](Draw& d) {
+    (void)avg_pool2d(d.floating(), d.pair(), d.coin() ? std::optional<Int2>(d.pair()) : std::nullopt, d.pair(),
+                     d.coin(), d.coin());
+  });
+  op("adaptive_avg_pool2d", [](Draw& d) { (void)adaptive_avg_pool2d(d.floating(), d.pair()); });
+  // softmax and losses
+  op("softmax", [](Draw& d) { (void)d.tensor().softmax(d.integer()); });
+  op("log_softmax", [](Draw& d) { (void)d.tensor().log_softmax(d.integer()); });
+  op("cross_entropy", [](Draw& d) {
+    const Tensor x = d.floating();
+    (void)nn::functional::cross_entropy(x, d.index(x.defined() && x.dim() > 1 ? x.size(1) : 3));
+  });
+  op("nll_loss", [](Draw& d) { (void)nn::functional::nll_loss(d.floating(), d.index(3)); });
+  op("mse_loss", [](Draw& d) { (void)nn::functional::mse_loss(d.floating(), d.floating()); });
+  op("binary_cross_entropy", [](Draw& d) { (void)binary_cross_entropy(d.floating().sigmoid(), d.floating()); });
+  // indexing
+  op("index_select", [](Draw& d) { (void)d.tensor().index_select(d.integer(), d.index(3)); });
+  op("gather", [](Draw& d) { (void)d.tensor().gather(d.integer(), d.index(3)); });
+  op("scatter_add", [](Draw& d) { (void)d.tensor().scatter_add(d.integer(), d.index(3), d.tensor()); });
+  op("embedding", [](Draw& d) { (void)embedding(d.floating(), d.index(3)); });
+  op("one_hot", [](Draw& d) { (void)one_hot(d.index(3), d.integer()); });
+  op("cat", [](Draw& d) { (void)cat({d.tensor(), d.tensor()}, d.integer()); });
+  op("stack", [](Draw& d) { (void)stack({d.tensor(), d.tensor()}, d.integer()); });
+  // factories
+  op("full", [](Draw& d) { (void)full(d.dims(), d.real(), d.dtype()); });
+  op("arange", [](Draw& d) { (void)arange(d.real(), d.real(), d.real()); });
+  op("linspace", [](Draw& d) { (void)linspace(d.real(), d.real(), d.integer()); });
+  op("randint", [](Draw& d) { (void)randint(d.integer(), d.integer(), d.shape()); });
+  op("randn", [](Draw& d) { (void)randn(d.dims()); });
+  // nn.functional
+  op("layer_norm", [](Draw& d) {
+    (void)nn::functional::layer_norm(d.floating(), d.shape(2), d.coin() ? d.floating() : Tensor(),
+                                     d.coin() ? d.floating() : Tensor(), d.real());
+  });
+  op("group_norm", [](Draw& d) {
+    (void)nn::functional::group_norm(d.floating(), d.integer(), d.coin() ? d.floating() : Tensor(), Tensor(), d.real());
+  });
+  op("batch_norm", [](Draw& d) {
+    Tensor mean = d.floating(), var = d.floating();
+    (void)nn::functional::batch_norm(d.floating(), d.coin() ? mean : Tensor(), d.coin() ? var : Tensor(),
+                                     d.coin() ? d.floating() : Tensor(), Tensor(), d.coin(), d.real(), d.real());
+  });
+  op("dropout", [](Draw& d) { (void)nn::functional::dropout(d.tensor(), d.real(), d.coin()); });
+  op("dropout2d", [](Draw& d) { (void)nn::functional::dropout2d(d.tensor(), d.real(), d.coin()); });
+  op("losses", [](Draw& d) {
+    const Tensor x = d.floating(), y = d.floating();
+    switch (d.below(5)) {
+      case 0:
+        (void)nn::functional::l1_loss(x, y, d.coin() ? "sum" : "bogus");
+        break;
+      case 1:
+        (void)nn::functional::smooth_l1_loss(x, y, "mean", d.real());
+        break;
+      case 2:
+        (void)nn::functional::kl_div(x, y, d.coin() ? "batchmean" : "mean", d.coin());
+        break;
+      case 3:
+        (void)nn::functional::binary_cross_entropy_with_logits(
+            x, y, nn::functional::BCEWithLogitsOptions().pos_weight(d.coin() ? d.floating() : Tensor()));
+        break;
+      default:
+        (void)nn::functional::cross_entropy(
+            x, y, nn::functional::CrossEntropyOptions().label_smoothing(d.real()).ignore_index(d.integer()));
+    }
+  });
+  op("attention", [](Draw& d) {
+    (void)nn::functional::scaled_dot_product_attention(
+        d.floating(), d.floating(), d.floating(),
+        nn::functional::AttentionOptions().is_causal(d.coin()).attn_mask(d.coin() ? d.tensor() : Tensor()));
+  });
+  op("interpolate", [](Draw& d) {
+    nn::functional::InterpolateOptions o;
+    o.mode(d.coin() ? "nearest" : "bilinear");
+    if (d.coin())
+      o.size(d.dims());
+    else
+      o.scale_factor(std::vector<double>{d.real(), d.real()});
+    (void)nn::functional::interpolate(d.floating(), o);
+  });
+  // modules built with awkward options, then called
+  op("modules", [](Draw& d) {
+    switch (d.below(5)) {
+      case 0:
+        (void)nn::Linear(d.integer(), d.integer())(d.floating());
+        break;
+      case 1:
+        (void)nn::Conv2d(nn::Conv2dOptions(d.integer(), d.integer(), d.integer()).stride(d.integer()))(d.floating());
+        break;
+      case 2:
+        (void)nn::Embedding(d.integer(), d.integer())(d.index(3));
+        break;
+      case 3:
+        (void)nn::LayerNorm(nn::LayerNormOptions(d.dims()))(d.floating());
+        break;
+      default:
+        (void)nn::BatchNorm2d(d.integer())(d.floating());
+    }
+  });
+  // backward through an op of a random graph
+  op("backward", [](Draw& d) {
+    Tensor x = d.floating();
+    if (x.defined() && is_floating(x.dtype()) && x.is_contiguous()) x = x.detach().requires_grad_();
+    Tensor y = x;
+    for (int i = 0; i < 3; ++i) {
+      switch (d.below(5)) {
+        case 0:
+          y = y.sum(d.dims(), d.coin());
+          break;
+        case 1:
+          y = y.transpose(d.integer(), d.integer());
+          break;
+        case 2:
+          y = y.softmax(d.integer());
+          break;
+        case 3:
+          y = y * d.tensor();
+          break;
+        default:
+          y = y.expand(d.dims());
+      }
+    }
+    y.backward(d.coin() ? Tensor() : d.tensor());
+  });
+  // quantization
+  op("fake_quantize_per_tensor_affine", [](Draw& d) {
+    (void)fake_quantize_per_tensor_affine(d.floating(), d.real(), d.integer(), d.integer(), d.integer());
+  });
+  op("fake_quantize_per_channel_affine", [](Draw& d) {
+    (void)fake_quantize_per_channel_affine(d.floating(), d.floating(), d.index(3), d.integer(), d.integer(),
+                                           d.integer());
+  });
+  return c;
+}
+
+// EMBER_RANDOM_DRAWS=N draws N times per op instead of 300 (a longer search, by hand).
+TEST(Errors, RandomArgumentsReturnOrThrowAnEmberError) {
+  const char* draws = std::getenv("EMBER_RANDOM_DRAWS");
+  const int draws_per_op = draws != nullptr ? std::max(1, std::atoi(draws)) : 300;
+  for (const auto& [name, call] : calls()) {
+    for (int i = 0; i < draws_per_op; ++i) {
+      const uint64_t seed = std::hash<std::string>()(name) ^ static_cast<uint64_t>(i);
+      Draw draw(seed);
+      manual_seed(seed);
+      try {
+        call(draw);
+      } catch (const Error&) {
+        // the expected refusal
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << name << ", draw " << i << ": threw " << typeid(e).name()
+                      << " instead of ember::Error: " << e.what();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
