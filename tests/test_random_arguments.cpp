@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/nn/prune.h"
 #include "helpers.h"
 
 namespace ember {
@@ -89,6 +90,12 @@ class Draw {
     Shape s = shape(2);
     Tensor t = randint(-1, std::max<int64_t>(bound + 1, 1), s).to(below(6) == 0 ? dtype() : kInt64);
     return t;
+  }
+  // `s` most of the time; otherwise one dim changed (to 0, or one more), so that shapes which
+  // should agree often do and sometimes just fail to.
+  Shape near(Shape s) {
+    if (!s.empty() && below(4) == 0) s[static_cast<size_t>(below(static_cast<int64_t>(s.size())))] = coin() ? 0 : 5;
+    return s;
   }
   Int2 pair() { return {integer(), integer()}; }
   Int2 positive_pair() { return {1 + below(3), 1 + below(3)}; }
@@ -223,6 +230,64 @@ std::vector<std::pair<std::string, Call>> calls() {
   op("linspace", [](Draw& d) { (void)linspace(d.real(), d.real(), d.integer()); });
   op("randint", [](Draw& d) { (void)randint(d.integer(), d.integer(), d.shape()); });
   op("randn", [](Draw& d) { (void)randn(d.dims()); });
+  // the same ops with shapes that mostly agree, to reach their kernels
+  op("matrices_shaped", [](Draw& d) {
+    const int64_t m = d.below(4), k = d.below(4), n = d.below(4), b = 1 + d.below(2);
+    const DType dt = d.coin() ? kFloat32 : (d.coin() ? kBFloat16 : kFloat16);
+    switch (d.below(4)) {
+      case 0:
+        (void)mm(d.tensor(d.near({m, k}), dt), d.tensor(d.near({k, n}), dt));
+        break;
+      case 1:
+        (void)bmm(d.tensor(d.near({b, m, k}), dt), d.tensor(d.near({b, k, n}), dt));
+        break;
+      case 2:
+        (void)addmm(d.tensor(d.near({n}), dt), d.tensor(d.near({m, k}), dt), d.tensor(d.near({k, n}), dt), d.real(),
+                    d.real());
+        break;
+      default:
+        (void)matmul(d.tensor(d.near({b, m, k}), dt), d.tensor(d.near({k}), dt));
+    }
+  });
+  op("attention_shaped", [](Draw& d) {
+    const int64_t b = d.below(3), l = d.below(4), s = d.below(4), e = 1 + d.below(3);
+    (void)nn::functional::scaled_dot_product_attention(
+        d.tensor(d.near({b, l, e}), kFloat32), d.tensor(d.near({b, s, e}), kFloat32),
+        d.tensor(d.near({b, s, e}), kFloat32),
+        nn::functional::AttentionOptions()
+            .is_causal(d.coin())
+            .attn_mask(d.coin() ? d.tensor(d.near({l, s}), d.coin() ? kBool : kFloat32) : Tensor())
+            .dropout_p(d.coin() ? 0.0 : d.real()));
+  });
+  op("losses_shaped", [](Draw& d) {
+    const int64_t n = d.below(4), c = 1 + d.below(4);
+    const Tensor target = randint(-1, c + 1, d.near({n})).to(d.below(8) == 0 ? kInt32 : kInt64);
+    nn::functional::CrossEntropyOptions o;
+    o.ignore_index(d.coin() ? -1 : -100).reduction(d.coin() ? "mean" : (d.coin() ? "sum" : "none"));
+    if (d.coin()) o.weight(d.tensor(d.near({c}), kFloat32));
+    if (d.coin())
+      (void)nn::functional::cross_entropy(d.tensor(d.near({n, c}), kFloat32), target, o);
+    else
+      (void)nn::functional::nll_loss(d.tensor(d.near({n, c}), kFloat32).log_softmax(1), target, o);
+  });
+  op("indexing_shaped", [](Draw& d) {
+    const Shape shape = {1 + d.below(3), 1 + d.below(3)};
+    const int64_t dim = d.below(2);
+    const Tensor index = randint(-1, shape[static_cast<size_t>(dim)] + 1, d.near({d.below(3), d.below(3)}));
+    if (d.coin())
+      (void)d.tensor(shape, kFloat32).gather(dim, index);
+    else
+      (void)d.tensor(shape, kFloat32).scatter_add(dim, index, d.tensor(d.near({3, 3}), kFloat32));
+  });
+  op("pooling_shaped", [](Draw& d) {
+    const Tensor x = d.tensor(d.near({1 + d.below(2), 1 + d.below(2), d.below(6), d.below(6)}), kFloat32);
+    const Int2 kernel = d.positive_pair(), stride = d.positive_pair(), padding = {d.below(2), d.below(2)};
+    if (d.coin())
+      (void)avg_pool2d(x, kernel, stride, padding, d.coin(), d.coin());
+    else
+      (void)conv_transpose2d(x, d.tensor(d.near({x.size(1), 1 + d.below(2), kernel[0], kernel[1]}), kFloat32),
+                             Tensor(), stride, padding, {d.below(2), d.below(2)}, 1, d.positive_pair());
+  });
   // nn.functional
   op("layer_norm", [](Draw& d) {
     (void)nn::functional::layer_norm(d.floating(), d.shape(2), d.coin() ? d.floating() : Tensor(),
@@ -316,6 +381,81 @@ std::vector<std::pair<std::string, Call>> calls() {
       }
     }
     y.backward(d.coin() ? Tensor() : d.tensor());
+  });
+  // mixed precision: ops under autocast of any dtype, and the GradScaler's calls in any order
+  op("autocast", [](Draw& d) {
+    autocast::AutocastGuard guard(kCPU, d.dtype(), d.coin());
+    switch (d.below(4)) {
+      case 0:
+        (void)matmul(d.floating(), d.floating());
+        break;
+      case 1:
+        (void)linear(d.floating(), d.floating(), d.floating());
+        break;
+      case 2:
+        (void)conv2d(d.floating(), d.floating(), Tensor(), d.positive_pair(), d.pair());
+        break;
+      default:
+        (void)nn::functional::cross_entropy(d.floating(), d.index(3));
+    }
+  });
+  op("grad_scaler", [](Draw& d) {
+    amp::GradScaler scaler(amp::GradScalerOptions().init_scale(d.real()).growth_interval(d.integer()));
+    Tensor w = d.floating();
+    if (!w.defined() || !is_floating(w.dtype()) || !w.is_contiguous()) return;
+    w = w.detach().requires_grad_();
+    optim::SGD opt({w}, optim::SGDOptions(0.1));
+    for (int step = 0; step < 6; ++step) {
+      switch (d.below(5)) {
+        case 0:
+          scaler.scale((w * d.real()).sum()).backward();
+          break;
+        case 1:
+          scaler.unscale_(opt);
+          break;
+        case 2:
+          scaler.step(opt);
+          break;
+        case 3:
+          scaler.update(d.coin() ? std::optional<double>(d.real()) : std::nullopt);
+          break;
+        default:
+          scaler.load_state_dict({{"scale", d.real()},
+                                  {"growth_factor", d.real()},
+                                  {"backoff_factor", d.real()},
+                                  {"growth_interval", d.real()},
+                                  {"_growth_tracker", d.real()}});
+      }
+    }
+  });
+  // data parallel over replicas on the CPU, with awkward batches and devices
+  op("data_parallel", [](Draw& d) {
+    const int64_t in = 1 + d.below(3);
+    nn::Linear model(in, 2);
+    std::vector<Device> devices(static_cast<size_t>(d.below(4)), Device(kCPU));
+    nn::DataParallel parallel(
+        model, [&] { return nn::Linear(in, 2); }, nn::DataParallelOptions().devices(devices).dim(d.integer()));
+    (void)parallel(d.floating());
+  });
+  // pruning with awkward amounts and dims
+  op("prune", [](Draw& d) {
+    nn::Linear layer(3, 2);
+    const nn::utils::prune::Amount amount = d.coin() ? nn::utils::prune::Amount(d.integer()) : nn::utils::prune::Amount(d.real());
+    switch (d.below(3)) {
+      case 0:
+        nn::utils::prune::l1_unstructured(*layer, d.coin() ? "weight" : "nothing", amount);
+        break;
+      case 1:
+        nn::utils::prune::ln_structured(*layer, "weight", amount, d.real(), d.integer());
+        break;
+      default:
+        nn::utils::prune::random_structured(*layer, "bias", amount, d.integer());
+    }
+    (void)layer(ones({1, 3}));
+  });
+  op("quantize_per_tensor", [](Draw& d) {
+    const QDType types[] = {QDType::QInt8, QDType::QUInt8, QDType::QInt32};
+    (void)quantize_per_tensor(d.floating(), d.real(), d.integer(), types[d.below(3)]).dequantize();
   });
   // quantization
   op("fake_quantize_per_tensor_affine", [](Draw& d) {
