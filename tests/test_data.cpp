@@ -2,6 +2,7 @@
 // suite's name contains "Thread" so that CI runs it under ThreadSanitizer too.
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -101,6 +102,42 @@ TEST(LoaderThreads, DistributedShardsCoverTheDatasetOnce) {
   }
   EXPECT_NE(DistributedSampler(10, 2, 0, true, 5).indices(0), DistributedSampler(10, 2, 0, true, 5).indices(1));
   EXPECT_ERROR_CONTAINS(DistributedSampler(10, 2, 2), "rank 2 is out of range for 2 replicas");
+}
+
+// PyTorch's padding, position by position (torch.utils.data.DistributedSampler, shuffle=False):
+// the list repeats from its start up to num_samples * num_replicas, rank r takes r::R.
+// Bug: the padded list was built whole, so num_replicas far above n (a mistaken argument)
+// grew it for minutes, and (n + R - 1) / R overflowed for R near int64's limit.
+// (n + batch - 1) / batch overflowed for a batch size near int64's limit, and so did the epoch
+// after set_epoch(INT64_MAX) (both UBSan, the asan preset).
+TEST(LoaderThreads, BatchSizesAndEpochsNearInt64sLimit) {
+  auto ds = std::make_shared<TensorDataset>(arange(0, 5).to(kFloat32));
+  DataLoader loader(ds, DataLoaderOptions().batch_size(std::numeric_limits<int64_t>::max()));
+  EXPECT_EQ(loader.size(), 1);
+  int64_t batches = 0;
+  for (const auto& batch : loader) {
+    EXPECT_EQ(batch.data.size(0), 5);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 1);
+  EXPECT_ERROR_CONTAINS(loader.set_epoch(std::numeric_limits<int64_t>::max()),
+                        "set_epoch: the epoch must be in [0, 9223372036854775806]");
+  EXPECT_ERROR_CONTAINS(loader.load_state_dict({std::numeric_limits<int64_t>::max(), 0}),
+                        "is not a position of this loader");
+}
+
+TEST(LoaderThreads, DistributedPaddingIsPyTorchsWithoutBuildingThePaddedList) {
+  const std::vector<std::vector<int64_t>> five_over_three = {{0, 3}, {1, 4}, {2, 0}};
+  for (int64_t r = 0; r < 3; ++r)
+    EXPECT_EQ(DistributedSampler(5, 3, r, false).indices(0), five_over_three[static_cast<size_t>(r)]);
+  const std::vector<std::vector<int64_t>> two_over_five = {{0}, {1}, {0}, {1}, {0}};  // more ranks than samples
+  for (int64_t r = 0; r < 5; ++r)
+    EXPECT_EQ(DistributedSampler(2, 5, r, false).indices(0), two_over_five[static_cast<size_t>(r)]);
+  EXPECT_EQ(DistributedSampler(5, 3, 2, false, 0, /*drop_last=*/true).indices(0), (std::vector<int64_t>{2}));
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(DistributedSampler(3, huge, huge - 1, false).indices(0), (std::vector<int64_t>{(huge - 1) % 3}));
+  EXPECT_EQ(DistributedSampler(3, huge, 7, false).size(), 1);
+  EXPECT_TRUE(DistributedSampler(3, huge, 7, false, 0, true).indices(0).empty());
 }
 
 TEST(LoaderThreads, WorkerErrorsArriveWhenTheirBatchIsDue) {

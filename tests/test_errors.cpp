@@ -1,5 +1,7 @@
 // Bad input never crashes: each class of mistake throws ember::Error naming the op and
 // the shapes, dtypes, dims or devices involved.
+#include <limits>
+
 #include "helpers.h"
 
 namespace ember {
@@ -150,6 +152,39 @@ TEST(Errors, AnUndefinedTensorAnswersQueriesAndRefusesWork) {
   EXPECT_ERROR_CONTAINS(u.mul_(ones({2})), "mul: the input tensor is undefined");
   EXPECT_ERROR_CONTAINS(u.detach(), "detach: the tensor is undefined");
   EXPECT_ERROR_CONTAINS(u.mutable_grad(), "mutable_grad: the tensor is undefined");
+}
+
+TEST(Errors, ChunksNearInt64sLimitDoNotOverflow) {
+  // chunk computed ceil(n / chunks) as (n + chunks - 1) / chunks: signed overflow (UBSan).
+  const auto pieces = ones({3}).chunk(std::numeric_limits<int64_t>::max());
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[2].sizes(), (Shape{1}));
+  // split_with_sizes summed the sizes before comparing them with the dimension: overflow.
+  EXPECT_ERROR_CONTAINS(split_with_sizes(ones({3}), {2, std::numeric_limits<int64_t>::max()}),
+                        "split_with_sizes: split sizes [2, 9223372036854775807] sum to more than dimension 0's size 3");
+}
+
+TEST(Errors, SizesNearInt64sLimitAreRefusedNotOverflowed) {
+  // Each was a signed overflow (UBSan, the asan preset) computing a size from the arguments.
+  EXPECT_ERROR_CONTAINS(
+      conv2d(ones({1, 1, 3, 3}), ones({1, 1, 1, 1}), Tensor(), {1, 1}, {std::numeric_limits<int64_t>::max(), 0}),
+      "conv2d: the arguments make a size beyond int64's range");
+  EXPECT_ERROR_CONTAINS(conv2d(ones({1, 2, 3, 3}), zeros({0, 2, 1, 1}), Tensor(), {1, 1}, {0, 0}, {1, 1},
+                               std::numeric_limits<int64_t>::max()),
+                        "conv2d: the arguments make a size beyond int64's range");
+  EXPECT_ERROR_CONTAINS(
+      max_pool2d(ones({1, 1, 3, 3}), {std::numeric_limits<int64_t>::max(), 1}, Int2{1, 1}, {1, 0}, {2, 1}),
+      "max_pool2d: the arguments make a size beyond int64's range");
+  EXPECT_ERROR_CONTAINS(
+      conv_transpose2d(ones({1, 1, 2, 2}), ones({1, 1, 1, 1}), Tensor(), {std::numeric_limits<int64_t>::max(), 1}),
+      "conv_transpose2d: the arguments make a size beyond int64's range");
+  // An empty tensor may have other dims whose product overflows: its strides saturate.
+  const Tensor empty_wide = zeros({0, int64_t{1} << 62, 4});
+  EXPECT_EQ(empty_wide.numel(), 0);
+  EXPECT_EQ(empty_wide.stride(2), 1);
+  EXPECT_EQ(empty_wide.stride(1), 4);
+  // index_select into an empty output copied rows of 0 bytes from a null pointer.
+  EXPECT_EQ(zeros({3, 0}).index_select(0, tensor<int64_t>({2})).sizes(), (Shape{1, 0}));
 }
 
 TEST(Errors, NoChannelsAndAbsurdScalesAreNotCrashes) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -224,6 +225,51 @@ std::vector<std::pair<std::string, Call>> calls() {
   op("one_hot", [](Draw& d) { (void)one_hot(d.index(3), d.integer()); });
   op("cat", [](Draw& d) { (void)cat({d.tensor(), d.tensor()}, d.integer()); });
   op("stack", [](Draw& d) { (void)stack({d.tensor(), d.tensor()}, d.integer()); });
+  // the tensor's own accessors
+  op("print", [](Draw& d) {
+    std::ostringstream out;
+    Tensor t = d.tensor();
+    if (d.coin() && t.defined() && is_floating(t.dtype())) t = t * d.real();  // inf, NaN, huge and tiny values
+    out << t;
+  });
+  op("item_and_data", [](Draw& d) {
+    const Tensor t = d.tensor();
+    switch (d.below(4)) {
+      case 0:
+        (void)t.item<double>();
+        break;
+      case 1:
+        (void)t.to_vector<float>();
+        break;
+      case 2:
+        (void)t.data_ptr<int64_t>();
+        break;
+      default:
+        (void)tensor<float>(std::vector<float>(static_cast<size_t>(d.below(5)), 1.0f), d.shape());
+    }
+  });
+  op("state_dict", [](Draw& d) {
+    nn::Linear a(1 + d.below(3), 2), b(1 + d.below(3), 2);
+    StateDict state = a->state_dict();
+    if (d.coin()) state.insert("extra", d.tensor());
+    b->load_state_dict(state, d.coin());
+  });
+  // the data layer: loaders over small datasets with awkward options, a distributed sampler
+  op("data_loader", [](Draw& d) {
+    const int64_t n = d.below(5);
+    auto dataset = std::make_shared<data::TensorDataset>(d.tensor(d.near({n, 2}), kFloat32),
+                                                         d.coin() ? d.tensor(d.near({n}), kInt64) : Tensor());
+    data::DataLoaderOptions o;
+    o.batch_size(d.integer()).shuffle(d.coin()).drop_last(d.coin()).num_workers(static_cast<int>(d.below(3)));
+    if (d.coin()) o.prefetch_factor(static_cast<int>(d.integer()));
+    data::DataLoader loader(
+        dataset, o,
+        d.coin() ? std::make_shared<data::DistributedSampler>(n, d.integer(), d.integer(), d.coin()) : nullptr);
+    for (const auto& batch : loader) (void)batch;
+    loader.set_epoch(d.integer());
+    loader.load_state_dict({d.integer(), d.integer()});
+    for (const auto& batch : loader) (void)batch;
+  });
   // factories
   op("full", [](Draw& d) { (void)full(d.dims(), d.real(), d.dtype()); });
   op("arange", [](Draw& d) { (void)arange(d.real(), d.real(), d.real()); });
@@ -285,8 +331,8 @@ std::vector<std::pair<std::string, Call>> calls() {
     if (d.coin())
       (void)avg_pool2d(x, kernel, stride, padding, d.coin(), d.coin());
     else
-      (void)conv_transpose2d(x, d.tensor(d.near({x.size(1), 1 + d.below(2), kernel[0], kernel[1]}), kFloat32),
-                             Tensor(), stride, padding, {d.below(2), d.below(2)}, 1, d.positive_pair());
+      (void)conv_transpose2d(x, d.tensor(d.near({x.size(1), 1 + d.below(2), kernel[0], kernel[1]}), kFloat32), Tensor(),
+                             stride, padding, {d.below(2), d.below(2)}, 1, d.positive_pair());
   });
   // nn.functional
   op("layer_norm", [](Draw& d) {
@@ -440,7 +486,8 @@ std::vector<std::pair<std::string, Call>> calls() {
   // pruning with awkward amounts and dims
   op("prune", [](Draw& d) {
     nn::Linear layer(3, 2);
-    const nn::utils::prune::Amount amount = d.coin() ? nn::utils::prune::Amount(d.integer()) : nn::utils::prune::Amount(d.real());
+    const nn::utils::prune::Amount amount =
+        d.coin() ? nn::utils::prune::Amount(d.integer()) : nn::utils::prune::Amount(d.real());
     switch (d.below(3)) {
       case 0:
         nn::utils::prune::l1_unstructured(*layer, d.coin() ? "weight" : "nothing", amount);

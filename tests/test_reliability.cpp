@@ -154,7 +154,7 @@ TEST(DataLoaderState, ResumesWithTheNextBatchInTheSamplersOrder) {
   data::DataLoader loader(ds, data::DataLoaderOptions().batch_size(3));
   EXPECT_ERROR_CONTAINS(loader.load_state_dict({0, 5}), "not a position of this loader");
   EXPECT_ERROR_CONTAINS(loader.load_state_dict({-1, 0}), "not a position of this loader");
-  EXPECT_ERROR_CONTAINS(loader.set_epoch(-3), "must be >= 0");
+  EXPECT_ERROR_CONTAINS(loader.set_epoch(-3), "the epoch must be in [0, ");
 }
 
 // --- the checkpoint is one unit, and what is not a whole checkpoint is refused ---

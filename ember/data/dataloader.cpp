@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -332,7 +333,7 @@ DataLoader::~DataLoader() {
 
 int64_t DataLoader::size() const {
   const int64_t n = sampler_->size(), b = options_.batch_size_;
-  return options_.drop_last_ ? n / b : (n + b - 1) / b;
+  return n / b + (!options_.drop_last_ && n % b != 0 ? 1 : 0);  // (n + b - 1) / b could overflow
 }
 
 DataLoader::Iterator DataLoader::begin() {
@@ -372,8 +373,12 @@ DataLoader::Iterator DataLoader::begin() {
   return Iterator(e, start);
 }
 
+// The one epoch number never run: the one after it would not fit in int64.
+constexpr int64_t kNoEpoch = std::numeric_limits<int64_t>::max();
+
 void DataLoader::set_epoch(int64_t epoch) {
-  EMBER_CHECK(epoch >= 0, "DataLoader::set_epoch: the epoch must be >= 0, got ", epoch);
+  EMBER_CHECK(epoch >= 0 && epoch < kNoEpoch, "DataLoader::set_epoch: the epoch must be in [0, ", kNoEpoch - 1,
+              "], got ", epoch);
   if (epoch != next_epoch_) start_batch_ = 0;
   next_epoch_ = epoch;
   positioned_ = true;
@@ -387,9 +392,9 @@ DataLoaderState DataLoader::state_dict() const {
 }
 
 void DataLoader::load_state_dict(const DataLoaderState& state) {
-  EMBER_CHECK(state.epoch >= 0 && state.batch >= 0 && state.batch <= size(), "DataLoader::load_state_dict: epoch ",
-              state.epoch, " batch ", state.batch, " is not a position of this loader (epochs >= 0, ", size(),
-              " batches each)");
+  EMBER_CHECK(state.epoch >= 0 && state.epoch < kNoEpoch && state.batch >= 0 && state.batch <= size(),
+              "DataLoader::load_state_dict: epoch ", state.epoch, " batch ", state.batch,
+              " is not a position of this loader (epochs in [0, ", kNoEpoch - 1, "], ", size(), " batches each)");
   next_epoch_ = state.epoch;
   start_batch_ = state.batch;
   positioned_ = true;

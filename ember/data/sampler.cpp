@@ -54,7 +54,7 @@ DistributedSampler::DistributedSampler(int64_t n, int64_t num_replicas, int64_t 
   EMBER_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas must be >= 1, got ", num_replicas);
   EMBER_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank, " is out of range for ",
               num_replicas, " replicas");
-  per_replica_ = drop_last ? n / num_replicas : (n + num_replicas - 1) / num_replicas;
+  per_replica_ = n / num_replicas + (!drop_last && n % num_replicas != 0 ? 1 : 0);  // (n + R - 1) / R could overflow
 }
 
 std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
@@ -65,18 +65,15 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     all.resize(static_cast<size_t>(n_));
     std::iota(all.begin(), all.end(), int64_t{0});
   }
-  const size_t total = static_cast<size_t>(per_replica_ * num_replicas_);
-  if (drop_last_) {
-    all.resize(total);
-  } else {
-    for (size_t i = 0; all.size() < total && n_ > 0; ++i) {
-      const int64_t repeat = all[i % static_cast<size_t>(n_)];  // a copy: push_back may reallocate
-      all.push_back(repeat);
-    }
-  }
+  // The list padded to per_replica * num_replicas by repeating it from its start (PyTorch's
+  // padding: position i holds all[i mod n]), or cut to that length with drop_last; rank r takes
+  // positions r, r + R, r + 2R... Computed per position, without building the padded list,
+  // which num_replicas far above n would make enormous; mod n, so that nothing overflows.
   std::vector<int64_t> out;
-  for (size_t i = static_cast<size_t>(rank_); i < all.size(); i += static_cast<size_t>(num_replicas_))
-    out.push_back(all[i]);
+  if (n_ == 0) return out;
+  out.reserve(static_cast<size_t>(per_replica_));
+  const int64_t step = num_replicas_ % n_;
+  for (int64_t j = 0, at = rank_ % n_; j < per_replica_; ++j, at = (at + step) % n_) out.push_back(all[at]);
   return out;
 }
 

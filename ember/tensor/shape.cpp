@@ -1,6 +1,7 @@
 #include "ember/tensor/shape.h"
 
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -49,7 +50,9 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= sizes[i] > 0 ? sizes[i] : 1;
+    // Only an empty tensor (a 0 among its sizes) can overflow here, since a non-empty one's
+    // element count was checked: its strides address nothing, so they saturate.
+    if (__builtin_mul_overflow(s, sizes[i] > 0 ? sizes[i] : 1, &s)) s = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }

@@ -30,6 +30,7 @@ void CpuBackend::index_select(const Tensor& src, int64_t dim, const Tensor& inde
   const Tensor idx = native::contiguous(index);
   const int64_t* ip = static_cast<const int64_t*>(idx.data_ptr());
   const int64_t L = idx.numel();
+  if (out.numel() == 0) return;  // the indices checked, nothing to copy (a row of 0 bytes has no pointer)
   const size_t row_bytes = static_cast<size_t>(inner) * src.element_size();
   const char* s = static_cast<const char*>(src.data_ptr());
   char* o = static_cast<char*>(out.data_ptr());

@@ -10,10 +10,14 @@ void check_positive(Int2 v, const char* op, const char* what) {
   EMBER_CHECK(v[0] > 0 && v[1] > 0, op, ": ", what, " must be positive, got ", pair_str(v));
 }
 
+using ops::size_add;
+using ops::size_mul;
+
 // floor((in + 2 pad - dil (k - 1) - 1 + (ceil ? stride - 1 : 0)) / stride) + 1, and with
 // ceil_mode the last window must start inside the input or left padding.
-int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode, const char* op) {
+  const int64_t padded = size_add(in, size_mul(2, pad, op), op), reach = size_mul(dil, k - 1, op);
+  const int64_t span = size_add(padded - reach - 1, ceil_mode ? stride - 1 : 0, op);
   if (span < 0) return 0;
   int64_t out = span / stride + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
@@ -40,7 +44,7 @@ Pool2dParams pool_params(const Tensor& x, Int2 kernel, std::optional<Int2> strid
   check_positive(p.kernel, op, "kernel_size");
   check_positive(p.stride, op, "stride");
   check_positive(p.dilation, op, "dilation");
-  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] * 2 <= kernel[0] && padding[1] * 2 <= kernel[1], op,
+  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, op,
               ": pad should be at most half of the effective kernel size, but got pad=", pair_str(padding),
               " and kernel_size=", pair_str(kernel));
   (void)x;
@@ -48,8 +52,8 @@ Pool2dParams pool_params(const Tensor& x, Int2 kernel, std::optional<Int2> strid
 }
 
 Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
-  const int64_t Ho = pooled_size(x4.size(2), p.kernel[0], p.padding[0], p.stride[0], p.dilation[0], p.ceil_mode);
-  const int64_t Wo = pooled_size(x4.size(3), p.kernel[1], p.padding[1], p.stride[1], p.dilation[1], p.ceil_mode);
+  const int64_t Ho = pooled_size(x4.size(2), p.kernel[0], p.padding[0], p.stride[0], p.dilation[0], p.ceil_mode, op);
+  const int64_t Wo = pooled_size(x4.size(3), p.kernel[1], p.padding[1], p.stride[1], p.dilation[1], p.ceil_mode, op);
   EMBER_CHECK(Ho > 0 && Wo > 0, op, ": output size is too small for input of shape ", shape_str(x4.sizes()),
               " with kernel_size=", pair_str(p.kernel), ", stride=", pair_str(p.stride),
               ", padding=", pair_str(p.padding));
@@ -78,14 +82,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   EMBER_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
   const int64_t C = x.size(1), O = weight.size(0);
   EMBER_CHECK(O % groups == 0, "conv2d: out_channels (", O, ") must be divisible by groups (", groups, ")");
-  EMBER_CHECK(weight.size(1) * groups == C, "conv2d: input of shape ", shape_str(input.sizes()), " has ", C,
+  const int64_t expected_c = size_mul(weight.size(1), groups, "conv2d");
+  EMBER_CHECK(expected_c == C, "conv2d: input of shape ", shape_str(input.sizes()), " has ", C,
               " channels, but weight of shape ", shape_str(weight.sizes()), " with groups=", groups, " expects ",
-              weight.size(1) * groups);
+              expected_c);
   if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, "conv2d: bias must have shape [", O, "], got ",
                 shape_str(bias.sizes()));
-  const int64_t eff_h = dilation[0] * (weight.size(2) - 1) + 1, eff_w = dilation[1] * (weight.size(3) - 1) + 1;
-  const int64_t Hp = x.size(2) + 2 * padding[0], Wp = x.size(3) + 2 * padding[1];
+  const char* op = "conv2d";
+  const int64_t eff_h = size_add(size_mul(dilation[0], weight.size(2) - 1, op), 1, op),
+                eff_w = size_add(size_mul(dilation[1], weight.size(3) - 1, op), 1, op);
+  const int64_t Hp = size_add(x.size(2), size_mul(2, padding[0], op), op),
+                Wp = size_add(x.size(3), size_mul(2, padding[1], op), op);
   EMBER_CHECK(Hp >= eff_h && Wp >= eff_w, "conv2d: input of shape ", shape_str(input.sizes()), " (padded ", Hp, "x", Wp,
               ") is smaller than the kernel (", eff_h, "x", eff_w, ")");
   Conv2dParams p{stride, padding, dilation, groups};
@@ -122,14 +130,17 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   EMBER_CHECK(weight.size(0) == C, op, ": input of shape ", shape_str(input.sizes()), " has ", C,
               " channels, but weight of shape ", shape_str(weight.sizes()), " expects ", weight.size(0));
   EMBER_CHECK(C % groups == 0, op, ": in_channels (", C, ") must be divisible by groups (", groups, ")");
-  const int64_t O = weight.size(1) * groups;
+  const int64_t O = size_mul(weight.size(1), groups, op);
   if (bias.defined())
     EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, op, ": bias must have shape [", O, "], got ",
                 shape_str(bias.sizes()));
   Shape out_sizes{x.size(0), O, 0, 0};
   for (int d = 0; d < 2; ++d) {
-    out_sizes[2 + d] = (x.size(2 + d) - 1) * stride[d] - 2 * padding[d] + dilation[d] * (weight.size(2 + d) - 1) +
-                       output_padding[d] + 1;
+    // (in - 1) stride - 2 pad + dil (k - 1) + output_padding + 1, each step checked
+    const int64_t spread = size_mul(x.size(2 + d) - 1, stride[d], op);
+    const int64_t reach = size_mul(dilation[d], weight.size(2 + d) - 1, op);
+    out_sizes[2 + d] =
+        size_add(size_add(size_add(spread, -size_mul(2, padding[d], op), op), reach, op), output_padding[d] + 1, op);
     EMBER_CHECK(out_sizes[2 + d] > 0, op, ": input of shape ", shape_str(input.sizes()), " with kernel ",
                 shape_str(weight.sizes()), ", stride ", pair_str(stride), " and padding ", pair_str(padding),
                 " gives an empty output (", out_sizes[2 + d], ")");
@@ -183,7 +194,7 @@ Tensor max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2
 
 std::tuple<Tensor, Tensor> max_pool2d_with_taps(const Tensor& input, Int2 kernel, std::optional<Int2> stride,
                                                 Int2 padding, Int2 dilation, bool ceil_mode) {
-  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0 && kernel[0] * kernel[1] <= 256, "max_pool2d_with_taps: a window of ",
+  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0 && kernel[0] <= 256 / kernel[1], "max_pool2d_with_taps: a window of ",
               pair_str(kernel), " taps does not number them in one byte");
   return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, kUInt8);
 }

@@ -22,6 +22,21 @@ inline void check_same_device(std::initializer_list<const Tensor*> ts, const cha
   }
 }
 
+// Sizes computed from a caller's arguments (padding, stride, dilation, groups): a + b and a * b,
+// or an Error naming `op` where int64 would overflow (signed overflow is undefined behaviour).
+inline int64_t size_add(int64_t a, int64_t b, const char* op) {
+  int64_t r = 0;
+  EMBER_CHECK(!__builtin_add_overflow(a, b, &r), op, ": the arguments make a size beyond int64's range (", a, " + ", b,
+              ")");
+  return r;
+}
+inline int64_t size_mul(int64_t a, int64_t b, const char* op) {
+  int64_t r = 0;
+  EMBER_CHECK(!__builtin_mul_overflow(a, b, &r), op, ": the arguments make a size beyond int64's range (", a, " * ", b,
+              ")");
+  return r;
+}
+
 inline Tensor empty_on(const Shape& sizes, DType dtype, Device device) {
   return empty(sizes, TensorOptions().dtype(dtype).device(device));
 }

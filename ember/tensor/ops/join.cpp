@@ -64,6 +64,9 @@ std::vector<Tensor> split_with_sizes(const Tensor& x, const Shape& sizes, int64_
   int64_t total = 0;
   for (int64_t s : sizes) {
     EMBER_CHECK(s >= 0, "split_with_sizes: split sizes must be non-negative, got ", shape_str(sizes));
+    // checked before adding: a sum past the dimension's size is wrong anyway, and could overflow
+    EMBER_CHECK(s <= x.size(dim) - total, "split_with_sizes: split sizes ", shape_str(sizes),
+                " sum to more than dimension ", dim, "'s size ", x.size(dim));
     total += s;
   }
   EMBER_CHECK(total == x.size(dim), "split_with_sizes: split sizes ", shape_str(sizes), " sum to ", total,
@@ -94,7 +97,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   EMBER_CHECK(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
   EMBER_CHECK(x.dim() > 0, "chunk: cannot chunk a 0-d tensor");
   const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
-  return split(x, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), dim);
+  const int64_t per_chunk = n / chunks + (n % chunks != 0 ? 1 : 0);  // ceil(n / chunks); n + chunks - 1 may overflow
+  return split(x, std::max<int64_t>(per_chunk, n == 0 ? 0 : 1), dim);
 }
 
 }  // namespace ember::native
