@@ -270,6 +270,29 @@ std::vector<std::pair<std::string, Call>> calls() {
     loader.load_state_dict({d.integer(), d.integer()});
     for (const auto& batch : loader) (void)batch;
   });
+  // the module API: names, containers and hooks
+  op("module_api", [](Draw& d) {
+    static const char* names[] = {"", "a", "a.b", "weight", "0", " "};
+    nn::Sequential seq(nn::Linear(2, 2), nn::ReLU());
+    switch (d.below(5)) {
+      case 0:
+        seq->register_parameter(names[d.below(6)], d.tensor(), d.coin());
+        break;
+      case 1:
+        seq->register_buffer(names[d.below(6)], d.tensor(), d.coin());
+        break;
+      case 2:
+        (void)(*seq)[static_cast<size_t>(d.integer())];
+        break;
+      case 3:
+        seq->push_back(nn::Linear(2, 2));
+        seq->register_module(names[d.below(6)], nn::ReLU().ptr());
+        break;
+      default:
+        (void)seq->named_parameters().find(names[d.below(6)]);
+    }
+    (void)seq->forward(d.floating());
+  });
   // factories
   op("full", [](Draw& d) { (void)full(d.dims(), d.real(), d.dtype()); });
   op("arange", [](Draw& d) { (void)arange(d.real(), d.real(), d.real()); });
