@@ -23,7 +23,7 @@ namespace {
 
 class Draw {
  public:
-  explicit Draw(uint64_t seed) : rng_(seed) {}
+  Draw(uint64_t seed, Device device) : rng_(seed), device_(device) {}
 
   int64_t below(int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng_); }
   bool coin() { return below(2) == 0; }
@@ -76,7 +76,7 @@ class Draw {
   // occasionally undefined.
   Tensor tensor(const Shape& s, DType dt) {
     if (below(40) == 0) return Tensor();
-    Tensor t = (is_floating(dt) ? randn(s) : randint(0, 3, s)).to(dt);
+    Tensor t = (is_floating(dt) ? randn(s) : randint(0, 3, s)).to(device_, dt);
     if (t.dim() >= 2 && coin()) t = t.transpose(0, 1).contiguous().transpose(0, 1);
     if (below(8) == 0 && t.dim() >= 1 && t.size(0) == 1) {
       Shape wider = t.sizes();
@@ -89,7 +89,7 @@ class Draw {
   Tensor floating() { return tensor(shape(), below(5) == 0 ? dtype() : kFloat32); }
   Tensor index(int64_t bound) {  // an index tensor, mostly in range
     Shape s = shape(2);
-    Tensor t = randint(-1, std::max<int64_t>(bound + 1, 1), s).to(below(6) == 0 ? dtype() : kInt64);
+    Tensor t = randint(-1, std::max<int64_t>(bound + 1, 1), s).to(device_, below(6) == 0 ? dtype() : kInt64);
     return t;
   }
   // `s` most of the time; otherwise one dim changed (to 0, or one more), so that shapes which
@@ -103,6 +103,7 @@ class Draw {
 
  private:
   std::mt19937_64 rng_;
+  Device device_;  // where the drawn tensors live
 };
 
 using Call = std::function<void(Draw&)>;
@@ -538,25 +539,42 @@ std::vector<std::pair<std::string, Call>> calls() {
   return c;
 }
 
-// EMBER_RANDOM_DRAWS=N draws N times per op instead of 300 (a longer search, by hand).
-TEST(Errors, RandomArgumentsReturnOrThrowAnEmberError) {
+// Every op's draws on `device`; EMBER_RANDOM_DRAWS=N draws N times per op instead of 300 (a
+// longer search, by hand). On CUDA a kernel's bad access surfaces asynchronously, as a sticky
+// error of the context that later calls report as ember::Errors: a synchronize after each op's
+// draws must therefore succeed, or the op is named as the one that broke the device.
+void expect_only_ember_errors(Device device) {
   const char* draws = std::getenv("EMBER_RANDOM_DRAWS");
   const int draws_per_op = draws != nullptr ? std::max(1, std::atoi(draws)) : 300;
   for (const auto& [name, call] : calls()) {
     for (int i = 0; i < draws_per_op; ++i) {
       const uint64_t seed = std::hash<std::string>()(name) ^ static_cast<uint64_t>(i);
-      Draw draw(seed);
+      Draw draw(seed, device);
       manual_seed(seed);
       try {
         call(draw);
       } catch (const Error&) {
         // the expected refusal
       } catch (const std::exception& e) {
-        ADD_FAILURE() << name << ", draw " << i << ": threw " << typeid(e).name()
+        ADD_FAILURE() << name << ", draw " << i << " on " << device << ": threw " << typeid(e).name()
                       << " instead of ember::Error: " << e.what();
       }
     }
+    if (device.is_cuda()) {
+      try {
+        cuda::synchronize();
+      } catch (const std::exception& e) {
+        FAIL() << name << " on " << device << " left the device broken: " << e.what();
+      }
+    }
   }
+}
+
+TEST(Errors, RandomArgumentsReturnOrThrowAnEmberError) { expect_only_ember_errors(Device(kCPU)); }
+
+TEST(Errors, RandomArgumentsOnCudaReturnOrThrowAnEmberError) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  expect_only_ember_errors(Device(kCUDA));
 }
 
 }  // namespace
