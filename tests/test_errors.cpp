@@ -183,6 +183,11 @@ TEST(Errors, SizesNearInt64sLimitAreRefusedNotOverflowed) {
   EXPECT_EQ(empty_wide.numel(), 0);
   EXPECT_EQ(empty_wide.stride(2), 1);
   EXPECT_EQ(empty_wide.stride(1), 4);
+  // slice's (end - start + step - 1) / step and stride * step overflowed for a huge step.
+  const Tensor every_huge = arange(0, 5).slice(0, 1, std::nullopt, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(every_huge.sizes(), (Shape{1}));
+  EXPECT_EQ(every_huge.item<float>(), 1.0f);
+  EXPECT_EQ(arange(0, 5).slice(0, 0, std::nullopt, 2).to_vector<float>(), (std::vector<float>{0, 2, 4}));
   // index_select into an empty output copied rows of 0 bytes from a null pointer.
   EXPECT_EQ(zeros({3, 0}).index_select(0, tensor<int64_t>({2})).sizes(), (Shape{1, 0}));
 }

@@ -84,6 +84,16 @@ TEST(LibTorchPort, RandomAndDistributedSamplers) {
   for (int64_t i = 0; i < 10; ++i) EXPECT_GE(seen.count(i), 1u) << i;
   EXPECT_EQ(torch::data::samplers::DistributedRandomSampler(10, 3, 0, /*allow_duplicates=*/false).size(), 3);
   EXPECT_ERROR_CONTAINS(torch::data::samplers::DistributedRandomSampler(10, 3, 3), "rank 3 is out of range for 3");
+  // LibTorch's slices, position by position: [0, 1, 2, 3, 4] padded to [0, 1, 2, 3, 4, 0].
+  using torch::data::samplers::DistributedSequentialSampler;
+  const std::vector<std::vector<int64_t>> slices = {{0, 1}, {2, 3}, {4, 0}};
+  for (size_t rank = 0; rank < 3; ++rank) EXPECT_EQ(DistributedSequentialSampler(5, 3, rank).indices(0), slices[rank]);
+  EXPECT_EQ(DistributedSequentialSampler(5, 3, 2, /*allow_duplicates=*/false).indices(0), (std::vector<int64_t>{2}));
+  // Bug: the padded list was built whole, as long as num_replicas (minutes for 2^62).
+  const size_t huge = size_t{1} << 62;
+  EXPECT_EQ(DistributedSequentialSampler(3, huge, huge - 1).indices(0),
+            (std::vector<int64_t>{static_cast<int64_t>((huge - 1) % 3)}));
+  EXPECT_ERROR_CONTAINS(DistributedSequentialSampler(3, size_t{1} << 63, 0), "must fit in int64");
 }
 
 TEST(LibTorchPort, MnistAsAValueDataset) {

@@ -117,6 +117,10 @@ std::vector<std::pair<std::string, Call>> calls() {
   op("transpose", [](Draw& d) { (void)d.tensor().transpose(d.integer(), d.integer()); });
   op("permute", [](Draw& d) { (void)d.tensor().permute(d.dims()); });
   op("movedim", [](Draw& d) { (void)d.tensor().movedim(d.integer(), d.integer()); });
+  op("slice", [](Draw& d) {
+    auto bound = [&]() { return d.coin() ? std::optional<int64_t>(d.integer()) : std::nullopt; };
+    (void)d.tensor().slice(d.integer(), bound(), bound(), d.integer());
+  });
   op("narrow", [](Draw& d) { (void)d.tensor().narrow(d.integer(), d.integer(), d.integer()); });
   op("select", [](Draw& d) { (void)d.tensor().select(d.integer(), d.integer()); });
   op("expand", [](Draw& d) { (void)d.tensor().expand(d.dims()); });

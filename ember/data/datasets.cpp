@@ -2,6 +2,7 @@
 // dataset, the samplers with LibTorch's names.
 #include "ember/data/datasets.h"
 
+#include <limits>
 #include <numeric>
 
 #include "ember/tensor/generator.h"
@@ -47,18 +48,27 @@ DistributedSliceSampler::DistributedSliceSampler(size_t size, size_t num_replica
     : size_(static_cast<int64_t>(size)),
       replicas_(static_cast<int64_t>(num_replicas)),
       rank_(static_cast<int64_t>(rank)) {
+  constexpr size_t kMax = static_cast<size_t>(std::numeric_limits<int64_t>::max());
+  EMBER_CHECK(size <= kMax && num_replicas <= kMax, name, ": size ", size, " and num_replicas ", num_replicas,
+              " must fit in int64");
   EMBER_CHECK(num_replicas >= 1, name, ": num_replicas must be >= 1, got ", num_replicas);
   EMBER_CHECK(rank < num_replicas, name, ": rank ", rank, " is out of range for ", num_replicas, " replicas");
-  local_ = allow_duplicates ? (size_ + replicas_ - 1) / replicas_ : size_ / replicas_;
+  // ceil(size / num_replicas) with allow_duplicates, floor otherwise ((size + R - 1) / R could overflow)
+  local_ = size_ / replicas_ + (allow_duplicates && size_ % replicas_ != 0 ? 1 : 0);
 }
 
+// Positions [rank * local, (rank + 1) * local) of `order` padded by repeating it from its start
+// (position p holds order[p mod n]), computed per position: the padded list itself would be as
+// long as num_replicas, which may be far above n. rank * local fits: it is below R when n <= R
+// (local is 1), and below n + R < 2n otherwise.
 std::vector<int64_t> DistributedSliceSampler::slice(std::vector<int64_t> order) const {
-  const size_t total = static_cast<size_t>(local_ * (rank_ + 1));
-  for (size_t i = 0; order.size() < total && !order.empty(); ++i) {
-    const int64_t repeat = order[i];  // a copy: push_back may reallocate
-    order.push_back(repeat);
-  }
-  return std::vector<int64_t>(order.begin() + rank_ * local_, order.begin() + (rank_ + 1) * local_);
+  std::vector<int64_t> out;
+  const auto n = static_cast<int64_t>(order.size());
+  if (n == 0) return out;
+  out.reserve(static_cast<size_t>(local_));
+  for (int64_t j = 0, at = rank_ * local_ % n; j < local_; ++j, at = at + 1 == n ? 0 : at + 1)
+    out.push_back(order[static_cast<size_t>(at)]);
+  return out;
 }
 
 std::vector<int64_t> DistributedRandomSampler::indices(int64_t epoch) const {

@@ -146,8 +146,8 @@ Tensor slice(const Tensor& self, int64_t d, std::optional<int64_t> start_opt, st
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sz = self.sizes(), st = self.strides();
-  sz[d] = (end - start + step - 1) / step;
-  st[d] *= step;
+  sz[d] = end == start ? 0 : (end - start - 1) / step + 1;  // (end - start + step - 1) / step could overflow
+  if (sz[d] > 1) st[d] *= step;  // then step < n, and stride * n spans existing memory: no overflow
   return make_view(self, sz, st, self.storage_offset() + start * self.strides()[d]);
 }
 
