@@ -133,6 +133,25 @@ TEST(FakeQuantize, ForwardAndStraightThroughGradientMatchPyTorch) {
   EXPECT_ERROR_CONTAINS(fake_quantize_per_tensor_affine(x, 0.1, 300, 0, 255), "zero_point 300 is outside [0, 255]");
 }
 
+// inf and NaN (a diverging QAT run) were converted to integers unchecked on the CPU's scalar
+// paths (undefined behaviour). Every path now saturates: +inf to quant_max, -inf and NaN to
+// quant_min, as the vector path (vmaxps) and CUDA (fmaxf) already did. (PyTorch's CPU kernel
+// leaves this to the hardware: x86 gives quant_min for +inf too.)
+TEST(FakeQuantize, InfAndNanSaturateOnEveryPath) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = tensor<float>({nan, inf, -inf, 1e30f, 1.0f});
+  const Tensor fq = fake_quantize_per_tensor_affine(x, 0.5, 0, -128, 127);
+  EXPECT_EQ(fq.to_vector<float>(), (std::vector<float>{-64.0f, 63.5f, -64.0f, 63.5f, 1.0f}));
+  // 17 values: two 8-wide vector blocks and a scalar tail, NaN in each.
+  std::vector<float> v(17, 1.0f);
+  for (size_t i : {size_t{3}, size_t{12}, size_t{16}}) v[i] = nan;
+  v[5] = inf;
+  const std::vector<int8_t> q =
+      quantize_per_tensor(tensor<float>(v), 0.5, 0, QDType::QInt8).int_repr().to_vector<int8_t>();
+  for (size_t i = 0; i < q.size(); ++i)
+    EXPECT_EQ(q[i], i == 3 || i == 12 || i == 16 ? -128 : i == 5 ? 127 : 2) << "element " << i;
+}
+
 // An int32 reference: Σ_k (a - za) w, from the unpacked tensors.
 Tensor int32_reference(const Tensor& a, int64_t za, const Tensor& w) {
   const int64_t M = a.size(0), K = a.size(1), N = w.size(0);

@@ -48,12 +48,21 @@ void for_each_quantized(int64_t n, const QuantParams& p, const Channels& ch, con
   });
 }
 
+constexpr float kLimit = 2147483520.0f;  // the largest float below 2^31
+
+// x * inv where an int32 holds it, before the conversion to an integer (undefined in C++ for
+// inf, NaN and values out of range): clamped, and NaN taken as -kLimit, as vmaxps(NaN, -kLimit)
+// and CUDA's fmaxf do in the other paths, so that every path quantizes NaN to quant_min.
+inline float clamped_product(float x, float inv) {
+  const float r = x * inv;
+  return std::isnan(r) ? -kLimit : std::clamp(r, -kLimit, kLimit);
+}
+
 // nearbyint(x * inv) + z clamped to [lo, hi], for n contiguous elements of one channel. The
 // vector path converts with vcvtps2dq, which rounds half to even as nearbyint does (the default
 // rounding mode); the product is first clamped to where an int32 holds it.
 template <class Q>
 void quantize_run(const float* x, Q* q, int64_t n, float inv, int32_t z, int64_t lo, int64_t hi) {
-  constexpr float kLimit = 2147483520.0f;  // the largest float below 2^31
   int64_t i = 0;
 #ifdef __AVX2__
   const __m256 vinv = _mm256_set1_ps(inv), vmin = _mm256_set1_ps(-kLimit), vmax = _mm256_set1_ps(kLimit);
@@ -70,8 +79,7 @@ void quantize_run(const float* x, Q* q, int64_t n, float inv, int32_t z, int64_t
   }
 #endif
   for (; i < n; ++i) {
-    const float r = std::clamp(x[i] * inv, -kLimit, kLimit);
-    const int64_t v = static_cast<int64_t>(std::nearbyint(r)) + z;
+    const int64_t v = static_cast<int64_t>(std::nearbyint(clamped_product(x[i], inv))) + z;
     q[i] = static_cast<Q>(std::clamp(v, lo, hi));
   }
 }
@@ -160,7 +168,7 @@ void CpuBackend::fake_quantize(const Tensor& x, const QuantParams& p, const Tens
   const int64_t lo = p.quant_min, hi = p.quant_max;
   const Channels ch(x, p.axis);
   for_each_quantized(x.numel(), p, ch, [&](int64_t i, float inv, int32_t z) {
-    const int64_t v = static_cast<int64_t>(std::nearbyint(in[i] * inv)) + z;
+    const int64_t v = static_cast<int64_t>(std::nearbyint(clamped_product(in[i], inv))) + z;
     const float s = scale[ch.count == 1 ? 0 : (i / ch.inner) % ch.count];
     y[i] = static_cast<float>(std::clamp(v, lo, hi) - z) * s;
     if (pass) pass[i] = v >= lo && v <= hi;
