@@ -330,6 +330,14 @@ TEST(GradScaler, AHostileStateIsRefusedBeforeAnythingChanges) {
   }
   scaler.load_state_dict(good);
   EXPECT_EQ(scaler.get_scale(), 2.0);
+  const Tensor w = ones({1}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  backward_with_gradient(scaler, w, ones({1}));
+  scaler.step(opt);
+  for (double v : {0.0, -1.0, nan, inf})
+    EXPECT_ERROR_CONTAINS(scaler.update(v), "GradScaler.update: new_scale must be positive and finite");
+  scaler.update(4.0);
+  EXPECT_EQ(scaler.get_scale(), 4.0);
   EXPECT_EQ(scaler.growth_tracker(), 3);
   EXPECT_ERROR_CONTAINS(GradScaler(GradScalerOptions().growth_interval(int64_t{1} << 31)),
                         "growth_interval must be in [1, 2147483647]");

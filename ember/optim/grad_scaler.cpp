@@ -129,6 +129,9 @@ void GradScaler::update(std::optional<double> new_scale) {
     flags.insert(flags.end(), state.found_inf.begin(), state.found_inf.end());
   const Tensor found = sum_on(flags, scale_.device());
   if (new_scale) {
+    // PyTorch takes any float here; a NaN, infinite or non-positive scale would skip every step after it
+    EMBER_CHECK(std::isfinite(*new_scale) && *new_scale > 0,
+                "GradScaler.update: new_scale must be positive and finite, got ", *new_scale);
     scale_.fill_(*new_scale);
   } else {
     EMBER_CHECK(found.defined(), "GradScaler.update: no inf checks were recorded prior to update()");
