@@ -286,6 +286,17 @@ TEST(DynamicQuantizedLinear, MatchesPyTorchWithinItsRounding) {
   }
 }
 
+// An inf in the activations made an infinite scale and a NaN zero point, converted to an
+// integer unchecked (undefined behaviour); the dynamic Linear now names the problem.
+TEST(DynamicQuantizedLinear, AnInfiniteActivationIsAnErrorNotAnUndefinedZeroPoint) {
+  EXPECT_ERROR_CONTAINS(q::choose_quantization_params(-std::numeric_limits<float>::infinity(), 1.0f, 0, 255, true),
+                        "choose_quantization_params: the range [-inf, 1] is not finite");
+  nn::Linear lin(3, 2);
+  q::DynamicQuantizedLinearImpl qlin(*lin, false);
+  EXPECT_ERROR_CONTAINS(qlin.forward(tensor<float>({1.0f, std::numeric_limits<float>::infinity(), 0.0f}, Shape{1, 3})),
+                        "is not finite");
+}
+
 TEST(DynamicQuantizedLinear, QuantizeDynamicSwapsLinearsAndRoundTripsItsState) {
   manual_seed(3);
   nn::Sequential net(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4));

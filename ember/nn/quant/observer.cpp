@@ -187,6 +187,8 @@ void FakeQuantizeImpl::pretty_print(std::ostream& os) const {
 // ---- the dynamic choice ----
 
 TensorQParams choose_quantization_params(float min, float max, int64_t qmin, int64_t qmax, bool reduce_range) {
+  EMBER_CHECK(std::isfinite(min) && std::isfinite(max), "choose_quantization_params: the range [", min, ", ", max,
+              "] is not finite (an inf or NaN in the input); its zero point would be undefined");
   EMBER_CHECK(min <= max, "choose_quantization_params: min ", min, " is greater than max ", max);
   if (reduce_range) qmin /= 2, qmax /= 2;
   min = std::min(min, 0.0f);
