@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <limits>
+
 #include "helpers.h"
 
 namespace ember {
@@ -150,6 +152,20 @@ TEST(Factories, FromBlob) {
   EXPECT_ERROR_CONTAINS(from_blob(data, {2, 3}, {3}, nullptr), "from_blob: sizes [2, 3] and strides [3] differ");
   EXPECT_ERROR_CONTAINS(from_blob(data, {-2}), "negative dimension -2");
   EXPECT_EQ(from_blob(nullptr, {0, 5}).numel(), 0);
+}
+
+// A floating Scalar converted to an integer: Scalar(double) cast every value to int64 for its
+// integer field (undefined for the -inf of every attention mask, caught once the asan preset
+// checked float-to-integer overflow), and to<T>() wrapped through int64. Both now saturate, NaN
+// to 0, as tensor conversions do.
+TEST(DTypes, FloatingScalarsSaturateWhenConvertedToIntegers) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(Scalar(-inf).to_int64(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(Scalar(1e300).to<int64_t>(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Scalar(std::numeric_limits<double>::quiet_NaN()).to<int32_t>(), 0);
+  EXPECT_EQ(Scalar(300.0).to<int8_t>(), 127);
+  EXPECT_EQ(Scalar(-2.7).to<int64_t>(), -2);  // in range: truncation, as before
+  EXPECT_EQ(full({2}, 300.0, kFloat32).to(kInt8).to_vector<int8_t>(), (std::vector<int8_t>{127, 127}));
 }
 
 TEST(DTypes, PromotionTable) {

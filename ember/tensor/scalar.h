@@ -2,11 +2,24 @@
 // A number that is not a tensor: the `2` in `x * 2`. It remembers whether it was
 // written as a bool, an integer or a floating value, since type promotion depends on it.
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ember/tensor/dtype.h"
 
 namespace ember {
+
+namespace detail {
+// double -> integer T where C++'s cast is undefined (NaN, inf, out of range): saturated to T's
+// range, NaN to 0, as ember's tensor conversions do (tensor/cpu/copy.cpp).
+template <class T>
+T saturating_cast(double x) {
+  if (!(x == x)) return T(0);
+  if (x <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+  if (x >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(x);
+}
+}  // namespace detail
 
 class Scalar {
  public:
@@ -15,7 +28,7 @@ class Scalar {
   Scalar(bool v) : kind_(Kind::Bool), i_(v), d_(v) {}  // NOLINT: implicit by design
   template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
   Scalar(T v) : kind_(Kind::Int), i_(static_cast<int64_t>(v)), d_(static_cast<double>(v)) {}  // NOLINT
-  Scalar(double v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}                // NOLINT
+  Scalar(double v) : kind_(Kind::Float), i_(detail::saturating_cast<int64_t>(v)), d_(v) {}    // NOLINT
   Scalar(float v) : Scalar(static_cast<double>(v)) {}                                         // NOLINT
   Scalar(Half v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                      // NOLINT
   Scalar(BFloat16 v) : Scalar(static_cast<double>(static_cast<float>(v))) {}                  // NOLINT
@@ -33,7 +46,7 @@ class Scalar {
     if constexpr (std::is_same_v<T, bool>)
       return to_bool();
     else if constexpr (std::is_integral_v<T>)
-      return static_cast<T>(kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_);
+      return kind_ == Kind::Float ? detail::saturating_cast<T>(d_) : static_cast<T>(i_);
     else
       return static_cast<T>(static_cast<opmath_t<T>>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
   }

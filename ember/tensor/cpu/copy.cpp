@@ -21,11 +21,7 @@ inline To convert(From v) {
     return To(static_cast<float>(static_cast<opmath_t<From>>(v)));
   } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
     // Float to integer saturates and maps NaN to 0, where C++ leaves it undefined.
-    const double x = static_cast<double>(static_cast<opmath_t<From>>(v));
-    if (!(x == x)) return To(0);
-    if (x <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    if (x >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(x);
+    return detail::saturating_cast<To>(static_cast<double>(static_cast<opmath_t<From>>(v)));
   } else {
     return static_cast<To>(static_cast<opmath_t<From>>(v));
   }
