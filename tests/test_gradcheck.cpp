@@ -198,6 +198,11 @@ std::vector<Case> cases() {
          return conv_transpose2d(x[0], x[1], x[2], {1, 2}, {1, 0}, {0, 1}, 2, {2, 1});
        },
        {{1, 4, 4, 3}, {4, 1, 2, 3}, {2}}},
+      {"conv_transpose2d_output_padding_beyond_stride",  // allowed below the dilation: the
+       [](X x) {                                         // gradient is smaller than conv2d's output
+         return conv_transpose2d(x[0], x[1], x[2], {1, 1}, {1, 0}, {1, 1}, 1, {2, 2});
+       },
+       {{1, 2, 3, 3}, {2, 1, 2, 2}, {1}}},
       {"conv_transpose2d_unbatched", [](X x) { return conv_transpose2d(x[0], x[1]); }, {{2, 3, 3}, {2, 3, 2, 2}}},
       {"binary_cross_entropy",  // probabilities and targets through a sigmoid; the weight has no gradient
        [](X x) {

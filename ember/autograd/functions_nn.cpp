@@ -53,25 +53,33 @@ Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 
 // conv_transpose2d is conv2d's backward-data pass, so its gradients are conv2d's other passes:
 // dx = conv2d(dy, w) (the forward), dw = conv2d's backward-weight with dy as the input and x as
-// the output gradient, db = dy summed over all but the channel dim.
+// the output gradient, db = dy summed over all but the channel dim. An output_padding of a
+// stride or more (allowed below the dilation) makes conv2d(dy, w) larger than x by
+// output_padding / stride rows or columns, windows that fell wholly in the padding: dx is its
+// first rows and columns.
 Tensor autograd::conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
                                   Int2 padding, Int2 output_padding, int64_t groups, Int2 dilation) {
   Tensor out = forward(
       [&] { return native::conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation); });
   if (needs_grad({&input, &weight, &bias}))
-    record_fn("ConvTranspose2dBackward", {&input, &weight, &bias}, {&out},
-              [si = weight.requires_grad() ? SavedTensor(input) : SavedTensor(), sw = SavedTensor(weight), stride,
-               padding, dilation, groups, want_x = input.requires_grad(), want_w = weight.requires_grad(),
-               want_b = bias.defined() && bias.requires_grad()](std::vector<Tensor>& g) {
-                const Tensor w = sw.unpack("conv_transpose2d");
-                Tensor gx, gw, gb;
-                if (want_x) gx = native::conv2d(g[0], w, {}, stride, padding, dilation, groups);
-                if (want_w)
-                  gw = std::get<1>(native::conv2d_backward(g[0], w, si.unpack("conv_transpose2d"), stride, padding,
-                                                           dilation, groups, {false, true, false}));
-                if (want_b) gb = native::sum(g[0], g[0].dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
-                return std::vector<Tensor>{gx, gw, gb};
-              });
+    record_fn(
+        "ConvTranspose2dBackward", {&input, &weight, &bias}, {&out},
+        [si = weight.requires_grad() ? SavedTensor(input) : SavedTensor(), sw = SavedTensor(weight), stride, padding,
+         dilation, groups, x_sizes = input.sizes(), want_x = input.requires_grad(), want_w = weight.requires_grad(),
+         want_b = bias.defined() && bias.requires_grad()](std::vector<Tensor>& g) {
+          const Tensor w = sw.unpack("conv_transpose2d");
+          Tensor gx, gw, gb;
+          if (want_x) {
+            gx = native::conv2d(g[0], w, {}, stride, padding, dilation, groups);
+            for (int64_t d = gx.dim() - 2; d < gx.dim(); ++d)
+              gx = native::narrow(gx, d, 0, x_sizes[static_cast<size_t>(d)]);
+          }
+          if (want_w)
+            gw = std::get<1>(native::conv2d_backward(g[0], w, si.unpack("conv_transpose2d"), stride, padding, dilation,
+                                                     groups, {false, true, false}));
+          if (want_b) gb = native::sum(g[0], g[0].dim() == 4 ? Shape{0, 2, 3} : Shape{1, 2});
+          return std::vector<Tensor>{gx, gw, gb};
+        });
   return out;
 }
 
