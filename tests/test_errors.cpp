@@ -208,5 +208,46 @@ TEST(Errors, NoChannelsAndAbsurdScalesAreNotCrashes) {
                         "interpolate: the number of elements of shape [1, 1, 1099511627776, 1099511627776] overflows");
 }
 
+// The ops' native halves are public (tensor/ops.h) and check what the autograd nodes always get
+// right: the backward kernels read a gradient element per output window, so one of another
+// shape read past its end (conv2d_backward divided by zero groups first, SIGFPE); csr_linear
+// read crow[0] of an empty crow for a negative out_features and took tensors of another device.
+TEST(Errors, NativeBackwardOpsCheckTheGradientsShape) {
+  const Tensor x = randn({1, 2, 4, 4}), w = randn({3, 2, 3, 3});
+  EXPECT_ERROR_CONTAINS(
+      native::conv2d_backward(x, w, randn({1, 3, 2, 2}), {1, 1}, {0, 0}, {1, 1}, 0, {true, true, true}),
+      "conv2d_backward: groups must be positive, got 0");
+  EXPECT_ERROR_CONTAINS(
+      native::conv2d_backward(x, w, randn({1, 4, 2, 2}), {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true}),
+      "conv2d_backward: expected a floating-point output gradient of shape [1, 3, 2, 2] (or fewer "
+      "rows and columns) for input [1, 2, 4, 4] and weight [3, 2, 3, 3], got float32 [1, 4, 2, 2]");
+  EXPECT_ERROR_CONTAINS(
+      native::conv2d_backward(x, w, randn({1, 3, 3, 2}), {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true}),
+      "got float32 [1, 3, 3, 2]");
+  const auto [gx, gw, gb] =
+      native::conv2d_backward(x, w, ones({1, 3, 2, 2}), {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true});
+  EXPECT_EQ(gx.sizes(), x.sizes());
+  EXPECT_EQ(gb.to_vector<float>(), (std::vector<float>{4, 4, 4}));
+  EXPECT_ERROR_CONTAINS(
+      native::avg_pool2d_backward(randn({1, 2, 3, 3}), {1, 2, 4, 4}, {2, 2}, std::nullopt, {0, 0}, false, true),
+      "avg_pool2d_backward: expected a gradient of the pooled shape [1, 2, 2, 2]");
+  EXPECT_ERROR_CONTAINS(native::adaptive_avg_pool2d_backward(randn({1, 1, 2, 2}), {2, 3, 4, 4}),
+                        "adaptive_avg_pool2d_backward: expected a floating-point output gradient with the input's "
+                        "samples and channels [2, 3] (input [2, 3, 4, 4]), got float32 [1, 1, 2, 2]");
+  EXPECT_ERROR_CONTAINS(
+      native::max_pool2d_backward(randn({1, 1, 2, 2}), zeros({1, 1, 2, 2}, TensorOptions(kInt64)), {1, 5, 4, 4}),
+      "max_pool2d_backward: expected a floating-point output gradient with the input's samples");
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward(zeros({1, 1, 2, 2}, TensorOptions(kInt64)),
+                                                    zeros({1, 1, 2, 2}, TensorOptions(kInt64)), {1, 1, 4, 4}),
+                        "got int64 [1, 1, 2, 2]");
+  const Tensor crow = zeros({1}, TensorOptions(kInt64)), col = zeros({0}, TensorOptions(kInt64)), values = zeros({0});
+  EXPECT_ERROR_CONTAINS(native::csr_linear(randn({2, 3}), crow, col, values, Tensor(), -1),
+                        "csr_linear: invalid out_features -1");
+  EXPECT_ERROR_CONTAINS(
+      native::csr_linear(randn({2, 3}), crow, col, values, Tensor(), std::numeric_limits<int64_t>::max()),
+      "csr_linear: invalid out_features 9223372036854775807");
+  EXPECT_EQ(native::csr_linear(randn({2, 3}), crow, col, values, Tensor(), 0).sizes(), (Shape{2, 0}));
+}
+
 }  // namespace
 }  // namespace ember

@@ -66,41 +66,52 @@ Tensor restore_rank(const Tensor& out, const Tensor& original) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding, Int2 dilation,
-              int64_t groups) {
-  const Tensor x = check_nchw(input, "conv2d");
-  ops::check_defined(weight, "conv2d", "weight");
-  ops::check_same_device({&input, &weight, &bias}, "conv2d");
-  EMBER_CHECK(weight.dim() == 4, "conv2d: expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got shape ",
+namespace {
+
+// conv2d's checks of its arguments (x: the input made 4-D), and the output's shape
+// [N, out_channels, Ho, Wo]. `op` names conv2d or its backward in the errors.
+Shape conv2d_output_shape(const Tensor& input, const Tensor& x, const Tensor& weight, const Tensor& bias, Int2 stride,
+                          Int2 padding, Int2 dilation, int64_t groups, const char* op) {
+  ops::check_defined(weight, op, "weight");
+  ops::check_same_device({&input, &weight, &bias}, op);
+  EMBER_CHECK(weight.dim() == 4, op, ": expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got shape ",
               shape_str(weight.sizes()));
-  EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()),
-              "conv2d: input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
+  EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()), op,
+              ": input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
               bias.defined() ? detail::concat(" and ", bias.dtype()) : std::string());
-  check_positive(stride, "conv2d", "stride");
-  check_positive(dilation, "conv2d", "dilation");
-  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv2d: negative padding ", pair_str(padding));
-  EMBER_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
+  check_positive(stride, op, "stride");
+  check_positive(dilation, op, "dilation");
+  EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0, op, ": negative padding ", pair_str(padding));
+  EMBER_CHECK(groups > 0, op, ": groups must be positive, got ", groups);
   const int64_t C = x.size(1), O = weight.size(0);
-  EMBER_CHECK(O % groups == 0, "conv2d: out_channels (", O, ") must be divisible by groups (", groups, ")");
-  const int64_t expected_c = size_mul(weight.size(1), groups, "conv2d");
-  EMBER_CHECK(expected_c == C, "conv2d: input of shape ", shape_str(input.sizes()), " has ", C,
+  EMBER_CHECK(O % groups == 0, op, ": out_channels (", O, ") must be divisible by groups (", groups, ")");
+  const int64_t expected_c = size_mul(weight.size(1), groups, op);
+  EMBER_CHECK(expected_c == C, op, ": input of shape ", shape_str(input.sizes()), " has ", C,
               " channels, but weight of shape ", shape_str(weight.sizes()), " with groups=", groups, " expects ",
               expected_c);
   if (bias.defined())
-    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, "conv2d: bias must have shape [", O, "], got ",
+    EMBER_CHECK(bias.dim() == 1 && bias.size(0) == O, op, ": bias must have shape [", O, "], got ",
                 shape_str(bias.sizes()));
-  const char* op = "conv2d";
   const int64_t eff_h = size_add(size_mul(dilation[0], weight.size(2) - 1, op), 1, op),
                 eff_w = size_add(size_mul(dilation[1], weight.size(3) - 1, op), 1, op);
   const int64_t Hp = size_add(x.size(2), size_mul(2, padding[0], op), op),
                 Wp = size_add(x.size(3), size_mul(2, padding[1], op), op);
-  EMBER_CHECK(Hp >= eff_h && Wp >= eff_w, "conv2d: input of shape ", shape_str(input.sizes()), " (padded ", Hp, "x", Wp,
+  EMBER_CHECK(Hp >= eff_h && Wp >= eff_w, op, ": input of shape ", shape_str(input.sizes()), " (padded ", Hp, "x", Wp,
               ") is smaller than the kernel (", eff_h, "x", eff_w, ")");
-  Conv2dParams p{stride, padding, dilation, groups};
-  Tensor out =
-      ops::empty_on({x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1}, x.dtype(), x.device());
+  return {x.size(0), O, (Hp - eff_h) / stride[0] + 1, (Wp - eff_w) / stride[1] + 1};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding, Int2 dilation,
+              int64_t groups) {
+  const Tensor x = check_nchw(input, "conv2d");
+  const Shape out_sizes = conv2d_output_shape(input, x, weight, bias, stride, padding, dilation, groups, "conv2d");
+  Tensor out = ops::empty_on(out_sizes, x.dtype(), x.device());
   if (out.numel() > 0)
-    backend(x.device()).conv2d(x, native::contiguous(weight), bias.defined() ? native::contiguous(bias) : bias, out, p);
+    backend(x.device())
+        .conv2d(x, native::contiguous(weight), bias.defined() ? native::contiguous(bias) : bias, out,
+                Conv2dParams{stride, padding, dilation, groups});
   return restore_rank(out, input);
 }
 
@@ -222,27 +233,52 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
 std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& input, const Tensor& weight, const Tensor& grad_out,
                                                    Int2 stride, Int2 padding, Int2 dilation, int64_t groups,
                                                    std::array<bool, 3> wanted) {
-  const bool batched = input.dim() == 4;
-  const Tensor x = contiguous(batched ? input : unsqueeze(input, 0));
+  const char* op = "conv2d_backward";
+  const Tensor x = check_nchw(input, op);
   // 16-bit floats as they are: cuDNN and the CPU's kernels accumulate them in float32. (The
   // kernels take one dtype: a gradient or weight of another is converted to the input's.)
-  const Tensor dy = native::to(contiguous(batched ? grad_out : unsqueeze(grad_out, 0)), x.dtype());
+  ops::check_defined(weight, op, "weight");
   const Tensor w = native::to(contiguous(weight), x.dtype());
+  const Shape out_sizes = conv2d_output_shape(input, x, w, Tensor(), stride, padding, dilation, groups, op);
+  ops::check_defined(grad_out, op, "grad_out");
+  ops::check_same_device({&input, &grad_out}, op);
+  // The gradient of conv2d's output, or of its first rows and columns: conv_transpose2d's
+  // backward passes its input there, which is smaller when output_padding >= stride (allowed
+  // below the dilation). The kernels read as many windows as the gradient has.
+  const Shape dy_sizes =
+      grad_out.dim() == 3 ? Shape{1, grad_out.size(0), grad_out.size(1), grad_out.size(2)} : grad_out.sizes();
+  EMBER_CHECK(grad_out.is_floating_point() && grad_out.dim() == input.dim() && dy_sizes[0] == out_sizes[0] &&
+                  dy_sizes[1] == out_sizes[1] && dy_sizes[2] >= 1 && dy_sizes[2] <= out_sizes[2] && dy_sizes[3] >= 1 &&
+                  dy_sizes[3] <= out_sizes[3],
+              op, ": expected a floating-point output gradient of shape ", shape_str(out_sizes),
+              " (or fewer rows and columns) for input ", shape_str(input.sizes()), " and weight ",
+              shape_str(weight.sizes()), ", got ", grad_out.dtype(), " ", shape_str(grad_out.sizes()));
+  const Tensor dy = native::to(contiguous(input.dim() == 4 ? grad_out : unsqueeze(grad_out, 0)), x.dtype());
   Tensor gx = wanted[0] ? ops::empty_on(x.sizes(), x.dtype(), x.device()) : Tensor();
   Tensor gw = wanted[1] ? ops::empty_on(w.sizes(), w.dtype(), x.device()) : Tensor();
   Tensor gb = wanted[2] ? ops::empty_on({w.size(0)}, w.dtype(), x.device()) : Tensor();
   backend(x.device()).conv2d_backward(x, w, dy, gx, gw, gb, Conv2dParams{stride, padding, dilation, groups});
-  if (gx.defined() && !batched) gx = squeeze(gx, 0);
+  if (gx.defined() && input.dim() == 3) gx = squeeze(gx, 0);
   return {gx, gw, gb};
 }
 
 namespace {
-// The gradient buffer for a pooling backward: the input's shape, made 4-D, in grad_out's dtype.
+// The gradient buffer for a pooling backward: the input's shape, made 4-D, in grad_out's dtype,
+// once grad_out is checked: floating point, of the input's rank, with its samples and channels.
 Tensor pool_grad_input(const Tensor& grad_out, const Shape& input_sizes, const char* op) {
   EMBER_CHECK(input_sizes.size() == 3 || input_sizes.size() == 4, op, ": expected a 3-D or 4-D input shape, got ",
               shape_str(input_sizes));
+  for (int64_t size : input_sizes) EMBER_CHECK(size >= 0, op, ": invalid input shape ", shape_str(input_sizes));
   Shape s = input_sizes;
   if (s.size() == 3) s.insert(s.begin(), 1);
+  ops::check_defined(grad_out, op, "grad_out");
+  const bool ok = grad_out.is_floating_point() && grad_out.dim() == static_cast<int64_t>(input_sizes.size());
+  const Shape dy =
+      ok && grad_out.dim() == 3 ? Shape{1, grad_out.size(0), grad_out.size(1), grad_out.size(2)} : grad_out.sizes();
+  EMBER_CHECK(ok && dy[0] == s[0] && dy[1] == s[1], op,
+              ": expected a floating-point output gradient with the input's samples and channels ",
+              shape_str({s[0], s[1]}), " (input ", shape_str(input_sizes), "), got ", grad_out.dtype(), " ",
+              shape_str(grad_out.sizes()));
   return ops::empty_on(s, grad_out.dtype(), grad_out.device());
 }
 }  // namespace
@@ -250,10 +286,14 @@ Tensor pool_grad_input(const Tensor& grad_out, const Shape& input_sizes, const c
 // Only the input's shape is needed: the pooling nodes keep that, not the input itself.
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_sizes, Int2 kernel, std::optional<Int2> stride,
                            Int2 padding, bool ceil_mode, bool count_include_pad) {
-  Tensor gx = pool_grad_input(grad_out, input_sizes, "avg_pool2d_backward");
-  Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  const char* op = "avg_pool2d_backward";
+  Tensor gx = pool_grad_input(grad_out, input_sizes, op);
+  Pool2dParams p = pool_params(gx, kernel, stride, padding, {1, 1}, ceil_mode, op);
   p.count_include_pad = count_include_pad;
   const Tensor dy = contiguous(input_sizes.size() == 3 ? unsqueeze(grad_out, 0) : grad_out);
+  const Shape pooled = pooled_shape(gx, p, op);  // each gradient element is one window's
+  EMBER_CHECK(dy.sizes() == pooled, op, ": expected a gradient of the pooled shape ", shape_str(pooled), " for input ",
+              shape_str(input_sizes), " and kernel_size=", pair_str(kernel), ", got ", shape_str(grad_out.sizes()));
   backend(gx.device()).avg_pool2d_backward(dy, gx, p);
   return input_sizes.size() == 3 ? native::squeeze(gx, 0) : gx;
 }

@@ -1,4 +1,6 @@
 // matmul and friends with PyTorch's shape rules, all ending in one batched GEMM call.
+#include <limits>
+
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
@@ -132,6 +134,8 @@ Tensor csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const 
   ops::check_defined(x, "csr_linear");
   EMBER_CHECK(x.dtype() == kFloat32 && x.is_cpu() && x.dim() >= 1,
               "csr_linear: expects a float32 CPU input of at least 1 dimension, got ", x.dtype(), " on ", x.device());
+  EMBER_CHECK(out_features >= 0 && out_features < std::numeric_limits<int64_t>::max(),
+              "csr_linear: invalid out_features ", out_features);
   EMBER_CHECK(crow.defined() && crow.dtype() == kInt64 && crow.dim() == 1 && crow.numel() == out_features + 1,
               "csr_linear: crow must be int64 [", out_features + 1, "]");
   EMBER_CHECK(col.defined() && values.defined() && col.dtype() == kInt64 && values.dtype() == kFloat32 &&
@@ -139,6 +143,7 @@ Tensor csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const 
               "csr_linear: col (int64) and values (float32) must be 1-D and of one length");
   EMBER_CHECK(!bias.defined() || (bias.dtype() == kFloat32 && bias.numel() == out_features),
               "csr_linear: the bias must be float32 [", out_features, "]");
+  ops::check_same_device({&x, &crow, &col, &values, &bias}, "csr_linear");
   const int64_t in_features = x.size(-1);
   const std::vector<int64_t> rows = crow.to_vector<int64_t>();
   EMBER_CHECK(rows.front() == 0 && rows.back() == col.numel(), "csr_linear: crow must run from 0 to nnz (", col.numel(),
