@@ -479,6 +479,109 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
                         "the direct portable kernel does not apply");
 }
 
+// Equal values, NaN equal to NaN (the float outputs of a NaN bias).
+bool same_values(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to(kFloat64).to_vector<double>(), y = b.to(kFloat64).to_vector<double>();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])))) return false;
+  return true;
+}
+
+// A NaN or infinite bias or weight scale (a diverged model, a bad checkpoint) reached the
+// portable epilogue as a NaN converted to an integer, undefined behaviour; the direct
+// convolution took NaN to out_quant_max and, without ReLU, a float NaN to -inf. Now every path
+// gives the vector GEMM's answer: ReLU takes NaN to 0, requantization takes NaN to
+// out_quant_min and +-inf to the range's ends, a float NaN without ReLU stays NaN.
+TEST(Int8Gemm, NonFiniteBiasOrScaleGivesTheSameAnswerOnEveryPath) {
+  using backends::cpu::ConvAlgorithm;
+  manual_seed(14);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int64_t M = 5, N = 20, K = 9;
+  const Tensor a = randint(0, 128, {M, K}).to(kUInt8);
+  const Tensor packed = native::int8_pack_weight(randint(-128, 128, {N, K}).to(kInt8));
+  std::vector<float> bias(N, 0.5f), scale(N, 0.01f);
+  bias[0] = nan, bias[1] = inf, bias[2] = -inf, bias[17] = nan;  // in the first panel and the second
+  scale[3] = nan;
+  for (bool relu : {false, true})
+    for (DType out_dtype : {kFloat32, kUInt8}) {
+      SCOPED_TRACE(::testing::Message() << "relu " << relu << ", " << out_dtype);
+      Int8Epilogue e;
+      e.a_zero_point = 10, e.a_scale = 0.05, e.w_scale = tensor<float>(scale), e.bias = tensor<float>(bias);
+      e.out_scale = 0.1, e.out_zero_point = 20, e.out_quant_max = 127, e.relu = relu;
+      const Tensor out = native::int8_gemm(a, packed, N, e, out_dtype);
+      const std::vector<double> row = out.select(0, 1).to(kFloat64).to_vector<double>();
+      for (int col : {0, 3, 17}) {
+        if (out_dtype == kFloat32 && relu)
+          EXPECT_EQ(row[col], 0.0) << col;
+        else if (out_dtype == kFloat32)
+          EXPECT_TRUE(std::isnan(row[col])) << col;
+        else
+          EXPECT_EQ(row[col], relu ? 20.0 : 0.0) << col;  // the zero point (0.0), or out_quant_min
+      }
+      EXPECT_EQ(row[1], out_dtype == kFloat32 ? inf : 127.0);
+      EXPECT_EQ(row[2], out_dtype == kFloat32 ? (relu ? 0.0 : -inf) : (relu ? 20.0 : 0.0));
+      for (auto kernel : kInt8Kernels) {
+        if (!cpu::int8_kernel_available(kernel)) continue;
+        Tensor other = empty({M, N}, TensorOptions().dtype(out_dtype));
+        cpu::int8_gemm_with(kernel, a, packed, e, other);
+        EXPECT_TRUE(same_values(other, out)) << cpu::int8_kernel_name(kernel);
+      }
+      // The convolution's paths: im2col + the portable GEMM, and the direct kernels.
+      const int64_t O = 8;
+      const Tensor x = randint(0, 128, {2, 4, 5, 5}).to(kUInt8);
+      const Tensor wc = native::int8_pack_conv_weight(randint(-128, 128, {O, 4, 3, 3}).to(kInt8));
+      e.w_scale = tensor<float>(std::vector<float>(scale.begin(), scale.begin() + O));
+      e.bias = tensor<float>(std::vector<float>(bias.begin(), bias.begin() + O));
+      Conv2dParams p;
+      p.padding = {1, 1};
+      Tensor expected = empty({2, O, 5, 5}, TensorOptions().dtype(out_dtype));
+      cpu::int8_conv2d_with(ConvAlgorithm::im2col_gemm, cpu::Int8Kernel::Portable, x, wc, {3, 3}, p, e, expected);
+      const double nan_channel = expected.select(1, 0).amax().item<double>();
+      if (out_dtype == kUInt8) EXPECT_EQ(nan_channel, relu ? 20.0 : 0.0);
+      for (auto kernel : {cpu::Int8Kernel::Avx2, cpu::Int8Kernel::Avx512Vnni}) {
+        if (!cpu::int8_direct_applies(p, kernel)) continue;
+        Tensor direct = empty({2, O, 5, 5}, TensorOptions().dtype(out_dtype));
+        cpu::int8_conv2d_with(ConvAlgorithm::direct, kernel, x, wc, {3, 3}, p, e, direct);
+        EXPECT_TRUE(same_values(direct, expected)) << cpu::int8_kernel_name(kernel);
+      }
+    }
+}
+
+// The int8 ops' arguments are checked before a kernel runs: another layer's packed weight, a
+// scale or zero point outside its range, an output range that is not one.
+TEST(Int8Gemm, RefusesAWeightOfAnotherShapeAndEpilogueNumbersOutOfRange) {
+  const Tensor a = zeros({2, 8}, TensorOptions().dtype(kUInt8));
+  const Tensor packed = native::int8_pack_weight(zeros({4, 8}, TensorOptions().dtype(kInt8)));
+  Int8Epilogue e;
+  e.w_scale = ones({1});
+  EXPECT_ERROR_CONTAINS(native::int8_gemm(a, packed, 5, e, kInt32),
+                        "int8_gemm: the packed weight is not one of 5 rows of 8 (its header says 4 rows of 8");
+  EXPECT_ERROR_CONTAINS(native::int8_gemm(zeros({2, 7}, TensorOptions().dtype(kUInt8)), packed, 4, e, kInt32),
+                        "not one of 4 rows of 7");
+  EXPECT_ERROR_CONTAINS(native::int8_gemm(a, zeros({100}, TensorOptions().dtype(kInt8)), 4, e, kInt32),
+                        "the packed weight is not one of 4 rows of 8");
+  EXPECT_ERROR_CONTAINS(native::int8_gemm(a, packed, -1, e, kInt32), "int8_gemm: negative n -1");
+  auto refused = [&](auto edit, const std::string& message) {
+    Int8Epilogue bad = e;
+    edit(bad);
+    EXPECT_ERROR_CONTAINS(native::int8_gemm(a, packed, 4, bad, kUInt8), message);
+  };
+  refused([](Int8Epilogue& b) { b.a_zero_point = 256; }, "the input zero point 256 is not a uint8");
+  refused([](Int8Epilogue& b) { b.a_scale = std::nan(""); }, "the input scale must be positive and finite, got nan");
+  refused([](Int8Epilogue& b) { b.out_scale = 0; }, "the output scale must be positive and finite, got 0");
+  refused([](Int8Epilogue& b) { b.out_scale = 1e-300; },
+          "the output scale must be positive and finite");  // 0 as a float
+  refused([](Int8Epilogue& b) { b.out_zero_point = -1; }, "the output zero point -1 is not a uint8");
+  refused([](Int8Epilogue& b) { b.out_quant_min = 9, b.out_quant_max = 3; }, "the output range [9, 3]");
+  Conv2dParams p;
+  p.padding = {int64_t{1} << 62, 0};
+  EXPECT_ERROR_CONTAINS(native::int8_conv2d(zeros({1, 1, 3, 3}, TensorOptions().dtype(kUInt8)),
+                                            native::int8_pack_weight(zeros({1, 9}, TensorOptions().dtype(kInt8))), 1,
+                                            {3, 3}, p, e, kFloat32),
+                        "int8_conv2d: the arguments make a size beyond int64's range (2 * 4611686018427387904)");
+}
+
 nn::Sequential small_cnn() {
   return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 4, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
                         nn::Conv2d(4, 8, 3), nn::ReLU(), nn::Flatten(), nn::Linear(8 * 2 * 2, 16), nn::ReLU(),

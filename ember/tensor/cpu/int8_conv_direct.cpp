@@ -72,7 +72,7 @@ inline const int8_t* weight_words(const Packed& w, int64_t o0) {
 // call, and those of one output channel, once per tile: the segments between them are short
 // (a row of the output), so nothing is set up per segment.
 struct EpilogueVectors {
-  __m256 floor;                // float32 out: 0 with a fused ReLU, else -inf (max with it changes nothing)
+  bool relu;                   // float32 out: max(v, 0), NaN to 0 (vmaxps, as Epilogue::store)
   __m256 inv_out_scale, high;  // (the upper clamp keeps the conversion inside int32)
   __m256i out_zero_point, out_min, out_max;
   // uint8 out: the ReLU is the lower clamp at the zero point, and nothing clamps below. Both are
@@ -80,7 +80,7 @@ struct EpilogueVectors {
   // which rounds to max(q, 0) before the zero point is added; and a value below -2^31 converts to
   // INT32_MIN (vcvtps2dq's "indefinite"), which the lower clamp takes to out_min as -1e9 would.
   explicit EpilogueVectors(const Epilogue& e)
-      : floor(_mm256_set1_ps(e.relu ? 0.0f : -INFINITY)),
+      : relu(e.relu),
         inv_out_scale(_mm256_set1_ps(e.inv_out_scale)),
         high(_mm256_set1_ps(1e9f)),
         out_zero_point(_mm256_set1_epi32(e.out_zero_point)),
@@ -105,8 +105,13 @@ inline __m256 dequantized(const ChannelVectors& c, const int32_t* acc) {
   const __m256i raw = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc)), c.zero_term);
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(raw), c.scale, c.bias);
 }
+inline __m256 activated(const EpilogueVectors& k, __m256 v) {
+  return k.relu ? _mm256_max_ps(v, _mm256_setzero_ps()) : v;
+}
 inline __m256i requantized(const EpilogueVectors& k, const ChannelVectors& c, const int32_t* acc) {
-  const __m256 r = _mm256_min_ps(_mm256_mul_ps(dequantized(c, acc), k.inv_out_scale), k.high);
+  // (vminps returns its second operand when one is NaN: here the NaN, which converts to
+  // INT32_MIN and so clamps to out_min, as Epilogue::store's lower clamp takes it)
+  const __m256 r = _mm256_min_ps(k.high, _mm256_mul_ps(dequantized(c, acc), k.inv_out_scale));
   return _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(r), k.out_zero_point), k.out_min),
                           k.out_max);
 }
@@ -138,11 +143,10 @@ inline void epilogue_segment(const EpilogueVectors& k, const ChannelVectors& c, 
   } else {
     auto* y = static_cast<float*>(out);
     int64_t i = 0;
-    for (; i + 8 <= n || (spill && i < n); i += 8)
-      _mm256_storeu_ps(y + i, _mm256_max_ps(dequantized(c, acc + i), k.floor));
+    for (; i + 8 <= n || (spill && i < n); i += 8) _mm256_storeu_ps(y + i, activated(k, dequantized(c, acc + i)));
     if (i < n) {
       alignas(32) float last[8];
-      _mm256_store_ps(last, _mm256_max_ps(dequantized(c, acc + i), k.floor));
+      _mm256_store_ps(last, activated(k, dequantized(c, acc + i)));
       std::memcpy(y + i, last, sizeof(float) * static_cast<size_t>(n - i));
     }
   }
@@ -275,7 +279,7 @@ void int8_conv2d_direct(Int8Kernel kernel, const Tensor& input, const Tensor& w_
 #ifdef EMBER_INT8_DIRECT
   const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
   const int64_t taps = kernel_size[0] * kernel_size[1], groups = (C + kGroup - 1) / kGroup;
-  const Packed given(w_packed);
+  const Packed given = Packed::checked(w_packed, out.size(1), C * taps, "int8_conv2d");
   const Tensor regrouped = C % kGroup == 0 ? w_packed : pad_weight_channels(given, C, taps);
   const Packed w(regrouped);
   const bool vnni = kernel == Int8Kernel::Avx512Vnni;

@@ -336,7 +336,7 @@ void int8_gemm_with(Int8Kernel kernel, const Tensor& a, const Tensor& w_packed, 
                     const Tensor& out) {
   EMBER_CHECK(int8_kernel_available(kernel), "int8_gemm: the ", int8_kernel_name(kernel),
               " kernel is not available on this CPU or build");
-  const Packed w(w_packed);
+  const Packed w = Packed::checked(w_packed, out.size(1), a.size(1), "int8_gemm");
   const int64_t M = a.size(0);
   const Epilogue e = int8::make_epilogue(ep, w, out);
   const auto* a_data = a.data_ptr<uint8_t>();

@@ -19,6 +19,20 @@ struct Packed {
   int64_t n, k, n_padded, k_padded;
   const int32_t* row_sums;
   const int8_t* panels;
+  // The packed weight of `n` rows of `k`, or an Error naming `op`: a tensor that pack_weight did
+  // not make for this shape (another layer's, a CUDA layout, bytes loaded from elsewhere) would
+  // send the kernels past its end.
+  static Packed checked(const Tensor& t, int64_t n, int64_t k, const char* op) {
+    EMBER_CHECK(t.dtype() == kInt8 && t.dim() == 1 && t.is_contiguous() && t.numel() >= kHeader, op,
+                ": the packed weight must be int8_pack_weight's, got ", t.dtype(), " of shape ", shape_str(t.sizes()));
+    const Packed w(t);
+    const int64_t n_padded = (n + kPanel - 1) / kPanel * kPanel, k_padded = (k + kGroup - 1) / kGroup * kGroup;
+    EMBER_CHECK(w.n == n && w.k == k && w.n_padded == n_padded && w.k_padded == k_padded &&
+                    t.numel() == kHeader + 4 * n_padded + n_padded * k_padded,
+                op, ": the packed weight is not one of ", n, " rows of ", k, " (its header says ", w.n, " rows of ",
+                w.k, ", in ", t.numel(), " bytes)");
+    return w;
+  }
   explicit Packed(const Tensor& t) {
     const auto* base = static_cast<const int8_t*>(t.data_ptr());
     const auto* header = reinterpret_cast<const int64_t*>(base);
@@ -58,11 +72,15 @@ struct Epilogue {
       // One rounding, written as a fused multiply-add so that no compiler's contraction choice
       // can make the vector paths (which use vfmadd) differ from this one.
       float v = std::fma(static_cast<float>(raw), a_scale * w_scale[per_channel ? col : 0], bias ? bias[col] : 0.0f);
-      if (relu) v = std::max(v, 0.0f);
+      // The comparisons are vmaxps/vminps's, NaN included (a NaN bias or weight scale): the ReLU
+      // takes NaN to 0, the requantization's lower clamp takes it to -1e9 (so to out_quant_min).
+      if (relu) v = v > 0.0f ? v : 0.0f;
       if (out_dtype == kFloat32) {
         static_cast<float*>(out)[m * ldo + col] = v;
       } else {
-        const float r = std::clamp(v * inv_out_scale, -1e9f, 1e9f);
+        float r = v * inv_out_scale;
+        r = r > -1e9f ? r : -1e9f;
+        r = r < 1e9f ? r : 1e9f;
         const int64_t q = static_cast<int64_t>(std::nearbyint(r)) + out_zero_point;
         static_cast<uint8_t*>(out)[m * ldo + col] = static_cast<uint8_t>(std::clamp(q, out_quant_min, out_quant_max));
       }

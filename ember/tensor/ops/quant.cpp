@@ -163,6 +163,27 @@ Tensor int8_pack_conv_weight(const Tensor& w) {
   return int8_pack_weight(view(contiguous(permute(w, {0, 2, 3, 1})), {w.size(0), -1}));
 }
 
+namespace {
+// The epilogue's numbers (Note [Int8 GEMM]): the kernels convert them to float32 and int32 and
+// clamp with them, so each must be in its range (a scale positive and finite, a zero point and
+// the output's range inside uint8's). The weight scales and the bias are tensors the kernels read
+// as they are: a NaN there gives what the vector kernels give (Epilogue::store).
+void check_epilogue(const Int8Epilogue& e, DType out_dtype, const char* op) {
+  EMBER_CHECK(e.a_zero_point >= 0 && e.a_zero_point <= 255, op, ": the input zero point ", e.a_zero_point,
+              " is not a uint8");
+  if (out_dtype == kInt32) return;
+  EMBER_CHECK(std::isfinite(e.a_scale) && e.a_scale > 0, op, ": the input scale must be positive and finite, got ",
+              e.a_scale);
+  if (out_dtype != kUInt8) return;
+  EMBER_CHECK(std::isfinite(e.out_scale) && e.out_scale > 0 && static_cast<float>(e.out_scale) > 0, op,
+              ": the output scale must be positive and finite, got ", e.out_scale);
+  EMBER_CHECK(e.out_zero_point >= 0 && e.out_zero_point <= 255, op, ": the output zero point ", e.out_zero_point,
+              " is not a uint8");
+  EMBER_CHECK(0 <= e.out_quant_min && e.out_quant_min <= e.out_quant_max && e.out_quant_max <= 255, op,
+              ": the output range [", e.out_quant_min, ", ", e.out_quant_max, "] is not a range of uint8");
+}
+}  // namespace
+
 Tensor int8_gemm(const Tensor& a, const Tensor& w_packed, int64_t n, const Int8Epilogue& e, DType out_dtype) {
   ops::check_defined(a, "int8_gemm");
   ops::check_defined(w_packed, "int8_gemm", "packed weight");
@@ -170,11 +191,13 @@ Tensor int8_gemm(const Tensor& a, const Tensor& w_packed, int64_t n, const Int8E
               " of shape ", shape_str(a.sizes()));
   EMBER_CHECK(out_dtype == kInt32 || out_dtype == kFloat32 || out_dtype == kUInt8,
               "int8_gemm: the output must be int32, float32 or uint8, got ", out_dtype);
+  EMBER_CHECK(n >= 0, "int8_gemm: negative n ", n);
   EMBER_CHECK(out_dtype == kInt32 || (e.w_scale.defined() && e.w_scale.dtype() == kFloat32 &&
                                       (e.w_scale.numel() == 1 || e.w_scale.numel() == n)),
               "int8_gemm: a float or uint8 output needs float32 weight scales, one or ", n);
   EMBER_CHECK(!e.bias.defined() || (e.bias.dtype() == kFloat32 && e.bias.numel() == n && e.bias.is_contiguous()),
               "int8_gemm: the bias must be a contiguous float32 [", n, "]");
+  check_epilogue(e, out_dtype, "int8_gemm");
   ops::check_same_device({&a, &w_packed, &e.w_scale, &e.bias}, "int8_gemm");
   const Tensor rows = a.stride(1) == 1 ? a : contiguous(a);
   Int8Epilogue ep = e;
@@ -192,17 +215,20 @@ Tensor int8_conv2d(const Tensor& input, const Tensor& w_packed, int64_t out_chan
   EMBER_CHECK(out_dtype == kUInt8 || out_dtype == kFloat32, "int8_conv2d: the output must be uint8 or float32, got ",
               out_dtype);
   EMBER_CHECK(p.groups == 1, "int8_conv2d: groups must be 1, got ", p.groups);
-  EMBER_CHECK(e.a_zero_point >= 0 && e.a_zero_point <= 255, "int8_conv2d: the input zero point ", e.a_zero_point,
-              " is not a uint8");
+  check_epilogue(e, out_dtype, "int8_conv2d");
   int64_t out_hw[2];
   for (int d = 0; d < 2; ++d) {
     EMBER_CHECK(kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0,
                 "int8_conv2d: kernel, stride and dilation must be positive and padding >= 0");
-    const int64_t extent = p.dilation[d] * (kernel[d] - 1) + 1;
-    out_hw[d] = (input.size(2 + d) + 2 * p.padding[d] - extent) / p.stride[d] + 1;
-    EMBER_CHECK(input.size(2 + d) + 2 * p.padding[d] >= extent, "int8_conv2d: the input of shape ",
-                shape_str(input.sizes()), " is smaller than the kernel");
+    const int64_t extent = ops::size_add(ops::size_mul(p.dilation[d], kernel[d] - 1, "int8_conv2d"), 1, "int8_conv2d");
+    const int64_t padded =
+        ops::size_add(input.size(2 + d), ops::size_mul(2, p.padding[d], "int8_conv2d"), "int8_conv2d");
+    EMBER_CHECK(padded >= extent, "int8_conv2d: the input of shape ", shape_str(input.sizes()),
+                " is smaller than the kernel");
+    out_hw[d] = (padded - extent) / p.stride[d] + 1;
   }
+  EMBER_CHECK(out_channels >= 0, "int8_conv2d: negative out_channels ", out_channels);
+  (void)ops::size_mul(ops::size_mul(input.size(1), kernel[0], "int8_conv2d"), kernel[1], "int8_conv2d");  // K
   EMBER_CHECK(!e.bias.defined() || (e.bias.dtype() == kFloat32 && e.bias.numel() == out_channels),
               "int8_conv2d: the bias must be float32 [", out_channels, "]");
   EMBER_CHECK(e.w_scale.defined() && (e.w_scale.numel() == 1 || e.w_scale.numel() == out_channels),
