@@ -231,8 +231,15 @@ TEST(Optim, BadOptionsThrowAtConstructionNamingTheOption) {
   EXPECT_ERROR_CONTAINS(LBFGS(std::vector<ParamGroup>{ParamGroup({p}), ParamGroup({q})}), "one parameter group only");
   EXPECT_ERROR_CONTAINS(SGD({p, p}, SGDOptions(0.1)), "appears twice");
   EXPECT_ERROR_CONTAINS(SGD({p * 2}, SGDOptions(0.1)), "leaf");
+  // Counts past 2^53 (which state_dict's doubles cannot hold, and whose max_iter * 5 / 4, the
+  // default max_eval, overflowed int64) are refused, at construction and at a step after an edit.
+  EXPECT_ERROR_CONTAINS(LBFGS({p}, LBFGSOptions().max_iter(int64_t{1} << 62)),
+                        "LBFGS: invalid max_iter 4611686018427387904 (must be in [1, 2^53])");
+  EXPECT_ERROR_CONTAINS(LBFGS({p}, LBFGSOptions().history_size(int64_t{1} << 54)), "invalid history_size");
   LBFGS lbfgs({p});
   EXPECT_ERROR_CONTAINS(lbfgs.step(nullptr), "needs a closure");
+  static_cast<LBFGSOptions&>(lbfgs.param_groups()[0].options()).max_iter(std::numeric_limits<int64_t>::max());
+  EXPECT_ERROR_CONTAINS(lbfgs.step([&] { return p.sum(); }), "LBFGS: invalid max_iter 9223372036854775807");
 }
 
 TEST(Optim, ParamGroupsHaveTheirOwnOptions) {

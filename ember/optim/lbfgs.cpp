@@ -18,9 +18,15 @@ std::map<std::string, double> LBFGSOptions::to_map() const {
           {"strong_wolfe", line_search_fn_ ? 1.0 : 0.0}};
 }
 
+namespace {
+// The counts' limit: doubles count exactly up to here (state_dict saves options as doubles), and
+// max_iter * 5 / 4, max_eval's default, cannot overflow.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+}  // namespace
+
 void LBFGSOptions::from_map(const std::map<std::string, double>& v) {
   lr_ = v.at("lr");
-  constexpr int64_t kMax = int64_t{1} << 53;  // doubles count exactly up to here
+  constexpr int64_t kMax = kMaxCount;
   max_iter_ = whole_number(v.at("max_iter"), 1, kMax, "LBFGS: max_iter");
   max_eval_ = whole_number(v.at("max_eval"), 1, kMax, "LBFGS: max_eval");
   tolerance_grad_ = v.at("tolerance_grad");
@@ -31,9 +37,12 @@ void LBFGSOptions::from_map(const std::map<std::string, double>& v) {
 
 void LBFGSOptions::validate() const {
   EMBER_CHECK(lr_ > 0, "LBFGS: invalid lr ", lr_, " (must be > 0)");
-  EMBER_CHECK(max_iter_ > 0, "LBFGS: invalid max_iter ", max_iter_, " (must be > 0)");
-  EMBER_CHECK(!max_eval_ || *max_eval_ > 0, "LBFGS: invalid max_eval ", max_eval_.value_or(0), " (must be > 0)");
-  EMBER_CHECK(history_size_ > 0, "LBFGS: invalid history_size ", history_size_, " (must be > 0)");
+  EMBER_CHECK(max_iter_ > 0 && max_iter_ <= kMaxCount, "LBFGS: invalid max_iter ", max_iter_,
+              " (must be in [1, 2^53])");
+  EMBER_CHECK(!max_eval_ || (*max_eval_ > 0 && *max_eval_ <= kMaxCount), "LBFGS: invalid max_eval ",
+              max_eval_.value_or(0), " (must be in [1, 2^53])");
+  EMBER_CHECK(history_size_ > 0 && history_size_ <= kMaxCount, "LBFGS: invalid history_size ", history_size_,
+              " (must be in [1, 2^53])");
   EMBER_CHECK(tolerance_grad_ >= 0 && tolerance_change_ >= 0, "LBFGS: tolerances must be >= 0, got tolerance_grad ",
               tolerance_grad_, ", tolerance_change ", tolerance_change_);
   EMBER_CHECK(!line_search_fn_ || *line_search_fn_ == "strong_wolfe", "LBFGS: line_search_fn must be none or ",
@@ -232,6 +241,7 @@ LineSearchResult strong_wolfe(const Evaluate& evaluate, const Dot& dot, double t
 Tensor LBFGS::step(const std::function<Tensor()>& closure) {
   EMBER_CHECK(closure != nullptr, "LBFGS.step: needs a closure that reevaluates the model and returns the loss");
   const auto& o = static_cast<const LBFGSOptions&>(param_groups()[0].options());
+  o.validate();  // (the group's options may have been edited since the constructor checked them)
   const double lr = o.lr(), tol_grad = o.tolerance_grad(), tol_change = o.tolerance_change();
   const int64_t max_iter = o.max_iter(), max_eval = o.max_eval().value_or(o.max_iter() * 5 / 4);
   NoGradGuard no_grad;
