@@ -819,5 +819,26 @@ TEST(Observers, HistogramObserverMatchesPyTorch) {
                         "per tensor schemes only");
 }
 
+// An inf or NaN in calibration data: MinMaxObserver's qparams converted a NaN zero point to an
+// integer (undefined) and HistogramObserver binned with an infinite range (undefined too);
+// both refuse now, as PyTorch's histc does, and keep what they had seen.
+TEST(Observers, NonFiniteRangesAreRefusedNotConverted) {
+  const float inf = std::numeric_limits<float>::infinity();
+  q::MinMaxObserverImpl minmax;
+  minmax.forward(tensor<float>({1.0f, -inf}));
+  EXPECT_ERROR_CONTAINS(minmax.calculate_qparams(),
+                        "MinMaxObserver: the observed range [-inf, 1] is not finite, so it has no scale");
+  q::HistogramObserverImpl histogram;
+  histogram.forward(tensor<float>({-1.0f, 2.0f}));
+  EXPECT_ERROR_CONTAINS(histogram.forward(tensor<float>({0.5f, inf})),
+                        "HistogramObserver: the batch holds inf, so the range of its histogram is not finite");
+  EXPECT_ERROR_CONTAINS(histogram.forward(tensor<float>({std::nanf("")})), "the batch holds nan");
+  EXPECT_EQ(histogram.max_val.item<float>(), 2.0f);
+  // A range far wider than the old one: PyTorch would make bins * 1e36 finer bins.
+  EXPECT_ERROR_CONTAINS(histogram.forward(tensor<float>({1e38f})), "too many finer bins to combine them");
+  EXPECT_EQ(histogram.max_val.item<float>(), 2.0f);
+  EXPECT_EQ(histogram.calculate_qparams().first.numel(), 1);
+}
+
 }  // namespace
 }  // namespace ember

@@ -24,8 +24,9 @@ std::vector<float> histc(const std::vector<float>& x, int64_t bins, double lo, d
   std::vector<float> h(static_cast<size_t>(bins), 0.0f);
   for (float v : x) {
     if (!(v >= left && v <= right)) continue;
-    int64_t pos = static_cast<int64_t>((v - left) * static_cast<float>(bins) / (right - left));
-    if (pos == bins) pos -= 1;
+    // (v <= right, so the bin is at most `bins`: the last one, or more when the product overflowed)
+    const float at = (v - left) * static_cast<float>(bins) / (right - left);
+    const int64_t pos = at < static_cast<float>(bins) ? static_cast<int64_t>(at) : bins - 1;
     h[static_cast<size_t>(pos)] += 1.0f;
   }
   return h;
@@ -64,6 +65,10 @@ Tensor HistogramObserverImpl::forward(const Tensor& x_in) {
   NoGradGuard no_grad;
   const std::vector<float> x = x_in.detach().to(Device(kCPU), kFloat32).to_vector<float>();
   const float old_min = min_val.item<float>(), old_max = max_val.item<float>();
+  // torch.histc's check: its range must be finite (an inf or NaN in the batch makes it not).
+  for (float v : x)
+    EMBER_CHECK(std::isfinite(v), "HistogramObserver: the batch holds ", v,
+                ", so the range of its histogram is not finite");
   const float new_min = *std::min_element(x.begin(), x.end()), new_max = *std::max_element(x.begin(), x.end());
   std::vector<float> h;
   float lo, hi;
@@ -77,7 +82,13 @@ Tensor HistogramObserverImpl::forward(const Tensor& x_in) {
     // _adjust_min_max: the old bins, upsampled, must fall on whole new bins.
     const float hist_bin_width = (old_max - old_min) / static_cast<float>(bins * upsample_rate);
     const float span = static_cast<float>(bins) * hist_bin_width;
-    const auto downsample_rate = static_cast<int64_t>(std::ceil((hi - lo) / span));
+    // PyTorch makes a tensor of bins * downsample_rate finer bins: too many for memory (or for
+    // int64) when the new range is that much wider than the old.
+    const double rate = std::ceil(static_cast<double>((hi - lo) / span));
+    EMBER_CHECK(rate <= static_cast<double>((int64_t{1} << 30) / bins), "HistogramObserver: the range [", lo, ", ", hi,
+                "] is ", rate, " times wider than the histogram's [", old_min, ", ", old_max,
+                "]: too many finer bins to combine them");
+    const auto downsample_rate = static_cast<int64_t>(rate);
     const float e = static_cast<float>(downsample_rate) * span - (hi - lo);
     hi = hi + e;
     const auto start_idx = static_cast<int64_t>(std::nearbyint((old_min - lo) / hist_bin_width));

@@ -103,6 +103,10 @@ std::pair<Tensor, Tensor> ObserverImpl::qparams_from(const std::vector<float>& m
   std::vector<int32_t> zero_points(mins.size(), 0);
   for (size_t c = 0; c < mins.size(); ++c) {
     EMBER_CHECK(mins[c] <= maxs[c], type_name(), ": min ", mins[c], " is greater than max ", maxs[c]);
+    // (an inf seen in calibration: the scale would be inf and the zero point NaN, converted to an
+    // integer, undefined; PyTorch's ends up at quant_min by accident)
+    EMBER_CHECK(std::isfinite(mins[c]) && std::isfinite(maxs[c]), type_name(), ": the observed range [", mins[c], ", ",
+                maxs[c], "] is not finite, so it has no scale");
     const float mn = std::min(mins[c], 0.0f), mx = std::max(maxs[c], 0.0f);
     if (is_symmetric(options_.qscheme)) {
       const float half_range = static_cast<float>(static_cast<double>(quant_max_ - quant_min_) / 2);
