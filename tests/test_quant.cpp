@@ -291,6 +291,12 @@ TEST(DynamicQuantizedLinear, MatchesPyTorchWithinItsRounding) {
 TEST(DynamicQuantizedLinear, AnInfiniteActivationIsAnErrorNotAnUndefinedZeroPoint) {
   EXPECT_ERROR_CONTAINS(q::choose_quantization_params(-std::numeric_limits<float>::infinity(), 1.0f, 0, 255, true),
                         "choose_quantization_params: the range [-inf, 1] is not finite");
+  // qmax - qmin overflowed int64 for a range of int64's extremes; an empty range divided by 0.
+  EXPECT_ERROR_CONTAINS(q::choose_quantization_params(0.0f, 1.0f, std::numeric_limits<int64_t>::min(),
+                                                      std::numeric_limits<int64_t>::max(), false),
+                        "is not a quantization range (qmin < qmax, both int32s)");
+  EXPECT_ERROR_CONTAINS(q::choose_quantization_params(0.0f, 1.0f, 0, 1, true),
+                        "choose_quantization_params: [0, 1] is not a quantization range once halved");
   nn::Linear lin(3, 2);
   q::DynamicQuantizedLinearImpl qlin(*lin, false);
   EXPECT_ERROR_CONTAINS(qlin.forward(tensor<float>({1.0f, std::numeric_limits<float>::infinity(), 0.0f}, Shape{1, 3})),

@@ -194,6 +194,10 @@ TensorQParams choose_quantization_params(float min, float max, int64_t qmin, int
   EMBER_CHECK(std::isfinite(min) && std::isfinite(max), "choose_quantization_params: the range [", min, ", ", max,
               "] is not finite (an inf or NaN in the input); its zero point would be undefined");
   EMBER_CHECK(min <= max, "choose_quantization_params: min ", min, " is greater than max ", max);
+  constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min(), kInt32Max = std::numeric_limits<int32_t>::max();
+  EMBER_CHECK(kInt32Min <= qmin && qmin < qmax && qmax <= kInt32Max && (!reduce_range || qmin / 2 < qmax / 2),
+              "choose_quantization_params: [", qmin, ", ", qmax, "] is not a quantization range",
+              reduce_range ? " once halved" : "", " (qmin < qmax, both int32s)");
   if (reduce_range) qmin /= 2, qmax /= 2;
   min = std::min(min, 0.0f);
   max = std::max(max, 0.0f);
