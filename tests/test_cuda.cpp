@@ -374,6 +374,25 @@ TEST(CudaConv, HalfPrecisionForwardAndBackwardMatchTheCpu) {
   }
 }
 
+// output_padding of a stride or more (below the dilation): conv_transpose2d's forward and its
+// weight gradient hand cuDNN a gradient smaller than the output cuDNN computes for the shapes;
+// the back end pads it with zeros. Values and every gradient against the CPU, in float64.
+TEST(CudaConv, TransposedConvolutionWithOutputPaddingBeyondTheStrideMatchesTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(3);
+  const Tensor x = randn({2, 4, 5, 6}, TensorOptions(kFloat64)), w = randn({4, 3, 3, 2}, TensorOptions(kFloat64));
+  const Tensor b = randn({3}, TensorOptions(kFloat64));
+  auto run = [&](Device device) {
+    Tensor xr = x.to(device), wr = w.to(device), br = b.to(device);
+    for (Tensor* t : {&xr, &wr, &br}) t->set_requires_grad(true);
+    const Tensor y = conv_transpose2d(xr, wr, br, {1, 2}, {1, 0}, {1, 1}, 1, {2, 2});
+    y.square().sum().backward();
+    return std::vector<Tensor>{y.cpu(), xr.grad().cpu(), wr.grad().cpu(), br.grad().cpu()};
+  };
+  const auto gpu = run(Device(kCUDA)), cpu = run(Device(kCPU));
+  for (size_t i = 0; i < gpu.size(); ++i) EXPECT_TRUE(testing::all_close(gpu[i], cpu[i], 1e-10, 1e-10)) << i;
+}
+
 TEST(CudaTraining, AStepMatchesTheCpu) {
   REQUIRE_GPU();
   auto run = [](Device device) {

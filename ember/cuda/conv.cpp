@@ -320,8 +320,21 @@ void CudaBackend::conv2d_backward(const Tensor& input_in, const Tensor& weight_i
                                   const Tensor& grad_input, const Tensor& grad_weight, const Tensor& grad_bias,
                                   const Conv2dParams& p) {
   DeviceGuard guard(input_in.device().index);
-  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in),
-               dy = native::contiguous(grad_out_in);
+  const Tensor input = native::contiguous(input_in), weight = native::contiguous(weight_in);
+  Tensor dy = native::contiguous(grad_out_in);
+  // cuDNN takes the gradient of the whole output of this input and weight. conv_transpose2d
+  // passes fewer rows or columns when its output_padding is a stride or more (the windows it
+  // leaves out lie wholly in the padding): zeros stand for them, which add nothing.
+  Shape whole = dy.sizes();
+  for (int i = 0; i < 2; ++i)
+    whole[2 + i] =
+        (input.size(2 + i) + 2 * p.padding[i] - p.dilation[i] * (weight.size(2 + i) - 1) - 1) / p.stride[i] + 1;
+  if (whole != dy.sizes()) {
+    Tensor padded = zeros(whole, TensorOptions(dy.dtype()).device(dy.device()));
+    Tensor corner = native::narrow(native::narrow(padded, 2, 0, dy.size(2)), 3, 0, dy.size(3));
+    native::copy_(corner, dy);
+    dy = padded;
+  }
   ConvDescriptors d(input, weight, dy.sizes(), p);
   Cudnn& c = cudnn();
   cudnnHandle_t h = handle_for(input.device().index);
