@@ -67,6 +67,13 @@ TEST(Views, ExpandSqueezeUnsqueezeFlatten) {
   EXPECT_EQ(b.flatten(1).unflatten(1, {3, -1, 5}).sizes(), (Shape{2, 3, 4, 5}));
   EXPECT_EQ(scalar_tensor(2.0).flatten().sizes(), (Shape{1}));
   EXPECT_EQ(b.movedim(1, 3).sizes(), (Shape{2, 4, 5, 3}));
+  EXPECT_EQ(b.movedim(-1, 0).sizes(), (Shape{5, 2, 3, 4}));
+  // A 0-d tensor moves its only "dimension" onto itself (PyTorch accepts 0 and -1 there).
+  Tensor s = scalar_tensor(7.0);
+  EXPECT_EQ(s.movedim(0, 0).dim(), 0);
+  EXPECT_EQ(s.movedim(-1, 0).item<double>(), 7.0);
+  EXPECT_TRUE(s.movedim(0, -1).shares_storage(s));
+  EXPECT_ERROR_CONTAINS(s.movedim(1, 0), "movedim: dimension out of range");
 }
 
 TEST(Views, ViewVersusReshape) {

@@ -126,6 +126,7 @@ Tensor permute(const Tensor& self, const Shape& dims) {
 Tensor movedim(const Tensor& self, int64_t source, int64_t destination) {
   source = wrap_dim(source, self.dim(), "movedim");
   destination = wrap_dim(destination, self.dim(), "movedim");
+  if (self.dim() == 0) return permute(self, {});  // dims 0 and -1 name the scalar itself, as in PyTorch
   Shape order;
   for (int64_t d = 0; d < self.dim(); ++d)
     if (d != source) order.push_back(d);
