@@ -198,6 +198,27 @@ TEST(Semantics, IntegerWrapAndDivision) {
   EXPECT_EQ(tensor({true, true}).sum().item<int64_t>(), 2);
 }
 
+// Unary and binary integer arithmetic at the ends of the range wraps modulo 2^bits as PyTorch's
+// does, without signed overflow in C++ (UBSan, the asan preset, checks the kernels do it unsigned).
+TEST(Semantics, IntegerExtremesWrapInEveryArithmeticOp) {
+  constexpr int64_t lo64 = std::numeric_limits<int64_t>::min(), hi64 = std::numeric_limits<int64_t>::max();
+  constexpr int32_t lo32 = std::numeric_limits<int32_t>::min(), hi32 = std::numeric_limits<int32_t>::max();
+  const Tensor a64 = tensor<int64_t>({lo64, hi64, -3});
+  EXPECT_EQ(a64.neg().to_vector<int64_t>(), (std::vector<int64_t>{lo64, lo64 + 1, 3}));
+  EXPECT_EQ(a64.abs().to_vector<int64_t>(), (std::vector<int64_t>{lo64, hi64, 3}));
+  EXPECT_EQ(a64.square().to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 9}));
+  EXPECT_EQ((a64 * hi64).to_vector<int64_t>(), (std::vector<int64_t>{lo64, 1, lo64 + 3}));
+  EXPECT_EQ((a64 - a64.neg()).to_vector<int64_t>(), (std::vector<int64_t>{0, -2, -6}));
+  EXPECT_EQ(a64.pow(3).to_vector<int64_t>(), (std::vector<int64_t>{0, hi64, -27}));
+  EXPECT_EQ(a64.sum().item<int64_t>(), -4);
+  const Tensor a32 = tensor<int32_t>({lo32, hi32, -3});
+  EXPECT_EQ(a32.neg().to_vector<int32_t>(), (std::vector<int32_t>{lo32, lo32 + 1, 3}));
+  EXPECT_EQ(a32.abs().to_vector<int32_t>(), (std::vector<int32_t>{lo32, hi32, 3}));
+  EXPECT_EQ(a32.square().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 9}));
+  EXPECT_EQ(tensor<int8_t>({-128, 127}).neg().to_vector<int8_t>(), (std::vector<int8_t>{-128, -127}));
+  EXPECT_EQ(tensor<int8_t>({-128, 127}).square().to_vector<int8_t>(), (std::vector<int8_t>{0, 1}));
+}
+
 TEST(Semantics, ScalarOperatorsAndComparisons) {
   const Tensor x = tensor({1.0f, 2.0f, 4.0f});
   EXPECT_EQ((2.0 - x).to_vector<float>(), (std::vector<float>{1, 0, -2}));

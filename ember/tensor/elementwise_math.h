@@ -84,16 +84,21 @@ using unsigned_of = std::make_unsigned_t<std::conditional_t<wraps_v<M>, M, int>>
 
 // ---- unary ----
 template <class M>
-struct Neg {
-  EMBER_HOST_DEVICE M operator()(M x) const { return M(M(0) - x); }
+struct Neg {  // -INT_MIN wraps to INT_MIN, as in PyTorch
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    if constexpr (wraps_v<M>)
+      return M(unsigned_of<M>(unsigned_of<M>(0) - unsigned_of<M>(x)));
+    else
+      return M(M(0) - x);
+  }
 };
 template <class M>
-struct Abs {
+struct Abs {  // |INT_MIN| wraps to INT_MIN, as in PyTorch
   EMBER_HOST_DEVICE M operator()(M x) const {
     if constexpr (std::is_unsigned_v<M>)
       return x;
     else
-      return x < M(0) ? M(M(0) - x) : x;
+      return x < M(0) ? Neg<M>{}(x) : x;
   }
 };
 template <class M>
@@ -107,7 +112,12 @@ struct Sign {
 };
 template <class M>
 struct Square {
-  EMBER_HOST_DEVICE M operator()(M x) const { return M(x * x); }
+  EMBER_HOST_DEVICE M operator()(M x) const {
+    if constexpr (wraps_v<M>)
+      return M(unsigned_of<M>(unsigned_of<M>(x) * unsigned_of<M>(x)));
+    else
+      return M(x * x);
+  }
 };
 template <class M>
 struct Relu {
