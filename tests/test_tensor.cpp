@@ -293,6 +293,11 @@ TEST(Printing, LikePyTorch) {
   EXPECT_EQ(to_string(zeros({0, 3})), "tensor([], size=(0, 3))");
   EXPECT_EQ(to_string(tensor({NAN, INFINITY, 1.5f})), "tensor([   nan,    inf, 1.5000])");
   EXPECT_EQ(to_string(ones({2}, kInt32)), "tensor([1, 1], dtype=int32)");
+  // int64 prints exactly: 2^53 + 1 and the range's ends are not doubles (INT64_MAX's double
+  // overflowed the conversion back, UBSan).
+  EXPECT_EQ(to_string(tensor<int64_t>(
+                {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), (int64_t{1} << 53) + 1})),
+            "tensor([ 9223372036854775807, -9223372036854775808,     9007199254740993])");
   const std::string big = to_string(arange(2000));
   EXPECT_NE(big.find("0,    1,    2,  ..., 1997, 1998, 1999"), std::string::npos) << big;
   EXPECT_EQ(to_string(Tensor()), "[ undefined Tensor ]");

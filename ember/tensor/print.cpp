@@ -16,18 +16,18 @@ struct Formatter {
   enum Mode { Int, Bool, FloatInt, Fixed, Sci } mode = Fixed;
   int width = 1;
 
-  std::string format(double v) const {
-    if (mode == Bool) return v != 0 ? "True" : "False";
-    if (mode != Int && !std::isfinite(v)) return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
-    static const char* const formats[] = {"%lld", "", "%.0f.", "%.4f", "%.4e"};  // by Mode
+  // An element as a Scalar, so that integers print exactly (int64's beyond 2^53 are not doubles).
+  std::string format(const Scalar& x) const {
+    if (mode == Bool) return x.to_bool() ? "True" : "False";
+    if (mode == Int) return std::to_string(x.to_int64());
+    const double v = x.to_double();
+    if (!std::isfinite(v)) return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+    static const char* const formats[] = {"", "", "%.0f.", "%.4f", "%.4e"};  // by Mode
     char buf[64];
-    if (mode == Int)
-      std::snprintf(buf, sizeof buf, formats[Int], static_cast<long long>(v));
-    else
-      std::snprintf(buf, sizeof buf, formats[mode], v);
+    std::snprintf(buf, sizeof buf, formats[mode], v);
     return buf;
   }
-  std::string padded(double v) const {
+  std::string padded(const Scalar& v) const {
     std::string s = format(v);
     return std::string(static_cast<size_t>(std::max<int>(0, width - static_cast<int>(s.size()))), ' ') + s;
   }
@@ -46,16 +46,16 @@ std::vector<int64_t> shown(int64_t n, bool summarize) {
   return idx;
 }
 
-void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
+void collect(const Tensor& t, bool summarize, std::vector<Scalar>& out) {
   if (t.dim() == 0) {
-    out.push_back(t.item().to_double());
+    out.push_back(t.item());
     return;
   }
   for (int64_t i : shown(t.size(0), summarize))
     if (i >= 0) collect(native::select(t, 0, i), summarize, out);
 }
 
-Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
+Formatter make_formatter(const Tensor& t, const std::vector<Scalar>& values) {
   Formatter f;
   if (t.dtype() == kBool)
     f.mode = Formatter::Bool;
@@ -64,7 +64,8 @@ Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
   else {
     bool all_int = true;
     double mx = 0, mn = INFINITY;
-    for (double v : values) {
+    for (const Scalar& x : values) {
+      const double v = x.to_double();
       if (!std::isfinite(v)) continue;
       all_int &= std::nearbyint(v) == v;
       if (v != 0) {
@@ -78,13 +79,13 @@ Formatter make_formatter(const Tensor& t, const std::vector<double>& values) {
     else
       f.mode = have && (mx / mn > 1000.0 || mx > 1e8 || mn < 1e-4) ? Formatter::Sci : Formatter::Fixed;
   }
-  for (double v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
+  for (const Scalar& v : values) f.width = std::max(f.width, static_cast<int>(f.format(v).size()));
   return f;
 }
 
 void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summarize, int indent) {
   if (t.dim() == 0) {
-    os << f.format(t.item().to_double());
+    os << f.format(t.item());
     return;
   }
   os << "[";
@@ -102,7 +103,7 @@ void print_rec(std::ostream& os, const Tensor& t, const Formatter& f, bool summa
       if (idx[k] < 0)
         os << " ...";  // PyTorch's marker in a row of numbers
       else
-        os << f.padded(native::select(t, 0, idx[k]).item().to_double());
+        os << f.padded(native::select(t, 0, idx[k]).item());
     }
   } else {
     for (size_t k = 0; k < idx.size(); ++k) {
@@ -134,7 +135,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t_in) {
     suffix.push_back(s.str());
   } else {
     const bool summarize = t.numel() > kThreshold;
-    std::vector<double> values;
+    std::vector<Scalar> values;
     collect(t, summarize, values);
     print_rec(os, t, make_formatter(t, values), summarize, 7);
   }
