@@ -67,10 +67,13 @@ class Draw {
     return all[below(sizeof all / sizeof all[0])];
   }
   // A tensor as a caller might hand one over: contiguous or a transposed / expanded view,
-  // occasionally undefined.
+  // occasionally undefined, and one time in six holding the dtype's extreme values (so that
+  // integer arithmetic must wrap and float-to-integer conversions must not overflow).
   Tensor tensor(const Shape& s, DType dt) {
     if (below(40) == 0) return Tensor();
-    Tensor t = (is_floating(dt) ? randn(s) : randint(0, 3, s)).to(device_, dt);
+    Tensor t = below(6) == 0     ? extremes(s, dt)
+               : is_floating(dt) ? randn(s).to(device_, dt)
+                                 : randint(0, 3, s).to(device_, dt);
     if (t.dim() >= 2 && coin()) t = t.transpose(0, 1).contiguous().transpose(0, 1);
     if (below(8) == 0 && t.dim() >= 1 && t.size(0) == 1) {
       Shape wider = t.sizes();
@@ -80,9 +83,29 @@ class Draw {
     return t;
   }
   Tensor tensor() { return tensor(shape(), dtype()); }
+  // Values drawn from the ends of dt's range: inf, NaN, -0, huge, subnormal; INT_MIN, INT_MAX.
+  Tensor extremes(const Shape& s, DType dt) {
+    const double inf = std::numeric_limits<double>::infinity();
+    Tensor table;
+    if (is_floating(dt)) {
+      table = ember::tensor<double>(
+          {inf, -inf, std::numeric_limits<double>::quiet_NaN(), -0.0, 3e38, -3e38, 1e-40, 7e4, -1.0, 0.5});
+    } else if (dt == kBool) {
+      table = ember::tensor<int64_t>({0, 1});
+    } else {
+      using L32 = std::numeric_limits<int32_t>;
+      using L64 = std::numeric_limits<int64_t>;
+      const int64_t lo = dt == kUInt8 ? 0 : dt == kInt8 ? -128 : dt == kInt32 ? L32::min() : L64::min();
+      const int64_t hi = dt == kUInt8 ? 255 : dt == kInt8 ? 127 : dt == kInt32 ? L32::max() : L64::max();
+      table = ember::tensor<int64_t>({lo, hi, lo + 1, hi - 1, 0, 1, dt == kUInt8 ? 2 : -1});
+    }
+    const Tensor picks = randint(0, table.numel(), {checked_numel(s, "extremes")});
+    return table.index_select(0, picks).view(s).to(device_, dt);
+  }
   Tensor floating() { return tensor(shape(), below(5) == 0 ? dtype() : kFloat32); }
-  Tensor index(int64_t bound) {  // an index tensor, mostly in range
+  Tensor index(int64_t bound) {  // an index tensor, mostly in range, sometimes absurdly out of it
     Shape s = shape(2);
+    if (below(10) == 0) return extremes(s, kInt64);
     Tensor t = randint(-1, std::max<int64_t>(bound + 1, 1), s).to(device_, below(6) == 0 ? dtype() : kInt64);
     return t;
   }

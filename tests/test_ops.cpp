@@ -217,6 +217,16 @@ TEST(Semantics, IntegerExtremesWrapInEveryArithmeticOp) {
   EXPECT_EQ(a32.square().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 9}));
   EXPECT_EQ(tensor<int8_t>({-128, 127}).neg().to_vector<int8_t>(), (std::vector<int8_t>{-128, -127}));
   EXPECT_EQ(tensor<int8_t>({-128, 127}).square().to_vector<int8_t>(), (std::vector<int8_t>{0, 1}));
+  // GEMM: 2 * INT64_MAX + 2 * INT64_MAX = 4 * (2^63 - 1) = -4 mod 2^64 (the products ran in
+  // Eigen's signed type, UBSan); 6 * INT32_MAX = -6 mod 2^32; a negative integer alpha.
+  EXPECT_EQ(tensor<int64_t>({hi64, 2}, Shape{1, 2}).matmul(tensor<int64_t>({2, hi64}, Shape{2, 1})).item<int64_t>(),
+            -4);
+  EXPECT_EQ(tensor<int32_t>({hi32, 3}, Shape{1, 2}).matmul(tensor<int32_t>({3, hi32}, Shape{2, 1})).item<int32_t>(),
+            -6);
+  EXPECT_EQ(addmm(tensor<int64_t>({5}, Shape{1, 1}), tensor<int64_t>({3}, Shape{1, 1}),
+                  tensor<int64_t>({4}, Shape{1, 1}), 1, -2)
+                .item<int64_t>(),
+            -19);
 }
 
 TEST(Semantics, ScalarOperatorsAndComparisons) {

@@ -37,6 +37,16 @@ void with_matrix(const T* p, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
     f(ColMap<T>(p, rows, cols, Eigen::OuterStride<>(cols == 1 ? rows : s1)));
 }
 
+// alpha and beta in T; for the integer GEMM (in unsigned T, see below) through the signed type,
+// saturated: a double outside it, or a negative one, is undefined in a plain cast.
+template <class T>
+T scalar_as(double v) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(detail::saturating_cast<std::make_signed_t<T>>(v));
+  else
+    return static_cast<T>(v);
+}
+
 template <class T>
 void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) {
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
@@ -46,7 +56,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   const T* pa = static_cast<const T*>(a.data_ptr());
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(c.data_ptr());
-  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const T al = scalar_as<T>(alpha), be = scalar_as<T>(beta);
   auto one = [&](int64_t i) {
     OutMap<T> C(pc + i * c.stride(0), M, N, Eigen::OuterStride<>(M == 1 ? N : c.stride(1)));
     if (K == 0) {
@@ -98,17 +108,19 @@ void CpuBackend::gemm(const Tensor& a_in, const Tensor& b_in, const Tensor& c, d
       return gemm_typed<float>(a, b, c, alpha, beta);
     case kFloat64:
       return gemm_typed<double>(a, b, c, alpha, beta);
+    // Integers wrap on overflow as in PyTorch: the products and sums run in the unsigned type of
+    // the same width (the same bits in two's complement; signed overflow is undefined in C++).
     case kInt32:
-      return gemm_typed<int32_t>(a, b, c, alpha, beta);
+      return gemm_typed<uint32_t>(a, b, c, alpha, beta);
     case kInt64:
-      return gemm_typed<int64_t>(a, b, c, alpha, beta);
+      return gemm_typed<uint64_t>(a, b, c, alpha, beta);
     case kFloat16:
     case kBFloat16:  // read directly, accumulated in float32 (Note [16-bit GEMM])
       return gemm16_with(gemm16_kernel(c.dtype()), a_in, b_in, c, alpha, beta);
     case kUInt8:
     case kInt8: {  // small integers: compute in int64, wrap on the way back as PyTorch does
       Tensor cl = beta == 0 ? empty(c.sizes(), kInt64) : native::to(c, kInt64);
-      gemm_typed<int64_t>(native::to(a, kInt64), native::to(b, kInt64), cl, alpha, beta);
+      gemm_typed<uint64_t>(native::to(a, kInt64), native::to(b, kInt64), cl, alpha, beta);
       copy(cl, c);
       return;
     }
