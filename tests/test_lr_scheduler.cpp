@@ -121,7 +121,7 @@ TEST(LRScheduler, BadOptionsThrow) {
   Tensor p = zeros({1}).requires_grad_();
   optim::SGD sgd({p}, optim::SGDOptions(0.1));
   EXPECT_ERROR_CONTAINS(optim::StepLR(sgd, 0), "step_size must be > 0");
-  EXPECT_ERROR_CONTAINS(optim::CosineAnnealingLR(sgd, 0), "T_max must be > 0");
+  EXPECT_ERROR_CONTAINS(optim::CosineAnnealingLR(sgd, 0), "T_max must be in [1, 2^53], got 0");
   EXPECT_ERROR_CONTAINS(optim::LinearLR(sgd, 1.5), "start_factor");
   EXPECT_ERROR_CONTAINS(optim::OneCycleLR(sgd, optim::OneCycleLROptions(1.0, 10).anneal_strategy("exp")),
                         "anneal_strategy");
@@ -131,6 +131,30 @@ TEST(LRScheduler, BadOptionsThrow) {
   EXPECT_ERROR_CONTAINS(one.step(), "total steps is 3");
   auto a = std::make_shared<optim::StepLR>(sgd, 2);
   EXPECT_ERROR_CONTAINS(optim::SequentialLR(sgd, {a}, {5}), "one milestone fewer");
+}
+
+// Epochs stay in [-1, 2^53], what state_dict holds exactly: step(INT64_MAX) and then step()
+// overflowed last_epoch, and CosineAnnealingLR's 2 T_max overflowed for T_max = 2^62 (UBSan,
+// found by the random-arguments test). 2^53 itself is still a schedule's epoch.
+TEST(LRScheduler, EpochsPast2To53AreRefusedNotOverflowed) {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD sgd({p}, optim::SGDOptions(0.1));
+  const int64_t limit = int64_t{1} << 53;
+  EXPECT_ERROR_CONTAINS(optim::CosineAnnealingLR(sgd, int64_t{1} << 62), "T_max must be in [1, 2^53], got");
+  optim::CosineAnnealingLR cosine(sgd, limit);
+  cosine.step(limit);
+  EXPECT_EQ(cosine.last_epoch(), limit);
+  EXPECT_NEAR(cosine.get_last_lr()[0], 0.0, 1e-12);  // the bottom of the wave at T_max
+  EXPECT_ERROR_CONTAINS(cosine.step(), "cannot step past epoch 2^53");
+  EXPECT_ERROR_CONTAINS(cosine.step(std::numeric_limits<int64_t>::max()), "epoch must be in [-1, 2^53], got");
+  EXPECT_ERROR_CONTAINS(cosine.step(std::numeric_limits<int64_t>::min()), "epoch must be in [-1, 2^53], got");
+  EXPECT_EQ(cosine.last_epoch(), limit);
+  auto first = std::make_shared<optim::ExponentialLR>(sgd, 0.5);
+  optim::SequentialLR sequence(sgd, {first}, {});
+  auto state = sequence.state_dict();
+  state["last_epoch"] = static_cast<double>(limit);
+  sequence.load_state_dict(state);
+  EXPECT_ERROR_CONTAINS(sequence.step(), "SequentialLR.step: cannot step past epoch 2^53");
 }
 
 }  // namespace

@@ -8,6 +8,14 @@ namespace ember::optim {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
+// Epochs and counts live in [-1, 2^53]: state_dict's doubles hold them exactly up to there, and
+// the schedules' integer arithmetic (last_epoch - 1 - T_max, 2 T_max) cannot overflow.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+
+void check_next_epoch(int64_t last_epoch, const char* op) {
+  EMBER_CHECK(last_epoch < kMaxCount, op, ": cannot step past epoch 2^53 (", kMaxCount,
+              "), the most a scheduler's state counts exactly");
+}
 
 int64_t count_at_or_below(const std::vector<int64_t>& sorted, int64_t value) {  // Python's bisect_right
   return std::upper_bound(sorted.begin(), sorted.end(), value) - sorted.begin();
@@ -43,12 +51,14 @@ void LRScheduler::initial_step() {
 }
 
 void LRScheduler::step() {
+  check_next_epoch(last_epoch_, "LRScheduler.step");
   ++step_count_;
   ++last_epoch_;
   apply(get_lr());
 }
 
 void LRScheduler::step(int64_t epoch) {
+  EMBER_CHECK(epoch >= -1 && epoch <= kMaxCount, "LRScheduler.step: epoch must be in [-1, 2^53], got ", epoch);
   ++step_count_;
   last_epoch_ = epoch;
   auto closed = closed_form_lr();
@@ -69,9 +79,8 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
     EMBER_CHECK(it != state.end(), "LRScheduler.load_state_dict: the state has no '", key, "' entry");
     return it->second;
   };
-  constexpr int64_t kMax = int64_t{1} << 53;  // doubles count exactly up to here
-  const int64_t last_epoch = whole_number(get("last_epoch"), -1, kMax, "LRScheduler.load_state_dict: last_epoch");
-  const int64_t step_count = whole_number(get("step_count"), 0, kMax, "LRScheduler.load_state_dict: step_count");
+  const int64_t last_epoch = whole_number(get("last_epoch"), -1, kMaxCount, "LRScheduler.load_state_dict: last_epoch");
+  const int64_t step_count = whole_number(get("step_count"), 0, kMaxCount, "LRScheduler.load_state_dict: step_count");
   std::vector<double> base, last;
   for (size_t i = 0; i < base_lrs_.size(); ++i) {
     base.push_back(get("base_lr." + std::to_string(i)));
@@ -149,7 +158,7 @@ std::optional<std::vector<double>> ExponentialLR::closed_form_lr() const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
     : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
-  EMBER_CHECK(t_max > 0, "CosineAnnealingLR: T_max must be > 0, got ", t_max);
+  EMBER_CHECK(t_max > 0 && t_max <= kMaxCount, "CosineAnnealingLR: T_max must be in [1, 2^53], got ", t_max);
   initial_step();
 }
 
@@ -288,6 +297,7 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
 }
 
 void SequentialLR::step() {
+  check_next_epoch(last_epoch_, "SequentialLR.step");
   ++last_epoch_;
   const int64_t idx = count_at_or_below(milestones_, last_epoch_);
   auto& s = schedulers_[static_cast<size_t>(idx)];
