@@ -846,5 +846,21 @@ TEST(Observers, NonFiniteRangesAreRefusedNotConverted) {
   EXPECT_EQ(histogram.calculate_qparams().first.numel(), 1);
 }
 
+// A quantization range of one value, or a finite range whose width overflows float32: the scale
+// was (max - min) / 0 or inf, and the zero point a NaN converted to int32 (UBSan, found by the
+// random-arguments test). PyTorch's observers also require quant_min < quant_max.
+TEST(Observers, DegenerateRangesAreRefused) {
+  EXPECT_ERROR_CONTAINS(q::MinMaxObserverImpl(q::ObserverOptions().with_range(0, 0)),
+                        "quant_min must be less than quant_max, got [0, 0]");
+  EXPECT_ERROR_CONTAINS(q::MinMaxObserverImpl(q::ObserverOptions().with_range(0, 1).with_reduce_range(true)),
+                        "the range [0, 1] is a single value once halved by reduce_range");
+  q::MinMaxObserverImpl wide;
+  wide.forward(tensor<float>({-3e38f, 3e38f}));
+  EXPECT_ERROR_CONTAINS(wide.calculate_qparams(), "the observed range [-3e+38, 3e+38] is too wide for a float32 scale");
+  q::MinMaxObserverImpl narrow(q::ObserverOptions().with_range(0, 1));  // one step still has a scale
+  narrow.forward(tensor<float>({-1.0f, 1.0f}));
+  EXPECT_FLOAT_EQ(narrow.calculate_qparams().first.item<float>(), 2.0f);
+}
+
 }  // namespace
 }  // namespace ember

@@ -15,11 +15,15 @@ std::pair<int64_t, int64_t> quant_range(const ObserverOptions& o) {
   if (o.quant_min) {
     int64_t lo = *o.quant_min, hi = *o.quant_max;
     EMBER_CHECK(lo <= 0 && 0 <= hi, "observer: the quantization range [", lo, ", ", hi, "] must include 0");
+    EMBER_CHECK(lo < hi, "observer: quant_min must be less than quant_max, got [", lo, ", ", hi, "]");
     const auto [dlo, dhi] = qdtype_range(o.dtype);
     EMBER_CHECK(lo >= dlo && hi <= dhi, "observer: the range [", lo, ", ", hi, "] does not fit ", qdtype_name(o.dtype));
     // Python's floor division, as PyTorch halves a custom range.
     auto floor_half = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
     if (o.reduce_range) lo = floor_half(lo), hi = floor_half(hi);
+    // (a range of one value has no scale: (max - min) / 0, then a NaN zero point)
+    EMBER_CHECK(lo < hi, "observer: the range [", *o.quant_min, ", ", *o.quant_max,
+                "] is a single value once halved by reduce_range");
     return {lo, hi};
   }
   switch (o.dtype) {
@@ -115,6 +119,8 @@ std::pair<Tensor, Tensor> ObserverImpl::qparams_from(const std::vector<float>& m
         zero_points[c] = options_.quant_min ? static_cast<int32_t>((quant_min_ + quant_max_) / 2) : 128;
     } else {
       scales[c] = std::max((mx - mn) / (qmax - qmin), eps_value);
+      EMBER_CHECK(std::isfinite(scales[c]), type_name(), ": the observed range [", mins[c], ", ", maxs[c],
+                  "] is too wide for a float32 scale");
       const float z = qmin - std::nearbyint(mn / scales[c]);  // torch.round: half to even
       zero_points[c] = static_cast<int32_t>(std::clamp(z, qmin, qmax));
     }
