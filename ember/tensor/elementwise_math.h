@@ -111,13 +111,10 @@ struct Sign {
   }
 };
 template <class M>
-struct Square {
-  EMBER_HOST_DEVICE M operator()(M x) const {
-    if constexpr (wraps_v<M>)
-      return M(unsigned_of<M>(unsigned_of<M>(x) * unsigned_of<M>(x)));
-    else
-      return M(x * x);
-  }
+struct Mul;
+template <class M>
+struct Square {  // INT_MAX^2 wraps, as Mul does
+  EMBER_HOST_DEVICE M operator()(M x) const { return Mul<M>{}(x, x); }
 };
 template <class M>
 struct Relu {
