@@ -91,6 +91,9 @@ TEST(Errors, IndicesOutOfRange) {
                         "index 4 is out of bounds for dimension 0 with size 4");
   EXPECT_ERROR_CONTAINS(one_hot(tensor<int64_t>({0, 5}), 3),
                         "one_hot: class values must be smaller than num_classes (3), got 5");
+  // counting the classes of INT64_MAX overflowed (UBSan, found by the random-arguments test)
+  EXPECT_ERROR_CONTAINS(one_hot(tensor<int64_t>({0, std::numeric_limits<int64_t>::max()})),
+                        "one_hot: can not count 9223372036854775807 + 1 classes");
   Tensor x = zeros({3});
   EXPECT_ERROR_CONTAINS(x.scatter_add_(0, tensor<int64_t>({7}), ones({1})), "scatter_add: index 7 is out of bounds");
   EXPECT_EQ(x.sum().item<float>(), 0.0f);  // nothing was written

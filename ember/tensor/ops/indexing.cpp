@@ -1,4 +1,6 @@
 // Indexing ops: index_select, gather, scatter_add, embedding, one_hot, tril/triu.
+#include <limits>
+
 #include "ember/tensor/memory_overlap.h"
 #include "ember/tensor/ops/internal.h"
 
@@ -89,7 +91,11 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   if (idx.numel() > 0) {
     const int64_t lo = native::amin(idx).item<int64_t>(), hi = native::amax(idx).item<int64_t>();
     EMBER_CHECK(lo >= 0, "one_hot: class values must be non-negative, got ", lo);
-    if (num_classes == -1) num_classes = hi + 1;
+    if (num_classes == -1) {  // (hi + 1 classes: a count that int64 can hold)
+      EMBER_CHECK(hi < std::numeric_limits<int64_t>::max(), "one_hot: can not count ", hi,
+                  " + 1 classes (int64 overflow); give num_classes");
+      num_classes = hi + 1;
+    }
     EMBER_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (", num_classes, "), got ",
                 hi);
   } else {
