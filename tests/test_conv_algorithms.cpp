@@ -246,5 +246,20 @@ TEST(ConvAlgorithms, NanInTheInputReachesTheOutputsItTouches) {
     }
 }
 
+// An empty batch has no input gradient to zero: memset was passed its null data pointer (UBSan,
+// found by the random-arguments test). Its weight and bias gradients are zeros, as in PyTorch.
+TEST(ConvAlgorithms, EmptyBatchBackwardGivesEmptyAndZeroGradients) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = zeros({0, 2, 4, 4}, dt), w = ones({3, 2, 3, 3}, dt), dy = zeros({0, 3, 2, 2}, dt);
+    const auto [dx, dw, db] = native::conv2d_backward(x, w, dy, {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true});
+    EXPECT_EQ(dx.sizes(), (Shape{0, 2, 4, 4}));
+    EXPECT_EQ(dw.sizes(), (Shape{3, 2, 3, 3}));
+    EXPECT_EQ(dw.abs().sum().item<float>(), 0.0f);
+    EXPECT_EQ(db.sizes(), (Shape{3}));
+    EXPECT_EQ(db.abs().sum().item<float>(), 0.0f);
+  }
+}
+
 }  // namespace
 }  // namespace ember

@@ -319,7 +319,7 @@ void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tens
   };
   auto im2col_backward = [&](const Tensor& grad, bool data) {
     Tensor g32 = kFloat ? grad : empty(grad.sizes(), kFloat32);
-    if (data) std::memset(g32.data_ptr(), 0, sizeof(float) * g32.numel());
+    if (data && g32.numel() > 0) std::memset(g32.data_ptr(), 0, sizeof(float) * g32.numel());  // (empty: no data)
     conv2d_backward_typed<float>(data ? input : as_float(x32, input), as_float(w32, weight), as_float(dy32, grad_out),
                                  data ? mut_ptr<float>(g32) : nullptr, data ? nullptr : mut_ptr<float>(g32), nullptr,
                                  p);
