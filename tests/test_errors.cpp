@@ -220,6 +220,17 @@ TEST(Errors, NativeBackwardOpsCheckTheGradientsShape) {
   EXPECT_ERROR_CONTAINS(
       native::conv2d_backward(x, w, randn({1, 3, 2, 2}), {1, 1}, {0, 0}, {1, 1}, 0, {true, true, true}),
       "conv2d_backward: groups must be positive, got 0");
+  // A kernel with no taps: the direct kernels' tap list was empty and its last entry read
+  // (UBSan, found by the random-arguments test at 30000 draws).
+  const Tensor no_taps = randn({3, 2, 0, 3});
+  EXPECT_ERROR_CONTAINS(conv2d(x, no_taps),
+                        "conv2d: kernel size should be greater than zero, got weight of shape "
+                        "[3, 2, 0, 3]");
+  EXPECT_ERROR_CONTAINS(conv_transpose2d(randn({1, 3, 4, 4}), no_taps),
+                        "conv_transpose2d: kernel size should be greater than zero");
+  EXPECT_ERROR_CONTAINS(
+      native::conv2d_backward(x, no_taps, randn({1, 3, 5, 2}), {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true}),
+      "conv2d_backward: kernel size should be greater than zero");
   EXPECT_ERROR_CONTAINS(
       native::conv2d_backward(x, w, randn({1, 4, 2, 2}), {1, 1}, {0, 0}, {1, 1}, 1, {true, true, true}),
       "conv2d_backward: expected a floating-point output gradient of shape [1, 3, 2, 2] (or fewer "

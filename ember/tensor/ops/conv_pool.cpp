@@ -60,6 +60,12 @@ Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
   return {x4.size(0), x4.size(1), Ho, Wo};
 }
 
+// A kernel with no taps has no effective size (dilation (k - 1) + 1 <= 0): refused, as PyTorch does.
+void check_kernel_size(const Tensor& weight, const char* op) {
+  EMBER_CHECK(weight.size(2) > 0 && weight.size(3) > 0, op,
+              ": kernel size should be greater than zero, got weight of shape ", shape_str(weight.sizes()));
+}
+
 Tensor restore_rank(const Tensor& out, const Tensor& original) {
   return original.dim() == 3 ? native::squeeze(out, 0) : out;
 }
@@ -76,6 +82,7 @@ Shape conv2d_output_shape(const Tensor& input, const Tensor& x, const Tensor& we
   ops::check_same_device({&input, &weight, &bias}, op);
   EMBER_CHECK(weight.dim() == 4, op, ": expected a 4-D weight [out_channels, in_channels/groups, kH, kW], got shape ",
               shape_str(weight.sizes()));
+  check_kernel_size(weight, op);
   EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()), op,
               ": input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
               bias.defined() ? detail::concat(" and ", bias.dtype()) : std::string());
@@ -126,6 +133,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   ops::check_same_device({&input, &weight, &bias}, op);
   EMBER_CHECK(weight.dim() == 4, op, ": expected a 4-D weight [in_channels, out_channels/groups, kH, kW], got shape ",
               shape_str(weight.sizes()));
+  check_kernel_size(weight, op);
   EMBER_CHECK(weight.dtype() == x.dtype() && (!bias.defined() || bias.dtype() == x.dtype()), op,
               ": input, weight and bias must share a dtype, got ", x.dtype(), ", ", weight.dtype(),
               bias.defined() ? detail::concat(" and ", bias.dtype()) : std::string());
