@@ -246,6 +246,32 @@ TEST(ConvAlgorithms, NanInTheInputReachesTheOutputsItTouches) {
     }
 }
 
+// conv_transpose2d with an output_padding of the stride or more (allowed below the dilation) hands
+// conv2d_backward a gradient smaller than conv2d's output for the shapes: the direct weight pass
+// read it as if it were whole, past its end (ASan, found by the random-arguments test at 30000
+// draws). Every algorithm, forward and gradients, against float64's (naive loops), in float32.
+TEST(ConvAlgorithms, TransposedConvolutionWithOutputPaddingBeyondTheStrideMatchesFloat64) {
+  SwitchesGuard guard;
+  manual_seed(5);
+  const Tensor x = randn({2, 4, 5, 6}, kFloat64), w = randn({4, 6, 3, 2}, kFloat64), b = randn({6}, kFloat64);
+  auto run = [&](DType dt) {
+    Tensor xr = x.to(dt).detach(), wr = w.to(dt).detach(), br = b.to(dt).detach();
+    for (Tensor* t : {&xr, &wr, &br}) t->set_requires_grad(true);
+    const Tensor y = conv_transpose2d(xr, wr, br, {1, 1}, {1, 0}, {1, 1}, 1, {2, 2});
+    y.square().sum().backward();
+    return std::vector<Tensor>{y, xr.grad(), wr.grad(), br.grad()};
+  };
+  const std::vector<Tensor> expected = run(kFloat64);
+  EXPECT_EQ(expected[0].sizes(), (Shape{2, 6, 8, 9}));  // (5 - 1) - 2 + 2 (3 - 1) + 1 + 1, ...
+  for (bc::ConvAlgorithm algorithm : {bc::ConvAlgorithm::direct, bc::ConvAlgorithm::im2col_gemm}) {
+    bc::set_conv_algorithm(algorithm);
+    const std::vector<Tensor> got = run(kFloat32);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(all_close(got[i].to(kFloat64), expected[i], 1e-4, 1e-4 * expected[i].abs().max().item<double>()))
+          << (algorithm == bc::ConvAlgorithm::direct ? "direct" : "im2col") << ", output " << i;
+  }
+}
+
 // An empty batch has no input gradient to zero: memset was passed its null data pointer (UBSan,
 // found by the random-arguments test). Its weight and bias gradients are zeros, as in PyTorch.
 TEST(ConvAlgorithms, EmptyBatchBackwardGivesEmptyAndZeroGradients) {

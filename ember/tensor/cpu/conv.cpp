@@ -338,7 +338,7 @@ void conv2d_backward_float(const Tensor& input, const Tensor& weight, const Tens
         [&] { im2col_backward(grad_input, /*data=*/true); });
   if (grad_weight.defined())
     run_pass(
-        Pass::backward_weight, input.dtype(), s, p, direct_forward_applies(s, p),
+        Pass::backward_weight, input.dtype(), s, p, direct_backward_weight_applies(s, p),
         [&] { conv2d_backward_weight_direct<T>(ptr<T>(input), ptr<T>(grad_out), mut_ptr<T>(grad_weight), s, p); },
         [&] { im2col_backward(grad_weight, /*data=*/false); });
 }

@@ -20,10 +20,13 @@ struct ConvShape {
   int64_t N, C, H, W, O, kH, kW, Ho, Wo;
 };
 
-// Whether the direct kernels compute this pass: stride 1 for all three; backward-data also
-// needs padding <= dilation * (kernel - 1), its padding as a convolution of the gradient.
+// Whether the direct kernels compute this pass: stride 1 for all three; the backward passes
+// also need the whole output gradient (conv_transpose2d's forward and weight gradient pass a
+// smaller one when output_padding >= stride), and backward-data needs padding <= dilation *
+// (kernel - 1), its padding as a convolution of the gradient.
 bool direct_forward_applies(const ConvShape& s, const Conv2dParams& p);
 bool direct_backward_data_applies(const ConvShape& s, const Conv2dParams& p);
+bool direct_backward_weight_applies(const ConvShape& s, const Conv2dParams& p);
 
 // The padded flat plane of one [C][H][W] input for a stride-1 convolution (Note [Direct
 // convolution on a padded flat plane], conv_direct.h): rows Wp wide, Ho x Wo outputs, each tap

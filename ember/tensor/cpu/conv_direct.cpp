@@ -180,9 +180,22 @@ bool direct_forward_applies(const ConvShape& s, const Conv2dParams& p) {
 #endif
 }
 
+namespace {
+// Whether the gradient [N, O, Ho, Wo] is the stride-1 convolution's whole output, as the direct
+// backward kernels read it (their planes take its size from the input's).
+bool whole_gradient(const ConvShape& s, const Conv2dParams& p) {
+  return s.Ho == s.H + 2 * p.padding[0] - p.dilation[0] * (s.kH - 1) &&
+         s.Wo == s.W + 2 * p.padding[1] - p.dilation[1] * (s.kW - 1);
+}
+}  // namespace
+
 bool direct_backward_data_applies(const ConvShape& s, const Conv2dParams& p) {
-  return direct_forward_applies(s, p) && p.padding[0] <= p.dilation[0] * (s.kH - 1) &&
+  return direct_forward_applies(s, p) && whole_gradient(s, p) && p.padding[0] <= p.dilation[0] * (s.kH - 1) &&
          p.padding[1] <= p.dilation[1] * (s.kW - 1);
+}
+
+bool direct_backward_weight_applies(const ConvShape& s, const Conv2dParams& p) {
+  return direct_forward_applies(s, p) && whole_gradient(s, p);
 }
 
 template <class T>
