@@ -355,6 +355,18 @@ TEST(GradScaler, TheScaleDoesNotGrowPastFloatRange) {
   EXPECT_EQ(scaler.get_scale(), static_cast<double>(1e38f));
 }
 
+// The native op takes any int32 tracker: INT32_MAX + 1 overflowed (UBSan, found by the
+// random-arguments test at 30000 draws); it wraps as PyTorch's int32 does, and the scale stays.
+TEST(GradScaler, TheNativeUpdateWrapsATrackerAtInt32Max) {
+  const Tensor scale = full({}, 8.0, TensorOptions(kFloat32)), found_inf = zeros({}, TensorOptions(kFloat32));
+  const Tensor tracker = full({}, std::numeric_limits<int32_t>::max(), TensorOptions(kInt32));
+  native::amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 2000);
+  EXPECT_EQ(tracker.item<int64_t>(), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(scale.item<float>(), 8.0f);
+  native::amp_update_scale_(scale, tracker, found_inf, 2.0, 0.5, 2000);
+  EXPECT_EQ(tracker.item<int64_t>(), std::numeric_limits<int32_t>::min() + 1);
+}
+
 // Loss scaling made visible: under float16 autocast, gradients of 1e-9 underflow to zero in
 // float16 (its smallest subnormal is 6e-8); scaled by 2^16 they survive, and unscaled in
 // float32 they are the true ones.

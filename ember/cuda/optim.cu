@@ -278,7 +278,7 @@ __global__ void update_scale_kernel(float* scale, int32_t* tracker, const float*
     *tracker = 0;
     return;
   }
-  const int32_t successful = *tracker + 1;
+  const auto successful = static_cast<int32_t>(static_cast<uint32_t>(*tracker) + 1u);  // wraps, as the CPU's
   if (successful == interval) {
     const float grown = static_cast<float>(*scale * growth);
     if (isfinite(grown)) *scale = grown;

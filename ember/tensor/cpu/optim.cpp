@@ -236,7 +236,9 @@ void CpuBackend::amp_update_scale(const Tensor& scale, const Tensor& growth_trac
     tracker = 0;
     return;
   }
-  const int32_t successful = tracker + 1;
+  // (a tracker of INT32_MAX, possible only in a tracker given to the native op, wraps as the
+  // int32 of PyTorch's CUDA kernel does: signed overflow is undefined in C++)
+  const auto successful = static_cast<int32_t>(static_cast<uint32_t>(tracker) + 1u);
   if (successful == interval) {
     const float grown = static_cast<float>(s * growth);
     if (std::isfinite(grown)) s = grown;
