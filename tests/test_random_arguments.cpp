@@ -400,6 +400,8 @@ Calls calls() {
           break;
         default:
           y = y.expand(d.dims());
+          // an expand to [2^62] is valid and costs nothing, but summing it would take years
+          if (y.numel() > (int64_t{1} << 20)) return;
       }
     }
     y.backward(d.coin() ? Tensor() : d.tensor());
