@@ -823,6 +823,12 @@ TEST(Observers, HistogramObserverMatchesPyTorch) {
   }
   EXPECT_ERROR_CONTAINS(q::HistogramObserverImpl(O().with_qscheme(QScheme::PerChannelAffine)),
                         "per tensor schemes only");
+  // bins * upsample_rate overflowed int64 in the second batch (UBSan, found by the
+  // random-arguments test at 30000 draws): refused at construction, as many finer bins as
+  // PyTorch could hold in one tensor
+  EXPECT_ERROR_CONTAINS(q::HistogramObserverImpl(O(), 16, std::numeric_limits<int64_t>::max()),
+                        "HistogramObserver: bins * upsample_rate must be at most 2^30, got 16 * 9223372036854775807");
+  EXPECT_NO_THROW(q::HistogramObserverImpl(O(), 16, (int64_t{1} << 30) / 16));
 }
 
 // An inf or NaN in calibration data: MinMaxObserver's qparams converted a NaN zero point to an

@@ -44,6 +44,9 @@ float floor_div(float a, float b) {
   return floordiv;
 }
 
+// The most finer bins a combination of histograms makes (PyTorch makes a tensor of them).
+constexpr int64_t kMaxFineBins = int64_t{1} << 30;
+
 // _get_norm: density * (end^3 - begin^3) / 3, in float32.
 float l2_norm(float begin, float end, float density) {
   return density * ((end * end * end - begin * begin * begin) / 3);
@@ -57,6 +60,8 @@ HistogramObserverImpl::HistogramObserverImpl(ObserverOptions options, int64_t bi
               qscheme_name(options.qscheme));
   EMBER_CHECK(bins > 0 && upsample_rate > 0, "HistogramObserver: bins and upsample_rate must be positive, got ", bins,
               " and ", upsample_rate);
+  EMBER_CHECK(upsample_rate <= kMaxFineBins / bins,
+              "HistogramObserver: bins * upsample_rate must be at most 2^30, got ", bins, " * ", upsample_rate);
   histogram = register_buffer("histogram", zeros({bins}));
 }
 
@@ -85,7 +90,7 @@ Tensor HistogramObserverImpl::forward(const Tensor& x_in) {
     // PyTorch makes a tensor of bins * downsample_rate finer bins: too many for memory (or for
     // int64) when the new range is that much wider than the old.
     const double rate = std::ceil(static_cast<double>((hi - lo) / span));
-    EMBER_CHECK(rate <= static_cast<double>((int64_t{1} << 30) / bins), "HistogramObserver: the range [", lo, ", ", hi,
+    EMBER_CHECK(rate <= static_cast<double>(kMaxFineBins / bins), "HistogramObserver: the range [", lo, ", ", hi,
                 "] is ", rate, " times wider than the histogram's [", old_min, ", ", old_max,
                 "]: too many finer bins to combine them");
     const auto downsample_rate = static_cast<int64_t>(rate);
