@@ -866,6 +866,14 @@ TEST(Observers, DegenerateRangesAreRefused) {
   q::MinMaxObserverImpl narrow(q::ObserverOptions().with_range(0, 1));  // one step still has a scale
   narrow.forward(tensor<float>({-1.0f, 1.0f}));
   EXPECT_FLOAT_EQ(narrow.calculate_qparams().first.item<float>(), 2.0f);
+  // qint32's range: quant_max as a float32 is 2^31, and the zero point of an all-negative range,
+  // clamped to it, was converted to int32 out of range (UBSan, found by the random-arguments test
+  // at 30000 draws). It is quant_max, the image of 0.
+  q::MinMaxObserverImpl int32_range(q::ObserverOptions().with_dtype(QDType::QInt32));
+  int32_range.forward(tensor<float>({-1024.0f, -512.0f}));
+  const auto [scale, zero_point] = int32_range.calculate_qparams();
+  EXPECT_EQ(scale.item<float>(), 1024.0f / 4294967296.0f);  // (0 - min) / (qmax - qmin), in float32
+  EXPECT_EQ(zero_point.item<int64_t>(), std::numeric_limits<int32_t>::max());
 }
 
 }  // namespace

@@ -121,8 +121,10 @@ std::pair<Tensor, Tensor> ObserverImpl::qparams_from(const std::vector<float>& m
       scales[c] = std::max((mx - mn) / (qmax - qmin), eps_value);
       EMBER_CHECK(std::isfinite(scales[c]), type_name(), ": the observed range [", mins[c], ", ", maxs[c],
                   "] is too wide for a float32 scale");
-      const float z = qmin - std::nearbyint(mn / scales[c]);  // torch.round: half to even
-      zero_points[c] = static_cast<int32_t>(std::clamp(z, qmin, qmax));
+      // torch.round (half to even) in float32, then in integers: for a qint32 range, quant_max
+      // as a float32 is 2^31, past int32 (|mn / scale| <= qmax - qmin < 2^33: an int64 holds it)
+      const auto rounded = static_cast<int64_t>(std::nearbyint(mn / scales[c]));
+      zero_points[c] = static_cast<int32_t>(std::clamp(quant_min_ - rounded, quant_min_, quant_max_));
     }
   }
   const Shape shape{static_cast<int64_t>(scales.size())};
