@@ -127,10 +127,10 @@ class Draw {
 using Call = std::function<void(Draw&)>;
 using Calls = std::vector<std::pair<std::string, Call>>;
 
-// Every call's draws on `device`, 300 per call (EMBER_RANDOM_DRAWS=N: N, a longer search by
-// hand; EMBER_RANDOM_ONLY=name: that call's only; EMBER_RANDOM_VERBOSE=1: each draw named before
-// it runs, and how many returned rather than threw, which says whether the draws reach the
-// kernels). The seed of a draw is the call's name hashed
+// Every call's draws on `device`, 300 per call. By hand: EMBER_RANDOM_DRAWS=N draws N (a longer
+// search), EMBER_RANDOM_FIRST=K starts at draw K, EMBER_RANDOM_ONLY=name runs that call only,
+// EMBER_RANDOM_VERBOSE=1 names each draw before it runs and counts those that returned rather
+// than threw (whether the draws reach the kernels). The seed of a draw is the call's name hashed
 // with its number: a failure names both.
 void expect_only_ember_errors(const Calls& calls, Device device);
 

@@ -16,12 +16,14 @@ namespace ember {
 void testing::expect_only_ember_errors(const Calls& calls, Device device) {
   const char* draws = std::getenv("EMBER_RANDOM_DRAWS");
   const int draws_per_op = draws != nullptr ? std::max(1, std::atoi(draws)) : 300;
+  const char* first = std::getenv("EMBER_RANDOM_FIRST");  // to search past the draws already run
+  const int first_draw = first != nullptr ? std::max(0, std::atoi(first)) : 0;
   const char* only = std::getenv("EMBER_RANDOM_ONLY");
   const bool verbose = std::getenv("EMBER_RANDOM_VERBOSE") != nullptr;
   for (const auto& [name, call] : calls) {
     if (only != nullptr && name != only) continue;
     int returned = 0;
-    for (int i = 0; i < draws_per_op; ++i) {
+    for (int i = first_draw; i < first_draw + draws_per_op; ++i) {
       const uint64_t seed = std::hash<std::string>()(name) ^ static_cast<uint64_t>(i);
       Draw draw(seed, device);
       manual_seed(seed);
