@@ -320,6 +320,15 @@ TEST(Pooling, MaxPoolTiesNaNAndEdges) {
             (std::vector<float>{1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_ERROR_CONTAINS(native::max_pool2d_backward(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, 99, kInt64), {1, 1, 2, 2}),
                         "index 99 is outside a plane of 4 elements");
+  // A one-tap window may have any dilation: INT64_MAX's made the window's tap bounds overflow
+  // (UBSan, found by the random-arguments test). Each output is its input, gradients included.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  Tensor r = ramp.clone().requires_grad_();
+  auto [y1, idx1] = max_pool2d_with_indices(r, {1, 1}, {{1, 1}}, {0, 0}, {huge, huge});
+  EXPECT_EQ(y1.to_vector<float>(), ramp.to_vector<float>());
+  EXPECT_EQ(idx1.to_vector<int64_t>(), arange(16, kInt64).to_vector<int64_t>());
+  y1.sum().backward();
+  EXPECT_EQ(r.grad().to_vector<float>(), ones({16}).to_vector<float>());
 }
 
 // The 2x2 stride-2 float32 pooling runs 8 windows per AVX2 step (pool.cpp): the same values and

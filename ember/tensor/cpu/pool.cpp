@@ -31,9 +31,12 @@ IndexKind index_kind(const Tensor& indices) {
 // The kernel taps [begin, end) of a pooling window starting at `origin` (stride and padding
 // applied) that fall inside [0, size): out-of-bounds taps are skipped by the loop bounds, not
 // tested per element.
+// (ceil(a / d) for d > 0 written so that no sum overflows: a dilation may be near INT64_MAX
+// when the kernel is 1)
+inline int64_t ceil_div(int64_t a, int64_t d) { return a / d + (a % d > 0 ? 1 : 0); }
 inline std::pair<int64_t, int64_t> taps_inside(int64_t origin, int64_t kernel, int64_t dilation, int64_t size) {
-  const int64_t begin = origin < 0 ? (-origin + dilation - 1) / dilation : 0;
-  const int64_t end = std::min(kernel, (size - origin + dilation - 1) / dilation);
+  const int64_t begin = origin < 0 ? ceil_div(-origin, dilation) : 0;
+  const int64_t end = std::min(kernel, ceil_div(size - origin, dilation));
   return {begin, std::max(begin, end)};
 }
 
