@@ -277,7 +277,8 @@ TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {
 }
 
 // Max pooling's three records on the GPU (none, int64 positions, uint8 taps for autograd): the
-// CPU's values, taps and gradients, on ties and NaNs, over padding, dilation and ceil_mode.
+// CPU's values, taps and gradients, on ties and NaNs, over padding, dilation and ceil_mode, and
+// for a window with no tap inside the input (-inf, index -1, no gradient).
 TEST(CudaPool, MaxPoolTapsAndGradientsMatchTheCpu) {
   REQUIRE_GPU();
   manual_seed(6);
@@ -286,7 +287,8 @@ TEST(CudaPool, MaxPoolTapsAndGradientsMatchTheCpu) {
     bool ceil_mode;
   };
   for (const Case& c : {Case{{2, 2}, {2, 2}, {0, 0}, {1, 1}, false}, Case{{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
-                        Case{{3, 2}, {1, 2}, {1, 0}, {2, 3}, false}})
+                        Case{{3, 2}, {1, 2}, {1, 0}, {2, 3}, false},
+                        Case{{2, 2}, {2, 2}, {1, 1}, {13, 13}, true}})  // one window, all in the padding
     for (DType dt : {kFloat32, kBFloat16}) {
       SCOPED_TRACE(detail::concat("kernel ", c.kernel[0], "x", c.kernel[1], " ", dt));
       Tensor host = randint(-3, 3, {2, 3, 11, 12}).to(dt);

@@ -331,6 +331,57 @@ TEST(Pooling, MaxPoolTiesNaNAndEdges) {
   EXPECT_EQ(r.grad().to_vector<float>(), ones({16}).to_vector<float>());
 }
 
+// Dilation can place every tap of a window in the padding (PyTorch allows it with ceil_mode):
+// PyTorch gives -inf and an index outside the window (here 16, outside the plane too, which its
+// backward then writes through); ember records no index, -1, which both backward forms skip, as
+// PyTorch's CPU backward skips a -1 index. And kernels, paddings and dilations near INT64_MAX are
+// valid arguments whose window arithmetic overflowed (UBSan, found by the random-arguments test).
+TEST(Pooling, WindowsOnlyInThePaddingAndKernelsNearInt64Max) {
+  const Tensor ramp = arange(9, kFloat32).reshape({1, 1, 3, 3});
+  for (bool indices : {true, false}) {  // autograd's int64 positions, then its uint8 taps
+    SCOPED_TRACE(indices ? "indices" : "taps");
+    Tensor x = ramp.clone().requires_grad_();
+    Tensor y;
+    if (indices) {
+      Tensor idx;
+      std::tie(y, idx) = max_pool2d_with_indices(x, {2, 2}, {{2, 2}}, {1, 1}, {5, 5}, true);
+      EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{-1}));
+    } else {
+      y = max_pool2d(x, {2, 2}, {{2, 2}}, {1, 1}, {5, 5}, true);
+    }
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{-INFINITY}));
+    y.backward(ones({1, 1, 1, 1}));
+    EXPECT_EQ(x.grad().to_vector<float>(), zeros({9}).to_vector<float>());
+  }
+  EXPECT_EQ(
+      native::max_pool2d_backward(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, -1, kInt64), {1, 1, 2, 2}).to_vector<float>(),
+      zeros({4}).to_vector<float>());
+  EXPECT_ERROR_CONTAINS(native::max_pool2d_backward(ones({1, 1, 1, 1}), full({1, 1, 1, 1}, -2, kInt64), {1, 1, 2, 2}),
+                        "index -2 is outside a plane of 4 elements");
+  // A window 2^62 rows tall, half of it padding, over a 1x8 input: the maximum of each column
+  // (2^62 x 1 taps: the int64 positions' path).
+  const int64_t big = int64_t{1} << 62;
+  Tensor row = arange(8, kFloat32).reshape({1, 1, 1, 8}).requires_grad_();
+  auto [top, at] = max_pool2d_with_indices(row, {big, 1}, std::nullopt, {big / 2, 0});
+  EXPECT_EQ(top.to_vector<float>(), row.to_vector<float>());
+  EXPECT_EQ(at.to_vector<int64_t>(), arange(8, kInt64).to_vector<int64_t>());
+  max_pool2d(row, {big, 1}, std::nullopt, {big / 2, 0}).sum().backward();
+  EXPECT_EQ(row.grad().to_vector<float>(), ones({8}).to_vector<float>());
+  // Averages: a kernel of INT64_MAX - 1 rows over 3 (padding 2^62 - 2, stride 2^62, ceil_mode)
+  // gives two windows, the second starting at row 2, whose end start + kernel overflowed.
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  Tensor col = tensor<float>({3, 6, 9}, Shape{1, 1, 3, 1}).requires_grad_();
+  const Tensor mean = avg_pool2d(col, {max - 1, 1}, {{big, 1}}, {big - 2, 0}, true, /*count_include_pad=*/false);
+  EXPECT_EQ(mean.to_vector<float>(), (std::vector<float>{6, 9}));
+  mean.sum().backward();
+  EXPECT_TRUE(testing::all_close(col.grad(), tensor<float>({1.0f / 3, 1.0f / 3, 4.0f / 3}, Shape{1, 1, 3, 1})));
+  // Counting the padding, the first window divides by 2^63 - 1 rows, more than int64's
+  // products of a window's sides hold in general: the divisor is a double.
+  const Tensor padded_mean = avg_pool2d(col.detach(), {max - 1, 1}, {{big, 1}}, {big - 2, 0}, true, true);
+  EXPECT_FLOAT_EQ(padded_mean.to_vector<float>()[0], 18.0f / 9223372036854775807.0f);
+  EXPECT_FLOAT_EQ(padded_mean.to_vector<float>()[1], 9.0f / float(big - 1));
+}
+
 // The 2x2 stride-2 float32 pooling runs 8 windows per AVX2 step (pool.cpp): the same values and
 // indices as a plain loop (first tap of the maximum in scan order, or the first NaN; the tap's
 // own -0 or +0) on every row length from 1 to 19 (masked tails), odd heights, ties, NaNs, and

@@ -133,7 +133,7 @@ Tensor autograd::max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> st
                             bool ceil_mode) {
   if (!needs_grad(x))
     return forward([&] { return native::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode); });
-  if (kernel[0] <= 0 || kernel[1] <= 0 || kernel[0] * kernel[1] > 256)  // (bad sizes get max_pool2d's own error)
+  if (kernel[0] <= 0 || kernel[1] <= 0 || kernel[0] > 256 / kernel[1])  // (bad sizes get max_pool2d's own error)
     return std::get<0>(ember::max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode));
   auto [out, taps] =
       forward([&] { return native::max_pool2d_with_taps(x, kernel, stride, padding, dilation, ceil_mode); });

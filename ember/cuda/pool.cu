@@ -21,26 +21,38 @@ PoolShape shape_of(const Tensor& in, const Tensor& out) {
 }
 
 struct Window {
-  int64_t h0, h1, w0, w1, divisor;
+  int64_t h0, h1, w0, w1;
+  double divisor;  // a window of padding may count more than int64 holds
 };
 
+// (the ends are min(start + kernel, size + padding) written so that no sum overflows, as on the CPU)
 __device__ Window avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
   Window w{oh * p.stride[0] - p.padding[0], 0, ow * p.stride[1] - p.padding[1], 0, 0};
-  w.h1 = min(w.h0 + p.kernel[0], H + p.padding[0]);
-  w.w1 = min(w.w0 + p.kernel[1], W + p.padding[1]);
-  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h1 = w.h0 + min(p.kernel[0], H + p.padding[0] - w.h0);
+  w.w1 = w.w0 + min(p.kernel[1], W + p.padding[1] - w.w0);
+  const double padded_count = double(w.h1 - w.h0) * double(w.w1 - w.w0);
   w.h0 = max(w.h0, int64_t{0});
   w.w0 = max(w.w0, int64_t{0});
   w.h1 = min(w.h1, H);
   w.w1 = min(w.w1, W);
-  w.divisor = p.count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.divisor = p.count_include_pad ? padded_count : double((w.h1 - w.h0) * (w.w1 - w.w0));
   return w;
 }
 
 __device__ Window adaptive_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
   Window w{oh * H / Ho, ((oh + 1) * H + Ho - 1) / Ho, ow * W / Wo, ((ow + 1) * W + Wo - 1) / Wo, 0};
-  w.divisor = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.divisor = double((w.h1 - w.h0) * (w.w1 - w.w0));
   return w;
+}
+
+// The kernel taps [begin, end) of a max pool window starting at `origin` that fall inside
+// [0, size), without overflow (as the CPU's taps_inside): a kernel of 2^62 taps over one column
+// is a valid argument, and looping over all its taps would never end.
+__device__ int64_t ceil_div(int64_t a, int64_t d) { return a / d + (a % d > 0 ? 1 : 0); }
+__device__ void taps_inside(int64_t origin, int64_t kernel, int64_t dilation, int64_t size, int64_t& begin,
+                            int64_t& end) {
+  begin = origin < 0 ? ceil_div(-origin, dilation) : 0;
+  end = max(begin, min(kernel, ceil_div(size - origin, dilation)));
 }
 
 // What max_pool2d records of each window's maximum (Backend::max_pool2d): nothing, its position
@@ -69,21 +81,22 @@ __global__ void max_pool_kernel(const T* in, T* out, void* indices, PoolShape s,
     const int64_t ow = o % s.Wo, oh = (o / s.Wo) % s.Ho, plane = o / (s.Wo * s.Ho);
     const T* x = in + plane * s.H * s.W;
     const int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+    int64_t i0, i1, j0, j1;
+    taps_inside(h0, p.kernel[0], p.dilation[0], s.H, i0, i1);
+    taps_inside(w0, p.kernel[1], p.dilation[1], s.W, j0, j1);
     M best = lowest<M>();
-    int64_t at = -1, tap = 0;
+    int64_t at = -1, tap = 0;  // an empty window (dilation skips the input): index -1, as on the CPU
     bool nan = false;
-    for (int64_t i = 0; i < p.kernel[0] && !nan; ++i) {
+    for (int64_t i = i0; i < i1 && !nan; ++i) {
       const int64_t h = h0 + i * p.dilation[0];
-      if (h < 0 || h >= s.H) continue;
-      for (int64_t j = 0; j < p.kernel[1]; ++j) {
+      for (int64_t j = j0; j < j1; ++j) {
         const int64_t w = w0 + j * p.dilation[1];
-        if (w < 0 || w >= s.W) continue;
         const M v = convert<M>(x[h * s.W + w]);
         const bool is_nan = v != v;  // the first NaN wins
         if (is_nan || at < 0 || v > best) {
           best = v;
           at = h * s.W + w;
-          tap = i * p.kernel[1] + j;
+          if constexpr (kIndices == kTaps) tap = i * p.kernel[1] + j;  // at most 256 taps
         }
         if (is_nan) {
           nan = true;
@@ -91,8 +104,6 @@ __global__ void max_pool_kernel(const T* in, T* out, void* indices, PoolShape s,
         }
       }
     }
-    if (at < 0)
-      at = max(h0, int64_t{0}) * s.W + max(w0, int64_t{0});  // an empty window (not reachable with valid params)
     out[o] = convert<T>(best);
     if constexpr (kIndices == kPositions) static_cast<int64_t*>(indices)[o] = at;
     if constexpr (kIndices == kTaps) static_cast<uint8_t*>(indices)[o] = static_cast<uint8_t>(tap);

@@ -40,36 +40,52 @@ inline std::pair<int64_t, int64_t> taps_inside(int64_t origin, int64_t kernel, i
   return {begin, std::max(begin, end)};
 }
 
+// One side (rows or columns) of a max pool window, as the loops read it: `count` taps inside the
+// input, the first at index `first` (a row or a column of the input) and at tap `first_tap` of
+// the window's side. count 0: a window that lies in the padding only (dilation can skip over the
+// whole input), which max_pool2d records as no tap. Computed from the inside taps so that no
+// product overflows: kernels, paddings and dilations near INT64_MAX are valid arguments.
+struct WindowSide {
+  int64_t first = 0, count = 0, first_tap = 0;
+};
+inline WindowSide window_side(int64_t origin, int64_t kernel, int64_t dilation, int64_t size) {
+  const auto [begin, end] = taps_inside(origin, kernel, dilation, size);
+  if (begin == end) return {};
+  return {origin + begin * dilation, end - begin, begin};  // inside [0, size): no overflow
+}
+
 // The maximum of a window and the first tap that holds it, in two branch-free passes (random
 // data makes any `v > best` branch unpredictable; this is 2-4x faster). A NaN wins, as in
-// PyTorch. Taps [i0, i1) x [j0, j1) of a window kw wide, at origin + i * dh * W + j * dw: `index`
-// gets the winner's position in the plane, `tap` its number in the window (i * kw + j). KH,
-// KW > 0 fix the tap counts at compile time (the common 2x2 and 3x3 windows, fully inside, get
+// PyTorch. The window's taps inside the input are rows x cols positions first + r * row_step +
+// c * col_step of the plane; `index` gets the winner's position, `tap` its number in the window,
+// first_tap + r * kw + c (used only for windows of at most 256 taps: uint8 tap records). An
+// empty window gives the lowest value and index -1, which max_pool2d_backward skips. KH, KW > 0
+// fix the tap counts at compile time (the common 2x2 and 3x3 windows, fully inside, get
 // unrolled).
 template <class T, int KH = 0, int KW = 0>
-inline void window_max(const T* xp, int64_t origin, int64_t W, int64_t kw, int64_t i0, int64_t i1, int64_t j0,
-                       int64_t j1, int64_t dh, int64_t dw, T& out, int64_t& index, int64_t& tap) {
+inline void window_max(const T* xp, int64_t first, int64_t rows, int64_t cols, int64_t row_step, int64_t col_step,
+                       int64_t first_tap, int64_t kw, T& out, int64_t& index, int64_t& tap) {
   using M = opmath_t<T>;
   if constexpr (KH > 0) {
-    i0 = 0, i1 = KH, j0 = 0, j1 = KW, kw = KW;
+    rows = KH, cols = KW, col_step = 1, first_tap = 0, kw = KW;
   }
   M best =
       std::numeric_limits<M>::has_infinity ? -std::numeric_limits<M>::infinity() : std::numeric_limits<M>::lowest();
   int any_nan = 0;
-  for (int64_t i = i0; i < i1; ++i)
-    for (int64_t j = j0; j < j1; ++j) {
-      const M v = M(xp[origin + i * dh * W + j * dw]);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const M v = M(xp[first + r * row_step + c * col_step]);
       best = v > best ? v : best;
       any_nan |= (v != v);
     }
-  int64_t at = origin + i0 * dh * W + j0 * dw, number = i0 * kw + j0;  // an empty window: its first tap
-  for (int64_t i = i1 - 1; i >= i0; --i)
-    for (int64_t j = j1 - 1; j >= j0; --j) {
-      const int64_t pos = origin + i * dh * W + j * dw;
+  int64_t at = -1, number = first_tap;  // an empty window: no position
+  for (int64_t r = rows - 1; r >= 0; --r)
+    for (int64_t c = cols - 1; c >= 0; --c) {
+      const int64_t pos = first + r * row_step + c * col_step;
       const M v = M(xp[pos]);
       const int64_t hit = -static_cast<int64_t>(any_nan ? v != v : v == best);
       at = (pos & hit) | (at & ~hit);
-      number = ((i * kw + j) & hit) | (number & ~hit);
+      number = ((first_tap + r * kw + c) & hit) | (number & ~hit);
     }
   out = any_nan ? T(std::numeric_limits<M>::quiet_NaN()) : T(best);
   index = at;
@@ -338,28 +354,30 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
   uint8_t* taps = kind == IndexKind::kTaps ? static_cast<uint8_t*>(indices.data_ptr()) : nullptr;
   // The taps inside the input, per output row and column (the same for every plane; integer
   // divisions per output would cost more than the pooling itself).
-  std::vector<std::pair<int64_t, int64_t>> rows(static_cast<size_t>(Ho)), cols(static_cast<size_t>(Wo));
-  for (int64_t oh = 0; oh < Ho; ++oh) rows[oh] = taps_inside(oh * p.stride[0] - p.padding[0], kh, dh, H);
-  for (int64_t ow = 0; ow < Wo; ++ow) cols[ow] = taps_inside(ow * p.stride[1] - p.padding[1], kw, dw, W);
+  std::vector<WindowSide> rows(static_cast<size_t>(Ho)), cols(static_cast<size_t>(Wo));
+  for (int64_t oh = 0; oh < Ho; ++oh) rows[oh] = window_side(oh * p.stride[0] - p.padding[0], kh, dh, H);
+  for (int64_t ow = 0; ow < Wo; ++ow) cols[ow] = window_side(ow * p.stride[1] - p.padding[1], kw, dw, W);
   const bool dense = dh == 1 && dw == 1;
   parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(H * W, 1)), [&](int64_t b, int64_t e) {
     for (int64_t pl = b; pl < e; ++pl) {
       const T* xp = x + pl * H * W;
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const int64_t h0 = oh * p.stride[0] - p.padding[0];
-        const auto [i0, i1] = rows[oh];
+        const WindowSide& row = rows[oh];
+        // dh * W only when two rows are inside (then dh < H: no overflow)
+        const int64_t row_step = row.count > 1 ? dh * W : 0;
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const int64_t w0 = ow * p.stride[1] - p.padding[1];
-          const auto [j0, j1] = cols[ow];
-          const int64_t o = (pl * Ho + oh) * Wo + ow, origin = h0 * W + w0;
-          const bool inside = dense && i0 == 0 && i1 == kh && j0 == 0 && j1 == kw;
+          const WindowSide& col = cols[ow];
+          const int64_t o = (pl * Ho + oh) * Wo + ow, first = row.first * W + col.first;
+          const bool inside = dense && row.count == kh && col.count == kw;
+          // Tap numbers only where they are recorded: windows of at most 256 taps.
+          const int64_t first_tap = taps ? row.first_tap * kw + col.first_tap : 0;
           int64_t position, tap;
           if (inside && kh == 2 && kw == 2)
-            window_max<T, 2, 2>(xp, origin, W, kw, 0, 2, 0, 2, 1, 1, y[o], position, tap);
+            window_max<T, 2, 2>(xp, first, 0, 0, W, 1, 0, 0, y[o], position, tap);
           else if (inside && kh == 3 && kw == 3)
-            window_max<T, 3, 3>(xp, origin, W, kw, 0, 3, 0, 3, 1, 1, y[o], position, tap);
+            window_max<T, 3, 3>(xp, first, 0, 0, W, 1, 0, 0, y[o], position, tap);
           else
-            window_max<T>(xp, origin, W, kw, i0, i1, j0, j1, dh, dw, y[o], position, tap);
+            window_max<T>(xp, first, row.count, col.count, row_step, dw, first_tap, taps ? kw : 0, y[o], position, tap);
           if (positions) positions[o] = position;
           if (taps) taps[o] = static_cast<uint8_t>(tap);
         }
@@ -369,13 +387,16 @@ void max_pool_typed(const Tensor& in, const Tensor& out, const Tensor& indices, 
 }
 
 // Where each output's recorded maximum lies in its plane, from int64 positions or uint8 tap
-// numbers (IndexKind), or -1 for a record max_pool2d could not have written.
+// numbers (IndexKind): kEmptyWindow for a window with no tap inside the input (nothing to pass
+// the gradient to), kBadRecord for a record max_pool2d could not have written.
+constexpr int64_t kBadRecord = -1, kEmptyWindow = -2;
 struct RecordedPositions {
   const int64_t* positions;
   int64_t HW;
   int64_t operator()(int64_t o, int64_t, int64_t) const {
     const int64_t at = positions[o];
-    return at >= 0 && at < HW ? at : -1;
+    if (at == -1) return kEmptyWindow;  // max_pool2d's record of an empty window (and PyTorch's "none")
+    return at >= 0 && at < HW ? at : kBadRecord;
   }
 };
 struct RecordedTaps {
@@ -385,18 +406,24 @@ struct RecordedTaps {
   // Each byte's row and column offset in its window (no division per output); bytes past the
   // window's taps are marked by a row offset no window can reach.
   std::array<int64_t, 256> row, col;
-  RecordedTaps(const uint8_t* taps_, int64_t H_, int64_t W_, const Pool2dParams& p_)
-      : taps(taps_), H(H_), W(W_), p(p_) {
+  std::vector<char> empty_row, empty_col;  // windows with no tap inside, per output row / column
+  RecordedTaps(const uint8_t* taps_, int64_t H_, int64_t W_, int64_t Ho, int64_t Wo, const Pool2dParams& p_)
+      : taps(taps_), H(H_), W(W_), p(p_), empty_row(static_cast<size_t>(Ho)), empty_col(static_cast<size_t>(Wo)) {
     for (int64_t t = 0; t < 256; ++t) {
       const bool tap = t < p.kernel[0] * p.kernel[1];
       row[t] = tap ? t / p.kernel[1] * p.dilation[0] : std::numeric_limits<int32_t>::min();
       col[t] = tap ? t % p.kernel[1] * p.dilation[1] : 0;
     }
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      empty_row[oh] = window_side(oh * p.stride[0] - p.padding[0], p.kernel[0], p.dilation[0], H).count == 0;
+    for (int64_t ow = 0; ow < Wo; ++ow)
+      empty_col[ow] = window_side(ow * p.stride[1] - p.padding[1], p.kernel[1], p.dilation[1], W).count == 0;
   }
   int64_t operator()(int64_t o, int64_t oh, int64_t ow) const {
+    if (empty_row[oh] || empty_col[ow]) return kEmptyWindow;
     const int64_t t = taps[o];
     const int64_t h = oh * p.stride[0] - p.padding[0] + row[t], w = ow * p.stride[1] - p.padding[1] + col[t];
-    return h >= 0 && h < H && w >= 0 && w < W ? h * W + w : -1;
+    return h >= 0 && h < H && w >= 0 && w < W ? h * W + w : kBadRecord;
   }
 };
 
@@ -408,12 +435,12 @@ struct Recorded2x2Taps {
   int64_t W;
   int64_t operator()(int64_t o, int64_t oh, int64_t ow) const {
     const int64_t t = taps[o];
-    return t < 4 ? (2 * oh + (t >> 1)) * W + 2 * ow + (t & 1) : -1;
+    return t < 4 ? (2 * oh + (t >> 1)) * W + 2 * ow + (t & 1) : kBadRecord;
   }
 };
 
-// grad_in[plane, at(o)] += grad_out[o]; the first output whose record is bad goes to `bad` and
-// ends its thread's work (the caller reports it).
+// grad_in[plane, at(o)] += grad_out[o], empty windows skipped; the first output whose record is
+// bad goes to `bad` and ends its thread's work (the caller reports it).
 template <class Locate>
 void max_pool_scatter(const Tensor& grad_out, const Tensor& grad_in, const Locate& at, std::atomic<int64_t>& bad) {
   const int64_t planes = grad_in.size(0) * grad_in.size(1), HW = grad_in.size(2) * grad_in.size(3);
@@ -434,6 +461,7 @@ void max_pool_scatter(const Tensor& grad_out, const Tensor& grad_in, const Locat
         for (int64_t oh = 0, o = pl * Ho * Wo; oh < Ho; ++oh)
           for (int64_t ow = 0; ow < Wo; ++ow, ++o) {
             const int64_t pos = at(o, oh, ow);
+            if (pos == kEmptyWindow) continue;
             if (pos < 0) {
               int64_t none = -1;
               bad.compare_exchange_strong(none, o);
@@ -447,30 +475,34 @@ void max_pool_scatter(const Tensor& grad_out, const Tensor& grad_in, const Locat
   });
 }
 
-// An averaging window: rows [h0, h1), columns [w0, w1), and what its sum is divided by.
+// An averaging window: rows [h0, h1), columns [w0, w1), and what its sum is divided by (a
+// double: a window of padding may count more than int64 holds).
 struct Window {
-  int64_t h0, h1, w0, w1, divisor;
+  int64_t h0, h1, w0, w1;
+  double divisor;
 };
 
 // avg_pool2d's window (PyTorch's rule: the divisor counts padding unless
-// count_include_pad is off, but never the part of a ceil_mode window past the padding).
+// count_include_pad is off, but never the part of a ceil_mode window past the padding). The
+// ends are min(start + kernel, size + padding) written so that no sum overflows: kernels near
+// INT64_MAX are valid with as much padding.
 Window avg_window(int64_t oh, int64_t ow, int64_t H, int64_t W, const Pool2dParams& p) {
   Window w{oh * p.stride[0] - p.padding[0], 0, ow * p.stride[1] - p.padding[1], 0, 0};
-  w.h1 = std::min(w.h0 + p.kernel[0], H + p.padding[0]);
-  w.w1 = std::min(w.w0 + p.kernel[1], W + p.padding[1]);
-  const int64_t padded_count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.h1 = w.h0 + std::min(p.kernel[0], H + p.padding[0] - w.h0);
+  w.w1 = w.w0 + std::min(p.kernel[1], W + p.padding[1] - w.w0);
+  const double padded_count = double(w.h1 - w.h0) * double(w.w1 - w.w0);
   w.h0 = std::max<int64_t>(w.h0, 0);
   w.w0 = std::max<int64_t>(w.w0, 0);
   w.h1 = std::min(w.h1, H);
   w.w1 = std::min(w.w1, W);
-  w.divisor = p.count_include_pad ? padded_count : (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.divisor = p.count_include_pad ? padded_count : double((w.h1 - w.h0) * (w.w1 - w.w0));
   return w;
 }
 
 // adaptive_avg_pool2d's window: [floor(o * H / Ho), ceil((o + 1) * H / Ho)).
 Window adaptive_window(int64_t oh, int64_t ow, int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
   Window w{oh * H / Ho, ((oh + 1) * H + Ho - 1) / Ho, ow * W / Wo, ((ow + 1) * W + Wo - 1) / Wo, 0};
-  w.divisor = (w.h1 - w.h0) * (w.w1 - w.w0);
+  w.divisor = double((w.h1 - w.h0) * (w.w1 - w.w0));
   return w;
 }
 
@@ -530,7 +562,7 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
     if (windows_2x2_inside(grad_in, grad_out, p))
       max_pool_scatter(grad_out, grad_in, Recorded2x2Taps{taps, W}, bad);
     else
-      max_pool_scatter(grad_out, grad_in, RecordedTaps(taps, H, W, p), bad);
+      max_pool_scatter(grad_out, grad_in, RecordedTaps(taps, H, W, grad_out.size(2), grad_out.size(3), p), bad);
     EMBER_CHECK(bad.load() < 0, "max_pool2d_backward: tap ", bad.load() < 0 ? 0 : int{taps[bad.load()]}, " of output ",
                 bad.load(), " is not inside both its ", p.kernel[0], "x", p.kernel[1], " window and the ", H, "x", W,
                 " input");

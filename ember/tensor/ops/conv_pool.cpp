@@ -60,6 +60,12 @@ Shape pooled_shape(const Tensor& x4, const Pool2dParams& p, const char* op) {
   return {x4.size(0), x4.size(1), Ho, Wo};
 }
 
+// Autograd's max pool records each window's maximum as its tap number, one byte.
+void check_taps_fit_a_byte(Int2 kernel, const char* op) {
+  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0 && kernel[0] <= 256 / kernel[1], op, ": a window of ", pair_str(kernel),
+              " taps does not number them in one byte");
+}
+
 // A kernel with no taps has no effective size (dilation (k - 1) + 1 <= 0): refused, as PyTorch does.
 void check_kernel_size(const Tensor& weight, const char* op) {
   EMBER_CHECK(weight.size(2) > 0 && weight.size(3) > 0, op,
@@ -213,8 +219,7 @@ Tensor max_pool2d(const Tensor& x, Int2 kernel, std::optional<Int2> stride, Int2
 
 std::tuple<Tensor, Tensor> max_pool2d_with_taps(const Tensor& input, Int2 kernel, std::optional<Int2> stride,
                                                 Int2 padding, Int2 dilation, bool ceil_mode) {
-  EMBER_CHECK(kernel[0] > 0 && kernel[1] > 0 && kernel[0] <= 256 / kernel[1], "max_pool2d_with_taps: a window of ",
-              pair_str(kernel), " taps does not number them in one byte");
+  check_taps_fit_a_byte(kernel, "max_pool2d_with_taps");
   return max_pool2d_impl(input, kernel, stride, padding, dilation, ceil_mode, kUInt8);
 }
 
@@ -322,6 +327,7 @@ Tensor max_pool2d_backward_taps(const Tensor& grad_out, const Tensor& taps, cons
                                 std::optional<Int2> stride, Int2 padding, Int2 dilation, bool ceil_mode) {
   Tensor gx = pool_grad_input(grad_out, input_sizes, "max_pool2d_backward");
   const Pool2dParams p = pool_params(gx, kernel, stride, padding, dilation, ceil_mode, "max_pool2d_backward");
+  check_taps_fit_a_byte(kernel, "max_pool2d_backward");
   const bool batched = input_sizes.size() == 4;
   const Tensor dy = contiguous(batched ? grad_out : unsqueeze(grad_out, 0));
   const Tensor t = contiguous(batched ? taps : unsqueeze(taps, 0));
