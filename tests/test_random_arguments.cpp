@@ -100,7 +100,36 @@ Calls calls() {
     const Tensor t = d.tensor();
     (void)t.abs(), (void)t.exp(), (void)t.log(), (void)t.sqrt(), (void)t.sigmoid(), (void)t.relu(), (void)t.neg();
   });
+  op("unary_rest", [](Draw& d) {
+    const Tensor t = d.tensor();
+    (void)t.sign(), (void)t.log1p(), (void)t.rsqrt(), (void)t.sin(), (void)t.cos(), (void)t.tanh(), (void)t.silu();
+    (void)t.reciprocal(), (void)t.erf(), (void)t.square(), (void)t.softplus(d.real(), d.real()), (void)t.clone();
+    (void)t.contiguous(), (void)t.t();
+  });
   op("leaky_relu", [](Draw& d) { (void)leaky_relu(d.tensor(), d.real()); });
+  op("sub", [](Draw& d) { (void)sub(d.tensor(), d.tensor(), d.coin() ? Scalar(d.integer()) : Scalar(d.real())); });
+  op("sub_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.sub_(d.tensor(), d.coin() ? Scalar(d.integer()) : Scalar(d.real()));
+  });
+  op("div_", [](Draw& d) {
+    Tensor t = d.tensor();
+    (void)t.div_(d.tensor());
+  });
+  op("pow_scalar_base", [](Draw& d) { (void)pow(d.coin() ? Scalar(d.integer()) : Scalar(d.real()), d.tensor()); });
+  op("where_scalar", [](Draw& d) {
+    const Tensor c = d.tensor();
+    if (d.coin()) {
+      (void)where(c, d.tensor(), d.real());
+    } else {
+      (void)where(c, d.integer(), d.tensor());
+    }
+  });
+  op("comparisons_rest", [](Draw& d) {
+    const Tensor a = d.tensor(), b = d.tensor();
+    (void)a.gt(b), (void)a.ge(d.real()), (void)a.le(d.integer()), (void)a.eq(d.real()), (void)logical_or(a, b);
+    (void)a.any(d.dims(), d.coin());
+  });
   op("add_", [](Draw& d) {
     Tensor t = d.tensor();
     (void)t.add_(d.tensor(), d.real());
@@ -156,6 +185,13 @@ Calls calls() {
     (void)max_pool2d(d.tensor({1, 1 + d.below(2), 1 + d.below(5), 1 + d.below(5)}, d.coin() ? kFloat32 : kFloat16),
                      d.positive_pair(), std::optional<Int2>(d.positive_pair()), {d.below(2), d.below(2)},
                      d.positive_pair(), d.coin());
+  });
+  op("max_pool2d_with_indices", [](Draw& d) {  // mostly valid arguments, then perhaps one absurd
+    auto maybe = [&](Int2 valid) { return d.below(4) != 0 ? valid : d.pair(); };
+    (void)max_pool2d_with_indices(
+        d.tensor(d.near({1, 1 + d.below(2), 1 + d.below(5), 1 + d.below(5)}), d.coin() ? kFloat32 : d.dtype()),
+        maybe(d.positive_pair()), std::optional<Int2>(maybe(d.positive_pair())), maybe({d.below(2), d.below(2)}),
+        maybe(d.positive_pair()), d.coin());
   });
   op("avg_pool2d", [](Draw& d) {
     (void)avg_pool2d(d.floating(), d.pair(), d.coin() ? std::optional<Int2>(d.pair()) : std::nullopt, d.pair(),

@@ -163,6 +163,21 @@ Calls calls() {
       }
     }
   });
+  op("activation_backward", [](Draw& d) {
+    const Tensor out = d.tensor();
+    const Tensor grad = d.tensor(out.defined() && d.below(4) != 0 ? d.near(out.sizes()) : d.shape(),
+                                 d.coin() && out.defined() ? out.dtype() : d.dtype());
+    switch (d.below(3)) {
+      case 0:
+        (void)native::relu_backward(grad, out);
+        break;
+      case 1:
+        (void)native::sigmoid_backward(grad, out);
+        break;
+      default:
+        (void)native::tanh_backward(grad, out);
+    }
+  });
   op("csr_linear", [](Draw& d) {  // a valid CSR weight, then perhaps one thing broken
     const int64_t out = d.below(4), in = 1 + d.below(3);
     std::vector<int64_t> crow{0}, col;
