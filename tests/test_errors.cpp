@@ -209,6 +209,15 @@ TEST(Errors, NoChannelsAndAbsurdScalesAreNotCrashes) {
   EXPECT_ERROR_CONTAINS(nn::functional::interpolate(
                             ones({1, 1, 2, 2}), InterpolateOptions().size(Shape{int64_t{1} << 40, int64_t{1} << 40})),
                         "interpolate: the number of elements of shape [1, 1, 1099511627776, 1099511627776] overflows");
+  // Pooling, as PyTorch: only the batch may be empty. A ceil_mode window over an empty plane
+  // gave an output of -inf before.
+  EXPECT_ERROR_CONTAINS(max_pool2d(zeros({1, 1, 0, 2}), {2, 2}, Int2{1, 1}, {1, 1}, {1, 1}, true),
+                        "max_pool2d: input of shape (N, C, H, W) [1, 1, 0, 2] is empty in C, H or W");
+  EXPECT_ERROR_CONTAINS(max_pool2d(zeros({0, 2, 2}), {2, 2}), "max_pool2d: input of shape (N, C, H, W) [1, 0, 2, 2]");
+  EXPECT_ERROR_CONTAINS(avg_pool2d(zeros({1, 0, 2, 2}), {2, 2}),
+                        "avg_pool2d: input of shape (N, C, H, W) [1, 0, 2, 2]");
+  EXPECT_EQ(max_pool2d(zeros({0, 1, 2, 2}), {2, 2}).sizes(), (Shape{0, 1, 1, 1}));
+  EXPECT_EQ(avg_pool2d(zeros({0, 1, 2, 2}), {2, 2}).sizes(), (Shape{0, 1, 1, 1}));
 }
 
 // The ops' native halves are public (tensor/ops.h) and check what the autograd nodes always get

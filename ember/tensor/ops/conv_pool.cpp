@@ -44,10 +44,12 @@ Pool2dParams pool_params(const Tensor& x, Int2 kernel, std::optional<Int2> strid
   check_positive(p.kernel, op, "kernel_size");
   check_positive(p.stride, op, "stride");
   check_positive(p.dilation, op, "dilation");
+  // As PyTorch: only the batch may be empty (a window over an empty plane has no maximum).
+  EMBER_CHECK(x.size(1) > 0 && x.size(2) > 0 && x.size(3) > 0, op, ": input of shape (N, C, H, W) ",
+              shape_str(x.sizes()), " is empty in C, H or W; only the batch may be empty");
   EMBER_CHECK(padding[0] >= 0 && padding[1] >= 0 && padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, op,
               ": pad should be at most half of the effective kernel size, but got pad=", pair_str(padding),
               " and kernel_size=", pair_str(kernel));
-  (void)x;
   return p;
 }
 
