@@ -5,6 +5,7 @@
 // backends::cpu (forced algorithm, benchmark mode, the widest instruction set).
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,85 @@ TEST(ConvAlgorithms, TransposedConvolutionWithOutputPaddingBeyondTheStrideMatche
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(all_close(got[i].to(kFloat64), expected[i], 1e-4, 1e-4 * expected[i].abs().max().item<double>()))
           << (algorithm == bc::ConvAlgorithm::direct ? "direct" : "im2col") << ", output " << i;
+  }
+}
+
+// Beyond the chosen cases: valid configurations drawn at random (seeded), small enough to run
+// every algorithm on each: sizes 1-9, kernels 1-4 per axis, stride and dilation 1-3, padding up
+// to past the kernel's reach, groups dividing both channel counts. Each applicability rule of
+// the direct kernels (stride, padding, whole gradients) meets the shapes on either side of it;
+// the draws take turns over the instruction sets this CPU has.
+struct Drawn {
+  std::mt19937_64 rng;
+  int64_t in(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+};
+
+TEST(ConvAlgorithms, RandomValidConfigurationsMatchTheNaiveLoop) {
+  SwitchesGuard guard;
+  Drawn d{std::mt19937_64(2026)};
+  const std::vector<bc::Isa> isas = testing::cpu_isas();
+  for (int draw = 0; draw < 150; ++draw) {
+    Case k{};
+    k.groups = d.in(1, 3);
+    k.C = k.groups * d.in(1, 3), k.O = k.groups * d.in(1, 3), k.N = d.in(1, 3);
+    k.kH = d.in(1, 4), k.kW = d.in(1, 4), k.stride = d.in(1, 3), k.dil = d.in(1, 3);
+    k.pad_h = d.in(0, k.dil * (k.kH - 1) + 1), k.pad_w = d.in(0, k.dil * (k.kW - 1) + 1);
+    // an input at least as large as the dilated kernel after padding
+    k.H = std::max<int64_t>(1, k.dil * (k.kH - 1) + 1 - 2 * k.pad_h) + d.in(0, 6);
+    k.W = std::max<int64_t>(1, k.dil * (k.kW - 1) + 1 - 2 * k.pad_w) + d.in(0, 6);
+    bc::set_max_isa(isas[static_cast<size_t>(draw) % isas.size()]);
+    for (auto [algorithm, name] :
+         {std::pair{bc::ConvAlgorithm::im2col_gemm, "im2col + GEMM"}, std::pair{bc::ConvAlgorithm::direct, "direct"},
+          std::pair{bc::ConvAlgorithm::automatic, "heuristic"}}) {
+      bc::set_conv_algorithm(algorithm);
+      expect_all_passes_match(k, name);
+    }
+  }
+}
+
+// The same for conv_transpose2d (conv2d_backward's passes on its input, and output_padding's
+// smaller gradients), float32 against float64 (whose loops are the naive ones), forward and the
+// three gradients, with per-axis strides and dilations.
+TEST(ConvAlgorithms, RandomTransposedConvolutionsMatchFloat64) {
+  SwitchesGuard guard;
+  Drawn d{std::mt19937_64(2027)};
+  for (int draw = 0; draw < 150; ++draw) {
+    const int64_t groups = d.in(1, 2), C = groups * d.in(1, 3), O = groups * d.in(1, 3);
+    const Int2 kernel{d.in(1, 4), d.in(1, 4)}, stride{d.in(1, 3), d.in(1, 3)}, dilation{d.in(1, 3), d.in(1, 3)};
+    Int2 padding{}, output_padding{};
+    for (int a = 0; a < 2; ++a) {
+      padding[a] = d.in(0, dilation[a] * (kernel[a] - 1));
+      output_padding[a] = d.in(0, std::max(stride[a], dilation[a]) - 1);
+    }
+    manual_seed(static_cast<uint64_t>(draw));
+    const Tensor x = randn({d.in(1, 2), C, d.in(1, 6), d.in(1, 6)}, kFloat64);
+    const Tensor w = randn({C, O / groups, kernel[0], kernel[1]}, kFloat64), b = randn({O}, kFloat64);
+    auto run = [&](DType dt) {
+      Tensor xr = x.to(dt).detach(), wr = w.to(dt).detach(), br = b.to(dt).detach();
+      for (Tensor* t : {&xr, &wr, &br}) t->set_requires_grad(true);
+      Tensor y;
+      try {
+        y = conv_transpose2d(xr, wr, br, stride, padding, output_padding, groups, dilation);
+      } catch (const Error&) {
+        return std::vector<Tensor>{};  // an empty output: refused alike in both dtypes
+      }
+      y.square().sum().backward();
+      return std::vector<Tensor>{y, xr.grad(), wr.grad(), br.grad()};
+    };
+    const std::vector<Tensor> expected = run(kFloat64);
+    auto pair = [](Int2 v) { return detail::concat(v[0], ",", v[1]); };
+    SCOPED_TRACE(detail::concat("draw ", draw, ": x ", shape_str(x.sizes()), " w ", shape_str(w.sizes()), " stride ",
+                                pair(stride), " padding ", pair(padding), " output_padding ", pair(output_padding),
+                                " dilation ", pair(dilation), " groups ", groups));
+    for (bc::ConvAlgorithm algorithm : {bc::ConvAlgorithm::direct, bc::ConvAlgorithm::im2col_gemm}) {
+      bc::set_conv_algorithm(algorithm);
+      const std::vector<Tensor> got = run(kFloat32);
+      ASSERT_EQ(got.size(), expected.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(
+            all_close(got[i].to(kFloat64), expected[i], 1e-4, 1e-4 * expected[i].abs().max().item<double>() + 1e-6))
+            << (algorithm == bc::ConvAlgorithm::direct ? "direct" : "im2col") << ", output " << i;
+    }
   }
 }
 
