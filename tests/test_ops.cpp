@@ -2,6 +2,7 @@
 // naive oracles, NaN propagation, in-place behaviour and integer wrap-around.
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "helpers.h"
 
@@ -380,6 +381,103 @@ TEST(Pooling, WindowsOnlyInThePaddingAndKernelsNearInt64Max) {
   const Tensor padded_mean = avg_pool2d(col.detach(), {max - 1, 1}, {{big, 1}}, {big - 2, 0}, true, true);
   EXPECT_FLOAT_EQ(padded_mean.to_vector<float>()[0], 18.0f / 9223372036854775807.0f);
   EXPECT_FLOAT_EQ(padded_mean.to_vector<float>()[1], 9.0f / float(big - 1));
+}
+
+// Pooling over random valid configurations (seeded: sizes 1-9, kernels 1-4, strides 1-3,
+// padding up to half the kernel, dilation 1-3, ceil_mode; small integers for ties, a NaN now and
+// then) against loops written from PyTorch's definitions in double: max pool's values, int64
+// indices (the first maximal tap in scan order, a NaN first; -1 for a window in the padding
+// only) and both gradient paths (autograd's uint8 taps, the int64 indices), and avg_pool2d's
+// values and gradients with either divisor rule.
+TEST(Pooling, RandomValidConfigurationsMatchLoopsFromTheDefinition) {
+  std::mt19937_64 rng(2028);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0;
+  for (int draw = 0; draw < 300; ++draw) {
+    const int64_t N = in(1, 2), C = in(1, 3), H = in(1, 9), W = in(1, 9);
+    const Int2 k{in(1, 4), in(1, 4)}, s{in(1, 3), in(1, 3)}, pad{in(0, k[0] / 2), in(0, k[1] / 2)};
+    const Int2 dil = in(0, 2) == 0 ? Int2{in(1, 3), in(1, 3)} : Int2{1, 1};
+    const bool ceil_mode = in(0, 1) == 1, include_pad = in(0, 1) == 1;
+    manual_seed(static_cast<uint64_t>(draw));
+    std::vector<double> x = randint(-3, 4, {N * C * H * W}).to(kFloat64).to_vector<double>();
+    if (in(0, 3) == 0) x[static_cast<size_t>(in(0, static_cast<int64_t>(x.size()) - 1))] = NAN;
+    const Tensor xt = tensor(x, Shape{N, C, H, W});
+    // PyTorch's output size, and whether the shape checks refuse the configuration
+    auto out_size = [&](int64_t size, int a, int64_t d) {
+      const int64_t span = size + 2 * pad[a] - d * (k[a] - 1) - 1 + (ceil_mode ? s[a] - 1 : 0);
+      if (span < 0) return int64_t{0};
+      int64_t o = span / s[a] + 1;
+      if (ceil_mode && (o - 1) * s[a] >= size + pad[a]) --o;
+      return o;
+    };
+    const int64_t Ho = out_size(H, 0, dil[0]), Wo = out_size(W, 1, dil[1]);
+    SCOPED_TRACE(detail::concat("draw ", draw, ": ", N, "x", C, "x", H, "x", W, " kernel ", k[0], ",", k[1], " stride ",
+                                s[0], ",", s[1], " padding ", pad[0], ",", pad[1], " dilation ", dil[0], ",", dil[1],
+                                ceil_mode ? " ceil_mode" : ""));
+    if (Ho <= 0 || Wo <= 0) {
+      EXPECT_THROW(max_pool2d(xt, k, s, pad, dil, ceil_mode), Error);
+      continue;
+    }
+    ++checked;
+    const int64_t planes = N * C, outs = planes * Ho * Wo;
+    const std::vector<double> dy = randn({outs}, kFloat64).to_vector<double>();
+    std::vector<double> max_v(outs), max_dx(x.size(), 0.0);
+    std::vector<int64_t> max_i(outs);
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const int64_t o = (pl * Ho + oh) * Wo + ow;
+          double best = -INFINITY;
+          int64_t at = -1;
+          for (int64_t i = 0; i < k[0]; ++i)
+            for (int64_t j = 0; j < k[1]; ++j) {
+              const int64_t h = oh * s[0] - pad[0] + i * dil[0], w = ow * s[1] - pad[1] + j * dil[1];
+              if (h < 0 || h >= H || w < 0 || w >= W || std::isnan(best)) continue;
+              const double v = x[static_cast<size_t>((pl * H + h) * W + w)];
+              if (at < 0 || v > best || std::isnan(v)) best = v, at = h * W + w;
+            }
+          max_v[o] = best, max_i[o] = at;
+          if (at >= 0) max_dx[static_cast<size_t>(pl * H * W + at)] += dy[o];
+        }
+    for (DType dt : {kFloat32, kFloat64}) {
+      SCOPED_TRACE(dtype_name(dt));
+      Tensor xr = xt.to(dt).detach().requires_grad_();
+      const auto [values, indices] = max_pool2d_with_indices(xr.detach(), k, s, pad, dil, ceil_mode);
+      EXPECT_TRUE(testing::all_close(values.to(kFloat64), tensor(max_v, values.sizes()), 0, 0));
+      EXPECT_EQ(indices.to_vector<int64_t>(), max_i);
+      const Tensor dyt = tensor(dy, values.sizes()).to(dt);
+      max_pool2d(xr, k, s, pad, dil, ceil_mode).backward(dyt);  // autograd's tap records
+      EXPECT_TRUE(testing::all_close(xr.grad().to(kFloat64), tensor(max_dx, xt.sizes()), 1e-5, 1e-5));
+      EXPECT_TRUE(testing::all_close(native::max_pool2d_backward(dyt, indices, xt.sizes()).to(kFloat64),
+                                     tensor(max_dx, xt.sizes()), 1e-5, 1e-5));
+    }
+    if (dil != Int2{1, 1}) continue;  // avg_pool2d has no dilation
+    std::vector<double> avg_v(outs), avg_dx(x.size(), 0.0);
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const int64_t o = (pl * Ho + oh) * Wo + ow;
+          int64_t h0 = oh * s[0] - pad[0], w0 = ow * s[1] - pad[1];
+          int64_t h1 = std::min(h0 + k[0], H + pad[0]), w1 = std::min(w0 + k[1], W + pad[1]);
+          const int64_t padded = (h1 - h0) * (w1 - w0);
+          h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+          h1 = std::min(h1, H), w1 = std::min(w1, W);
+          const double divisor = double(include_pad ? padded : (h1 - h0) * (w1 - w0));
+          double sum = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              sum += x[static_cast<size_t>((pl * H + h) * W + w)];
+              avg_dx[static_cast<size_t>((pl * H + h) * W + w)] += dy[o] / divisor;
+            }
+          avg_v[o] = sum / divisor;
+        }
+    Tensor xr = xt.detach().requires_grad_();
+    const Tensor mean = avg_pool2d(xr, k, s, pad, ceil_mode, include_pad);
+    EXPECT_TRUE(testing::all_close(mean, tensor(avg_v, mean.sizes()), 1e-12, 1e-12));
+    mean.backward(tensor(dy, mean.sizes()));
+    EXPECT_TRUE(testing::all_close(xr.grad(), tensor(avg_dx, xt.sizes()), 1e-12, 1e-12));
+  }
+  EXPECT_GT(checked, 200);  // most draws are valid configurations
 }
 
 // The 2x2 stride-2 float32 pooling runs 8 windows per AVX2 step (pool.cpp): the same values and
