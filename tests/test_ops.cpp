@@ -68,6 +68,93 @@ TEST(LargeOps, SumSchedulesMatchDoubleLoop) {
   set_num_threads(2);
 }
 
+// Reductions over random shapes, views and dims (seeded): rank 0-4, sizes 1-5 and now and then
+// one of 64-300 (the vector schedules), contiguous, permuted, sliced every other element or
+// expanded, dims any subset in either sign (none: all), keepdim or not; float32 and float64
+// against loops in double over the same values, gathered by moving the reduced dims last.
+TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
+  std::mt19937_64 rng(2029);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int draw = 0; draw < 200; ++draw) {
+    const int64_t rank = in(0, 4);
+    Shape sizes(static_cast<size_t>(rank));
+    for (auto& v : sizes) v = in(0, 5) == 0 ? in(64, 300) / rank : in(1, 5);
+    manual_seed(static_cast<uint64_t>(draw));
+    Tensor x = randn(sizes, kFloat64);
+    const int64_t view = in(0, 3);
+    if (view == 1 && rank >= 2) {  // a permutation
+      Shape perm(static_cast<size_t>(rank));
+      for (int64_t d = 0; d < rank; ++d) perm[d] = d;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      x = randn(sizes, kFloat64).permute(perm);
+    } else if (view == 2 && rank >= 1) {  // every other element of a wider tensor
+      Shape wide = sizes;
+      wide[0] = 2 * sizes[0];
+      x = randn(wide, kFloat64).slice(0, 0, std::nullopt, 2);
+    } else if (view == 3 && rank >= 1) {  // an expanded dim
+      Shape one = x.sizes();
+      one[0] = 1;
+      x = randn(one, kFloat64).expand(x.sizes());
+    }
+    // The dims to reduce: a random subset, each dim once, written negative half the time.
+    Shape dims;
+    std::vector<bool> reduced(static_cast<size_t>(x.dim()), false);
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (in(0, 1) == 1) dims.push_back(in(0, 1) == 1 ? d - x.dim() : d), reduced[d] = true;
+    if (dims.empty()) std::fill(reduced.begin(), reduced.end(), true);
+    const bool keepdim = in(0, 1) == 1;
+    // The reference layout: kept dims first, reduced dims last, so each output is one row.
+    Shape perm, out_sizes;
+    int64_t inner = 1;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (!reduced[d]) {
+        perm.push_back(d), out_sizes.push_back(x.size(d));
+      } else if (keepdim) {
+        out_sizes.push_back(1);
+      }
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (reduced[d]) perm.push_back(d), inner *= x.size(d);
+    const std::vector<double> v = x.permute(perm).contiguous().to_vector<double>();
+    const int64_t outer = static_cast<int64_t>(v.size()) / inner;
+    std::vector<double> sum(outer, 0), prod(outer, 1), amax(outer, -INFINITY), amin(outer, INFINITY), var(outer, 0),
+        norm2(outer, 0), lse(outer, 0);
+    for (int64_t r = 0; r < outer; ++r) {
+      const double* row = v.data() + r * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        sum[r] += row[i], prod[r] *= 1 + row[i] / 16, norm2[r] += row[i] * row[i];
+        amax[r] = std::max(amax[r], row[i]), amin[r] = std::min(amin[r], row[i]);
+      }
+      for (int64_t i = 0; i < inner; ++i) {
+        var[r] += (row[i] - sum[r] / inner) * (row[i] - sum[r] / inner);
+        lse[r] += std::exp(row[i] - amax[r]);
+      }
+      var[r] = inner > 1 ? var[r] / (inner - 1) : NAN;
+      norm2[r] = std::sqrt(norm2[r]), lse[r] = amax[r] + std::log(lse[r]);
+    }
+    auto expect = [&](const std::vector<double>& values) { return tensor(values, out_sizes); };
+    SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(x.sizes()), " strides ", shape_str(x.strides()),
+                                " dims ", shape_str(dims), keepdim ? " keepdim" : ""));
+    for (DType dt : {kFloat64, kFloat32}) {
+      SCOPED_TRACE(dtype_name(dt));
+      const Tensor xt = x.to(dt);
+      const double tol = dt == kFloat64 ? 1e-12 : 2e-5;
+      auto close = [&](const Tensor& got, const std::vector<double>& want, const char* op) {
+        EXPECT_TRUE(testing::all_close(got.to(kFloat64), expect(want), tol, tol)) << op;
+      };
+      close(xt.sum(dims, keepdim), sum, "sum");
+      std::vector<double> mean = sum;
+      for (double& m : mean) m /= inner;
+      close(xt.mean(dims, keepdim), mean, "mean");
+      close((1 + xt / 16).prod(dims, keepdim), prod, "prod");
+      close(xt.amax(dims, keepdim), amax, "amax");
+      close(xt.amin(dims, keepdim), amin, "amin");
+      close(xt.var(dims, true, keepdim), var, "var");
+      close(xt.norm(2, dims, keepdim), norm2, "norm");
+      close(xt.logsumexp(dims, keepdim), lse, "logsumexp");
+    }
+  }
+}
+
 TEST(LargeOps, ExtremesAndArgs) {
   Tensor x = arange(300000, kFloat32).view({1, -1});
   x.select(1, 123457).fill_(1e9);
