@@ -1,6 +1,7 @@
 // Op semantics beyond the reference file: large tensors (the parallel schedules) against
 // naive oracles, NaN propagation, in-place behaviour and integer wrap-around.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -152,6 +153,90 @@ TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
       close(xt.norm(2, dims, keepdim), norm2, "norm");
       close(xt.logsumexp(dims, keepdim), lse, "logsumexp");
     }
+  }
+}
+
+// Binary elementwise ops over random broadcasting shapes, views and dtype pairs (seeded): each
+// operand contiguous, transposed or every other element of a wider tensor, with up to three
+// dims, some of them 1 or missing (broadcast), and one draw in three a long dim (the vector
+// loops); the result's dtype is promote_types' and its values a loop's in double over the
+// broadcast operands, rounded once to that dtype (integers wrapped).
+TEST(Elementwise, RandomBroadcastsViewsAndDtypesMatchALoop) {
+  std::mt19937_64 rng(2030);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kUInt8};
+  auto operand = [&](Shape sizes, DType dt) {
+    // drop leading dims (not all: a 0-dim operand takes part in promotion as a scalar does) or
+    // set some to 1: still broadcasts against `sizes`
+    while (sizes.size() > 1 && in(0, 3) == 0) sizes.erase(sizes.begin());
+    for (auto& v : sizes)
+      if (in(0, 3) == 0) v = 1;
+    Tensor t = is_floating(dt) ? randn(sizes, kFloat64) : randint(0, 10, sizes).to(kFloat64);
+    switch (in(0, 3)) {
+      case 1:
+        if (t.dim() >= 2) t = t.transpose(0, 1).contiguous().transpose(0, 1);
+        break;
+      case 2:
+        if (t.dim() >= 1) {
+          Shape wide = t.sizes();
+          wide[0] *= 2;
+          t = (is_floating(dt) ? randn(wide, kFloat64) : randint(0, 10, wide).to(kFloat64))
+                  .slice(0, 0, std::nullopt, 2);
+        }
+        break;
+      default:
+        break;
+    }
+    return t.to(dt);  // values exact in every dtype: small integers, or floats rounded to dt first
+  };
+  for (int draw = 0; draw < 200; ++draw) {
+    Shape sizes(static_cast<size_t>(in(1, 3)));
+    for (auto& v : sizes) v = in(1, 4);
+    if (in(0, 2) == 0) sizes[static_cast<size_t>(in(0, static_cast<int64_t>(sizes.size()) - 1))] = in(33, 130);
+    const DType da = dtypes[in(0, 6)], db = dtypes[in(0, 6)];
+    manual_seed(static_cast<uint64_t>(draw));
+    const Tensor a = operand(sizes, da), b = operand(sizes, db);
+    const DType result = promote_types(da, db);
+    SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(a.sizes()), " ", da, " strides ", shape_str(a.strides()),
+                                " and ", shape_str(b.sizes()), " ", db, " strides ", shape_str(b.strides())));
+    // The broadcast operands as doubles, element by element of the output.
+    const Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64);
+    const Shape out_sizes = (a64 + b64).sizes();
+    const auto av = a64.expand(out_sizes).contiguous().to_vector<double>();
+    const auto bv = b64.expand(out_sizes).contiguous().to_vector<double>();
+    auto check = [&](const Tensor& got, DType dt, const std::function<double(double, double)>& f, const char* op) {
+      ASSERT_EQ(got.dtype(), dt) << op;
+      ASSERT_EQ(got.sizes(), out_sizes) << op;
+      std::vector<double> want(av.size());
+      for (size_t i = 0; i < av.size(); ++i) want[i] = f(av[i], bv[i]);
+      // the exact result rounded once to dt, integers wrapped as dt's arithmetic does
+      if (dt == kUInt8 || dt == kInt32)
+        for (double& w : want)
+          w = dt == kUInt8 ? double(static_cast<uint8_t>(static_cast<int64_t>(w)))
+                           : double(static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(w))));
+      const Tensor expected = tensor(want, out_sizes).to(dt).to(kFloat64);
+      const double tol = dt == kBFloat16 ? 8e-3 : dt == kFloat16 ? 1e-3 : dt == kFloat32 ? 1e-6 : 0;
+      EXPECT_TRUE(testing::all_close(got.to(kFloat64), expected, tol, tol)) << op;
+    };
+    check(
+        a + b, result, [](double x, double y) { return x + y; }, "add");
+    check(
+        a - b * 2, result, [](double x, double y) { return x - y * 2; }, "sub");
+    check(
+        a * b, result, [](double x, double y) { return x * y; }, "mul");
+    check(
+        maximum(a, b), result, [](double x, double y) { return std::max(x, y); }, "maximum");
+    check(
+        minimum(a, b), result, [](double x, double y) { return std::min(x, y); }, "minimum");
+    check(
+        a.lt(b), kBool, [](double x, double y) { return double(x < y); }, "lt");
+    check(
+        a.eq(b), kBool, [](double x, double y) { return double(x == y); }, "eq");
+    if (is_floating(result))
+      check(
+          a / b, result, [](double x, double y) { return x / y; }, "div");
+    check(
+        where(a.gt(0), a, b), result, [](double x, double y) { return x > 0 ? x : y; }, "where");
   }
 }
 
