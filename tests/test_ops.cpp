@@ -240,6 +240,89 @@ TEST(Elementwise, RandomBroadcastsViewsAndDtypesMatchALoop) {
   }
 }
 
+// matmul over random operand ranks (1-D to 4-D, batch dims broadcast), sizes (some past the
+// kernels' register blocks), views (transposed matrices, every other batch) and dtypes (float32,
+// float64; bfloat16 and float16, accumulated in float32 and rounded once), seeded, against a
+// loop in double, within the result's rounding and the classic bound of the sum's.
+TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
+  std::mt19937_64 rng(2031);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
+  for (int draw = 0; draw < 150; ++draw) {
+    const int64_t M = in(0, 3) == 0 ? in(17, 70) : in(1, 5), K = in(0, 3) == 0 ? in(17, 90) : in(1, 6),
+                  N = in(0, 3) == 0 ? in(17, 70) : in(1, 5);
+    const int64_t rank_a = in(1, 4), rank_b = in(1, 4);
+    Shape batch(static_cast<size_t>(std::max<int64_t>(std::max(rank_a, rank_b) - 2, 0)));
+    for (auto& v : batch) v = in(1, 3);
+    auto shape_of = [&](int64_t rank, Shape last) {  // batch dims from the right, some of them 1
+      Shape s;
+      for (int64_t i = static_cast<int64_t>(batch.size()) - (rank - 2); i < static_cast<int64_t>(batch.size()); ++i)
+        s.push_back(in(0, 2) == 0 ? 1 : batch[static_cast<size_t>(i)]);
+      for (int64_t v : last) s.push_back(v);
+      return s;
+    };
+    const Shape sa = rank_a == 1 ? Shape{K} : shape_of(rank_a, {M, K});
+    const Shape sb = rank_b == 1 ? Shape{K} : shape_of(rank_b, {K, N});
+    const DType dt = dtypes[in(0, 3)];
+    manual_seed(static_cast<uint64_t>(draw));
+    auto make = [&](const Shape& s) {
+      Tensor t = randn(s, kFloat64).to(dt);  // values exact in dt
+      if (t.dim() >= 2 && in(0, 1) == 1) t = t.transpose(-1, -2).contiguous().transpose(-1, -2);
+      if (t.dim() >= 3 && in(0, 2) == 0) {  // every other matrix of a batch twice as long
+        Shape wide = t.sizes();
+        wide[0] *= 2;
+        t = randn(wide, kFloat64).to(dt).slice(0, 0, std::nullopt, 2);
+      }
+      return t;
+    };
+    const Tensor a = make(sa), b = make(sb);
+    SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(a.sizes()), " strides ", shape_str(a.strides()), " @ ",
+                                shape_str(b.sizes()), " strides ", shape_str(b.strides()), " ", dt));
+    // The reference: both operands as batches of matrices in double, broadcast, then squeezed as
+    // matmul squeezes a 1-D operand's dim.
+    Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64);
+    if (rank_a == 1) a64 = a64.unsqueeze(0);
+    if (rank_b == 1) b64 = b64.unsqueeze(1);
+    Shape out_batch(static_cast<size_t>(std::max(a64.dim(), b64.dim()) - 2), 1);  // the batch dims broadcast
+    for (const Tensor* t : {&a64, &b64})
+      for (int64_t d = 0; d < t->dim() - 2; ++d) {
+        int64_t& o = out_batch[out_batch.size() - static_cast<size_t>(t->dim() - 2) + static_cast<size_t>(d)];
+        o = std::max(o, t->size(d));
+      }
+    Shape full_a = out_batch, full_b = out_batch;
+    full_a.push_back(a64.size(-2)), full_a.push_back(K), full_b.push_back(K), full_b.push_back(b64.size(-1));
+    const auto av = a64.expand(full_a).contiguous().to_vector<double>();
+    const auto bv = b64.expand(full_b).contiguous().to_vector<double>();
+    const int64_t rows = a64.size(-2), cols = b64.size(-1), batches = checked_numel(out_batch, "test");
+    std::vector<double> want(static_cast<size_t>(batches * rows * cols)), scale(want.size());
+    for (int64_t p = 0; p < batches; ++p)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          double acc = 0, mag = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double t =
+                av[static_cast<size_t>((p * rows + i) * K + k)] * bv[static_cast<size_t>((p * K + k) * cols + j)];
+            acc += t, mag += std::abs(t);
+          }
+          want[static_cast<size_t>((p * rows + i) * cols + j)] = acc;
+          scale[static_cast<size_t>((p * rows + i) * cols + j)] = mag;
+        }
+    Shape out_sizes = out_batch;
+    if (rank_a != 1) out_sizes.push_back(rows);
+    if (rank_b != 1) out_sizes.push_back(cols);
+    const Tensor got = matmul(a, b);
+    ASSERT_EQ(got.dtype(), dt);
+    ASSERT_EQ(got.sizes(), out_sizes);
+    const auto gv = got.to(kFloat64).contiguous().to_vector<double>();
+    const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
+    // the classic bound on a sum's rounding, (K + 1) u sum |terms|, in float32 for 16-bit types
+    const double accumulation = double(K + 1) * (dt == kFloat64 ? 0x1p-53 : 0x1p-24);
+    for (size_t i = 0; i < gv.size(); ++i)
+      ASSERT_LE(std::abs(gv[i] - want[i]), rounding * std::abs(want[i]) + accumulation * scale[i] + 1e-300)
+          << "element " << i << ": " << gv[i] << " against " << want[i];
+  }
+}
+
 TEST(LargeOps, ExtremesAndArgs) {
   Tensor x = arange(300000, kFloat32).view({1, -1});
   x.select(1, 123457).fill_(1e9);
