@@ -1,5 +1,6 @@
 // Op semantics beyond the reference file: large tensors (the parallel schedules) against
 // naive oracles, NaN propagation, in-place behaviour and integer wrap-around.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -320,6 +321,102 @@ TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
     for (size_t i = 0; i < gv.size(); ++i)
       ASSERT_LE(std::abs(gv[i] - want[i]), rounding * std::abs(want[i]) + accumulation * scale[i] + 1e-300)
           << "element " << i << ": " << gv[i] << " against " << want[i];
+  }
+}
+
+// softmax, log_softmax and layer_norm over random shapes, views and dims (seeded): rank 1-4,
+// sizes 1-5 and one draw in three a long dim (the vector rows), permuted or every other element,
+// the dim either sign; float32, float64, bfloat16 and float16 (which accumulate in float32)
+// against loops in double over the rows, within the result's rounding; and in float64, on the
+// smaller draws, gradcheck of each.
+TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
+  std::mt19937_64 rng(2032);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
+  for (int draw = 0; draw < 150; ++draw) {
+    Shape sizes(static_cast<size_t>(in(1, 4)));
+    for (auto& v : sizes) v = in(1, 5);
+    if (in(0, 2) == 0) sizes[static_cast<size_t>(in(0, static_cast<int64_t>(sizes.size()) - 1))] = in(33, 300);
+    const DType dt = dtypes[in(0, 3)];
+    manual_seed(static_cast<uint64_t>(draw));
+    Tensor x = (randn(sizes, kFloat64) * 3).to(dt);
+    if (x.dim() >= 2 && in(0, 2) == 0) x = x.transpose(0, x.dim() - 1);
+    if (in(0, 3) == 0) {
+      Shape wide = x.sizes();
+      wide[0] *= 2;
+      x = (randn(wide, kFloat64) * 3).to(dt).slice(0, 0, std::nullopt, 2);
+    }
+    const int64_t dim = in(0, x.dim() - 1), signed_dim = in(0, 1) == 1 ? dim - x.dim() : dim;
+    const int64_t trailing = in(1, x.dim());  // layer_norm's normalized dims
+    SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(x.sizes()), " strides ", shape_str(x.strides()), " ", dt,
+                                " dim ", signed_dim, ", layer_norm over the last ", trailing));
+    const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
+    const double tol = 2 * rounding + (dt == kFloat64 ? 1e-14 : 1e-6);
+    // softmax rows: `dim` moved last
+    const Tensor moved = x.to(kFloat64).movedim(dim, -1).contiguous();
+    const auto v = moved.to_vector<double>();
+    const int64_t len = x.size(dim), rows = static_cast<int64_t>(v.size()) / len;
+    std::vector<double> soft(v.size()), logsoft(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* row = v.data() + r * len;
+      const double top = *std::max_element(row, row + len);
+      double total = 0;
+      for (int64_t i = 0; i < len; ++i) total += std::exp(row[i] - top);
+      for (int64_t i = 0; i < len; ++i) {
+        soft[r * len + i] = std::exp(row[i] - top) / total;
+        logsoft[r * len + i] = row[i] - top - std::log(total);
+      }
+    }
+    auto compare = [&](const Tensor& got, const std::vector<double>& want, const char* op) {
+      ASSERT_EQ(got.dtype(), dt) << op;
+      const auto g = got.to(kFloat64).movedim(dim, -1).contiguous().to_vector<double>();
+      for (size_t i = 0; i < g.size(); ++i)
+        ASSERT_LE(std::abs(g[i] - want[i]), tol * (1 + std::abs(want[i]))) << op << " element " << i;
+    };
+    compare(x.softmax(signed_dim), soft, "softmax");
+    compare(x.log_softmax(signed_dim), logsoft, "log_softmax");
+    // layer_norm over the last `trailing` dims, with weight and bias half the time
+    const Shape normalized(x.sizes().end() - trailing, x.sizes().end());
+    const Tensor weight = in(0, 1) == 1 ? randn(normalized, kFloat64).to(dt) : Tensor();
+    const Tensor bias = weight.defined() ? randn(normalized, kFloat64).to(dt) : Tensor();
+    const auto xv = x.to(kFloat64).contiguous().to_vector<double>();
+    const int64_t width = checked_numel(normalized, "test"), groups = static_cast<int64_t>(xv.size()) / width;
+    const auto wv = weight.defined() ? weight.to(kFloat64).to_vector<double>() : std::vector<double>();
+    const auto bv = bias.defined() ? bias.to(kFloat64).to_vector<double>() : std::vector<double>();
+    std::vector<double> normed(xv.size());
+    for (int64_t g = 0; g < groups; ++g) {
+      const double* row = xv.data() + g * width;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < width; ++i) mean += row[i] / width;
+      for (int64_t i = 0; i < width; ++i) var += (row[i] - mean) * (row[i] - mean) / width;
+      for (int64_t i = 0; i < width; ++i) {
+        const double y = (row[i] - mean) / std::sqrt(var + 1e-5);
+        normed[g * width + i] = weight.defined() ? y * wv[i] + bv[i] : y;
+      }
+    }
+    const Tensor ln = nn::functional::layer_norm(x, normalized, weight, bias);
+    ASSERT_EQ(ln.dtype(), dt);
+    const auto lv = ln.to(kFloat64).contiguous().to_vector<double>();
+    for (size_t i = 0; i < lv.size(); ++i)
+      ASSERT_LE(std::abs(lv[i] - normed[i]), 8 * tol * (1 + std::abs(normed[i]))) << "layer_norm element " << i;
+    if (dt == kFloat64 && x.numel() <= 64) {
+      using X = const std::vector<Tensor>&;
+      const autograd::GradcheckResult soft_check =
+          autograd::gradcheck([&](X t) { return t[0].softmax(signed_dim); }, {x});
+      EXPECT_TRUE(soft_check.ok) << soft_check.message;
+      const autograd::GradcheckResult log_check =
+          autograd::gradcheck([&](X t) { return t[0].log_softmax(signed_dim); }, {x});
+      EXPECT_TRUE(log_check.ok) << log_check.message;
+      std::vector<Tensor> args{x};
+      if (weight.defined()) args.push_back(weight), args.push_back(bias);
+      const autograd::GradcheckResult ln_check = autograd::gradcheck(
+          [&](X t) {
+            return nn::functional::layer_norm(t[0], normalized, t.size() > 1 ? t[1] : Tensor(),
+                                              t.size() > 1 ? t[2] : Tensor());
+          },
+          args);
+      EXPECT_TRUE(ln_check.ok) << ln_check.message;
+    }
   }
 }
 
