@@ -1,6 +1,7 @@
 // Every differentiable op against float64 central finite differences, with broadcasting
 // and non-contiguous inputs (views taken inside the function under test).
 #include <limits>
+#include <random>
 
 #include "helpers.h"
 
@@ -332,6 +333,162 @@ TEST(Gradcheck, ProdWithZeros) {
   const auto r = autograd::gradcheck([](const std::vector<Tensor>& x) { return x[0].prod(1); },
                                      {tensor<double>({2.0, 0.0, 3.0, 0.0, 0.0, 1.5, 4.0, 5.0, 6.0}, Shape{3, 3})});
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+}  // namespace
+}  // namespace ember
+
+namespace ember {
+namespace {
+
+// Random compositions (seeded): an input of a random shape (rank 0-3, sizes 1-4), taken through
+// a random view inside the function (transpose, every other element, a broadcast of a size-1
+// dim, a narrow), then one op: a binary op against a second input whose shape broadcasts (dims
+// dropped or set to 1), a reduction over a random dim subset, matmul against a random-rank
+// operand, softmax, cat, or an index op with random indices. Each against float64 finite
+// differences: the backward formulas on the shapes the fixed cases do not list.
+TEST(Gradcheck, RandomShapesViewsAndOpsMatchFiniteDifferences) {
+  using X = const std::vector<Tensor>&;
+  std::mt19937_64 rng(2033);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int draw = 0; draw < 200; ++draw) {
+    Shape sizes(static_cast<size_t>(in(0, 3)));
+    for (auto& v : sizes) v = in(1, 4);
+    const int64_t rank = static_cast<int64_t>(sizes.size());
+    // the view, applied inside f to the first input
+    const int64_t view = in(0, 4), d0 = rank > 0 ? in(0, rank - 1) : 0, d1 = rank > 0 ? in(0, rank - 1) : 0;
+    Shape leaf = sizes;
+    if (view == 2 && rank > 0) leaf[static_cast<size_t>(d0)] = 2 * sizes[static_cast<size_t>(d0)];  // sliced back
+    if (view == 3 && rank > 0) leaf[static_cast<size_t>(d0)] = 1;                                   // expanded back
+    if (view == 4 && rank > 0) leaf[static_cast<size_t>(d0)] = sizes[static_cast<size_t>(d0)] + 1;  // narrowed back
+    auto viewed = [=](const Tensor& t) {
+      if (rank == 0) return t;
+      switch (view) {
+        case 1:
+          return t.transpose(d0, d1);
+        case 2:
+          return t.slice(d0, 1, std::nullopt, 2);
+        case 3:
+          return t.expand(sizes);
+        case 4:
+          return t.narrow(d0, 1, sizes[static_cast<size_t>(d0)]);
+        default:
+          return t;
+      }
+    };
+    const Shape shape = viewed(zeros(leaf)).sizes();  // after the view (a transpose swaps two sizes)
+    manual_seed(static_cast<uint64_t>(draw));
+    std::vector<Tensor> inputs{randn(leaf, kFloat64)};
+    std::function<Tensor(X)> f;
+    std::string what;
+    switch (in(0, 6)) {
+      case 0: {  // binary, broadcast
+        Shape other = shape;
+        while (!other.empty() && in(0, 3) == 0) other.erase(other.begin());
+        for (auto& v : other)
+          if (in(0, 2) == 0) v = 1;
+        inputs.push_back(rand(other, kFloat64) + 0.5);  // positive: div and pow stay smooth
+        const int64_t op = in(0, 5);
+        what = detail::concat("binary op ", op, " with ", shape_str(other));
+        f = [=](X t) {
+          const Tensor a = viewed(t[0]), b = t[1];
+          switch (op) {
+            case 0:
+              return a + b;
+            case 1:
+              return a - b * 2.0;
+            case 2:
+              return a * b;
+            case 3:
+              return a / b;
+            case 4:
+              return b.pow(a);
+            default:
+              return maximum(a, b * 0.1);
+          }
+        };
+        break;
+      }
+      case 1: {  // a reduction over random dims
+        Shape dims;
+        for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+          if (in(0, 1) == 1) dims.push_back(in(0, 1) == 1 ? d - static_cast<int64_t>(shape.size()) : d);
+        const bool keepdim = in(0, 1) == 1;
+        const int64_t op = in(0, 5);
+        what = detail::concat("reduction ", op, " over ", shape_str(dims), keepdim ? " keepdim" : "");
+        f = [=](X t) {
+          const Tensor a = viewed(t[0]);
+          switch (op) {
+            case 0:
+              return a.sum(dims, keepdim);
+            case 1:
+              return a.mean(dims, keepdim);
+            case 2:
+              return (a * 0.1 + 1.0).prod(dims, keepdim);
+            case 3:
+              return a.logsumexp(dims, keepdim);
+            case 4:
+              return a.norm(2, dims, keepdim);
+            default:
+              return a.amax(dims, keepdim);
+          }
+        };
+        break;
+      }
+      case 2: {  // matmul against an operand of random rank
+        if (shape.empty()) continue;
+        const int64_t K = shape.back();
+        Shape other = in(0, 1) == 1 ? Shape{K} : Shape{K, in(1, 3)};
+        if (other.size() == 2 && shape.size() >= 2 && in(0, 2) == 0) other.insert(other.begin(), 1);
+        inputs.push_back(randn(other, kFloat64));
+        what = detail::concat("matmul with ", shape_str(other));
+        f = [=](X t) { return matmul(viewed(t[0]), t[1]); };
+        break;
+      }
+      case 3: {  // softmax / log_softmax along a random dim
+        if (shape.empty()) continue;
+        const int64_t dim = in(0, static_cast<int64_t>(shape.size()) - 1), log = in(0, 1);
+        what = detail::concat(log ? "log_softmax" : "softmax", " along ", dim);
+        f = [=](X t) { return log ? viewed(t[0]).log_softmax(dim) : viewed(t[0]).softmax(dim); };
+        break;
+      }
+      case 4: {  // cat with a second input along a random dim
+        if (shape.empty()) continue;
+        const int64_t dim = in(0, static_cast<int64_t>(shape.size()) - 1);
+        Shape other = shape;
+        other[static_cast<size_t>(dim)] = in(1, 3);
+        inputs.push_back(randn(other, kFloat64));
+        what = detail::concat("cat along ", dim, " with ", shape_str(other));
+        f = [=](X t) { return cat({t[1], viewed(t[0])}, dim); };
+        break;
+      }
+      case 5: {  // gather / index_select with random indices (repeats included)
+        if (shape.empty()) continue;
+        const int64_t dim = in(0, static_cast<int64_t>(shape.size()) - 1), size = shape[static_cast<size_t>(dim)];
+        const bool use_gather = in(0, 1) == 1;
+        Shape index_shape = use_gather ? shape : Shape{in(1, 5)};
+        if (use_gather) index_shape[static_cast<size_t>(dim)] = in(1, 4);
+        const Tensor index = randint(0, size, index_shape);
+        what = detail::concat(use_gather ? "gather" : "index_select", " along ", dim);
+        f = [=](X t) { return use_gather ? viewed(t[0]).gather(dim, index) : viewed(t[0]).index_select(dim, index); };
+        break;
+      }
+      default: {  // scatter_add of a second input into the viewed first
+        if (shape.empty()) continue;
+        const int64_t dim = in(0, static_cast<int64_t>(shape.size()) - 1);
+        Shape src_shape = shape;
+        src_shape[static_cast<size_t>(dim)] = in(1, 4);
+        const Tensor index = randint(0, shape[static_cast<size_t>(dim)], src_shape);
+        inputs.push_back(randn(src_shape, kFloat64));
+        what = detail::concat("scatter_add along ", dim);
+        f = [=](X t) { return viewed(t[0]).scatter_add(dim, index, t[1]); };
+      }
+    }
+    SCOPED_TRACE(detail::concat("draw ", draw, ": leaf ", shape_str(leaf), " view ", view, " (", d0, ", ", d1, ") -> ",
+                                shape_str(shape), ", ", what));
+    const auto r = gradcheck(f, inputs);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
 }
 
 }  // namespace
