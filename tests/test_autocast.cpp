@@ -1,5 +1,6 @@
 // Autocast (Note [Autocast]): the dtype each op list runs in, the weight-cast cache, nesting,
 // threads, gradients of float32 leaves, and training under bfloat16 autocast that tracks float32.
+#include <functional>
 #include <thread>
 
 #include "helpers.h"
@@ -53,6 +54,48 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
   EXPECT_EQ(mm(i, i).dtype(), kInt64) << "integers are left alone";
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::mm), autocast::CastPolicy::lower_precision);
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::add), autocast::CastPolicy::keep);
+}
+
+// A model kept in 16 bits (module->to(kBFloat16), fp32 master weights) normalizes in float32
+// and rounds once, as PyTorch's fused kernels accumulate in float: composed in 16 bits, the mean
+// and the centered values were rounded themselves, and bfloat16 [8, 8.0625] normalized to
+// [0, 1.41] instead of [-0.99, 0.99] (as PyTorch 1.13's CPU kernel still does; its CUDA one
+// and later CPU ones do not). Gradients too: the float32 path's, rounded. Under autocast the
+// output is float32, as before.
+TEST(Autocast, SixteenBitNormalizationsComputeInFloat32AndRoundOnce) {
+  namespace F = nn::functional;
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor pair = tensor<float>({8.0f, 8.0625f}, Shape{1, 2});  // exact in both 16-bit types
+    using Norm = std::function<Tensor(const Tensor&)>;
+    for (const auto& [name, norm] : std::vector<std::pair<const char*, Norm>>{
+             {"layer_norm", [](const Tensor& x) { return F::layer_norm(x, {2}); }},
+             {"group_norm",
+              [](const Tensor& x) {
+                return F::group_norm(x.view({1, 2, 1}), 1).view({1, 2});
+              }},
+             {"batch_norm", [](const Tensor& x) {
+                return F::batch_norm(x.view({2, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true).view({1, 2});
+              }}}) {
+      SCOPED_TRACE(name);
+      const Tensor x = pair.to(dt).requires_grad_(), x32 = pair.clone().requires_grad_();
+      const Tensor y = norm(x), y32 = norm(x32);
+      ASSERT_EQ(y.dtype(), dt);
+      EXPECT_TRUE(testing::all_close(y, y32.to(dt), 0, 0));  // one rounding of float32's result
+      EXPECT_NEAR(y.to(kFloat32).to_vector<float>()[0], -0.9949f, 0.01);
+      const Tensor w = tensor<float>({1.5f, -0.25f}, Shape{1, 2});
+      (y * w.to(dt)).sum().backward();
+      (y32 * w).sum().backward();
+      ASSERT_EQ(x.grad().dtype(), dt);
+      EXPECT_TRUE(testing::all_close(x.grad().to(kFloat32), x32.grad(), 1e-2, 1e-2));
+    }
+    // Eval mode with float32 running statistics keeps the input's dtype (PyTorch's too).
+    const Tensor eval = F::batch_norm(pair.to(dt).view({2, 1}), zeros({1}), ones({1}));
+    EXPECT_EQ(eval.dtype(), dt);
+    AutocastGuard guard(kCPU, dt);
+    EXPECT_EQ(F::layer_norm(pair.to(dt), {2}).dtype(), kFloat32);
+    EXPECT_EQ(F::group_norm(pair.to(dt).view({1, 2, 1}), 1).dtype(), kFloat32);
+  }
 }
 
 TEST(Autocast, OnCudaFloat16ByDefaultAndTheCpuUntouched) {

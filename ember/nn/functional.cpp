@@ -151,6 +151,22 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
   return reduce(loss, reduction, "kl_div");
 }
 
+namespace {
+
+// The normalizations compute a 16-bit input in float32 and round once at the end, as the fused
+// kernels of PyTorch's CUDA (and newer CPU) back end accumulate in float: in 16 bits the mean
+// and the centered values are rounded themselves, so bfloat16 [8, 8.0625] normalized to
+// [0, 1.41] instead of [-0.99, 0.99]. Under autocast the output stays float32: its reductions
+// are on the float32 list already, as PyTorch's layer_norm and group_norm are.
+template <class Normalize>
+Tensor normalize_in_float32(const Tensor& x, const Normalize& normalize) {
+  if (!x.defined() || (x.dtype() != kFloat16 && x.dtype() != kBFloat16)) return normalize(x);
+  const Tensor y = normalize(x.to(kFloat32));
+  return autocast::is_enabled(x.device().type) ? y : y.to(x.dtype());
+}
+
+}  // namespace
+
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   EMBER_CHECK(x.dim() >= 2, "group_norm: expects input [N, C, ...], got shape ", shape_str(x.sizes()));
   const int64_t n = x.size(0), c = x.size(1);
@@ -159,14 +175,16 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   for (const Tensor* t : {&weight, &bias})
     EMBER_CHECK(!t->defined() || t->sizes() == Shape{c}, "group_norm: weight and bias must have shape [", c, "], got ",
                 shape_str(t->sizes()));
-  const Tensor grouped = x.reshape({n, num_groups, -1});
-  const Tensor centered = grouped - grouped.mean({2}, true);
-  Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + eps)).reshape(x.sizes());
-  Shape channel_shape(static_cast<size_t>(x.dim()), 1);
-  channel_shape[1] = c;
-  if (weight.defined()) y = y * weight.reshape(channel_shape);
-  if (bias.defined()) y = y + bias.reshape(channel_shape);
-  return y;
+  return normalize_in_float32(x, [&](const Tensor& xf) {
+    const Tensor grouped = xf.reshape({n, num_groups, -1});
+    const Tensor centered = grouped - grouped.mean({2}, true);
+    Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + eps)).reshape(xf.sizes());
+    Shape channel_shape(static_cast<size_t>(xf.dim()), 1);
+    channel_shape[1] = c;
+    if (weight.defined()) y = y * weight.reshape(channel_shape);
+    if (bias.defined()) y = y + bias.reshape(channel_shape);
+    return y;
+  });
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -177,12 +195,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               shape_str(x.sizes()));
   Shape dims;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  const Tensor mu = x.mean(dims, true);
-  const Tensor centered = x - mu;
-  Tensor y = centered * rsqrt((centered * centered).mean(dims, true) + eps);
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  return normalize_in_float32(x, [&](const Tensor& xf) {
+    const Tensor centered = xf - xf.mean(dims, true);
+    Tensor y = centered * rsqrt((centered * centered).mean(dims, true) + eps);
+    if (weight.defined()) y = y * weight;
+    if (bias.defined()) y = y + bias;
+    return y;
+  });
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -193,31 +212,35 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   channel_shape[1] = C;
   Shape dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor mean_c, var_c;
-  if (training) {
-    int64_t count = x.size(0);  // values per channel (not numel / C: C may be 0)
-    for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
+  int64_t count = x.size(0);  // values per channel (not numel / C: C may be 0)
+  for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
+  if (training)
     EMBER_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
                 shape_str(x.sizes()));
-    mean_c = x.mean(dims, true);
-    const Tensor centered = x - mean_c;
-    var_c = (centered * centered).mean(dims, true);
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard no_grad;
-      Tensor rm = running_mean, rv = running_var;
-      rm.mul_(1.0 - momentum).add_(mean_c.reshape({C}).to(rm.dtype()), momentum);
-      rv.mul_(1.0 - momentum).add_(var_c.reshape({C}).to(rv.dtype()), momentum * count / (count - 1.0));
-    }
-  } else {
+  else
     EMBER_CHECK(running_mean.defined() && running_var.defined(),
                 "batch_norm: running_mean and running_var are needed in eval mode");
-    mean_c = running_mean.reshape(channel_shape);
-    var_c = running_var.reshape(channel_shape);
-  }
-  Tensor y = (x - mean_c) * rsqrt(var_c + eps);
-  if (weight.defined()) y = y * weight.reshape(channel_shape);
-  if (bias.defined()) y = y + bias.reshape(channel_shape);
-  return y;
+  return normalize_in_float32(x, [&](const Tensor& xf) {
+    Tensor mean_c, var_c;
+    if (training) {
+      mean_c = xf.mean(dims, true);
+      const Tensor centered = xf - mean_c;
+      var_c = (centered * centered).mean(dims, true);
+      if (running_mean.defined() && running_var.defined()) {
+        NoGradGuard no_grad;
+        Tensor rm = running_mean, rv = running_var;
+        rm.mul_(1.0 - momentum).add_(mean_c.reshape({C}).to(rm.dtype()), momentum);
+        rv.mul_(1.0 - momentum).add_(var_c.reshape({C}).to(rv.dtype()), momentum * count / (count - 1.0));
+      }
+    } else {
+      mean_c = running_mean.reshape(channel_shape);
+      var_c = running_var.reshape(channel_shape);
+    }
+    Tensor y = (xf - mean_c) * rsqrt(var_c + eps);
+    if (weight.defined()) y = y * weight.reshape(channel_shape);
+    if (bias.defined()) y = y + bias.reshape(channel_shape);
+    return y;
+  });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
