@@ -119,12 +119,13 @@ TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
     const std::vector<double> v = x.permute(perm).contiguous().to_vector<double>();
     const int64_t outer = static_cast<int64_t>(v.size()) / inner;
     std::vector<double> sum(outer, 0), prod(outer, 1), amax(outer, -INFINITY), amin(outer, INFINITY), var(outer, 0),
-        norm2(outer, 0), lse(outer, 0);
+        norm2(outer, 0), lse(outer, 0), abs_sum(outer, 0), top(outer, 0);
     for (int64_t r = 0; r < outer; ++r) {
       const double* row = v.data() + r * inner;
       for (int64_t i = 0; i < inner; ++i) {
         sum[r] += row[i], prod[r] *= 1 + row[i] / 16, norm2[r] += row[i] * row[i];
         amax[r] = std::max(amax[r], row[i]), amin[r] = std::min(amin[r], row[i]);
+        abs_sum[r] += std::abs(row[i]), top[r] = std::max(top[r], std::abs(row[i]));
       }
       for (int64_t i = 0; i < inner; ++i) {
         var[r] += (row[i] - sum[r] / inner) * (row[i] - sum[r] / inner);
@@ -133,26 +134,47 @@ TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
       var[r] = inner > 1 ? var[r] / (inner - 1) : NAN;
       norm2[r] = std::sqrt(norm2[r]), lse[r] = amax[r] + std::log(lse[r]);
     }
-    auto expect = [&](const std::vector<double>& values) { return tensor(values, out_sizes); };
     SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(x.sizes()), " strides ", shape_str(x.strides()),
                                 " dims ", shape_str(dims), keepdim ? " keepdim" : ""));
     for (DType dt : {kFloat64, kFloat32}) {
       SCOPED_TRACE(dtype_name(dt));
       const Tensor xt = x.to(dt);
-      const double tol = dt == kFloat64 ? 1e-12 : 2e-5;
-      auto close = [&](const Tensor& got, const std::vector<double>& want, const char* op) {
-        EXPECT_TRUE(testing::all_close(got.to(kFloat64), expect(want), tol, tol)) << op;
+      // The classic bounds, u the dtype's unit roundoff, n the values per output (the inputs'
+      // own rounding to float32 included): a sum within (n + 1) u sum |x|, a product of n
+      // factors within 3 n u of itself, a norm within (n + 2) u, and so on.
+      const double u = dt == kFloat64 ? 0x1p-53 : 0x1p-24, n = double(inner);
+      auto close = [&](const Tensor& got, const std::vector<double>& want, const std::function<double(int64_t)>& bound,
+                       const char* op) {
+        const auto g = got.to(kFloat64).contiguous().to_vector<double>();
+        ASSERT_EQ(got.sizes(), out_sizes) << op;
+        for (int64_t r = 0; r < outer; ++r)
+          if (!(std::isnan(g[r]) && std::isnan(want[r])))
+            ASSERT_LE(std::abs(g[r] - want[r]), bound(r) + 1e-300)
+                << op << " output " << r << ": " << g[r] << " against " << want[r];
       };
-      close(xt.sum(dims, keepdim), sum, "sum");
+      close(
+          xt.sum(dims, keepdim), sum, [&](int64_t r) { return (n + 1) * u * abs_sum[r]; }, "sum");
       std::vector<double> mean = sum;
-      for (double& m : mean) m /= inner;
-      close(xt.mean(dims, keepdim), mean, "mean");
-      close((1 + xt / 16).prod(dims, keepdim), prod, "prod");
-      close(xt.amax(dims, keepdim), amax, "amax");
-      close(xt.amin(dims, keepdim), amin, "amin");
-      close(xt.var(dims, true, keepdim), var, "var");
-      close(xt.norm(2, dims, keepdim), norm2, "norm");
-      close(xt.logsumexp(dims, keepdim), lse, "logsumexp");
+      for (double& m : mean) m /= n;
+      close(
+          xt.mean(dims, keepdim), mean, [&](int64_t r) { return (n + 2) * u * abs_sum[r] / n; }, "mean");
+      close((1 + xt / 16).prod(dims, keepdim), prod,
+            [&](int64_t r) {  // (a float32 product past 2^+-100 may have overflowed or underflowed on the way)
+              const bool in_range = dt == kFloat64 || (prod[r] > 0x1p-100 && prod[r] < 0x1p100);
+              return in_range ? 3 * (n + 1) * u * prod[r] : INFINITY;
+            },
+            "prod");
+      close(
+          xt.amax(dims, keepdim), amax, [&](int64_t r) { return u * std::abs(amax[r]); }, "amax");
+      close(
+          xt.amin(dims, keepdim), amin, [&](int64_t r) { return u * std::abs(amin[r]); }, "amin");
+      close(
+          xt.var(dims, true, keepdim), var,
+          [&](int64_t r) { return 4 * (n + 3) * u * norm2[r] * norm2[r] / std::max(n - 1, 1.0); }, "var");
+      close(
+          xt.norm(2, dims, keepdim), norm2, [&](int64_t r) { return (n + 2) * u * norm2[r]; }, "norm");
+      close(
+          xt.logsumexp(dims, keepdim), lse, [&](int64_t r) { return (n + 3) * u * (1 + top[r]); }, "logsumexp");
     }
   }
 }
@@ -318,8 +340,9 @@ TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
     const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
     // the classic bound on a sum's rounding, (K + 1) u sum |terms|, in float32 for 16-bit types
     const double accumulation = double(K + 1) * (dt == kFloat64 ? 0x1p-53 : 0x1p-24);
+    const double subnormal = dt == kFloat16 ? 0x1p-25 : 1e-300;  // half of float16's subnormal step
     for (size_t i = 0; i < gv.size(); ++i)
-      ASSERT_LE(std::abs(gv[i] - want[i]), rounding * std::abs(want[i]) + accumulation * scale[i] + 1e-300)
+      ASSERT_LE(std::abs(gv[i] - want[i]), rounding * std::abs(want[i]) + accumulation * scale[i] + subnormal)
           << "element " << i << ": " << gv[i] << " against " << want[i];
   }
 }
@@ -327,7 +350,8 @@ TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
 // softmax, log_softmax and layer_norm over random shapes, views and dims (seeded): rank 1-4,
 // sizes 1-5 and one draw in three a long dim (the vector rows), permuted or every other element,
 // the dim either sign; float32, float64, bfloat16 and float16 (which accumulate in float32)
-// against loops in double over the rows, within the result's rounding; and in float64, on the
+// against loops in double over the rows, within the result's rounding (and, for layer_norm, the
+// input's rounding in float32 times the row's condition); and in float64, on the
 // smaller draws, gradcheck of each.
 TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
   std::mt19937_64 rng(2032);
@@ -351,11 +375,12 @@ TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
     SCOPED_TRACE(detail::concat("draw ", draw, ": ", shape_str(x.sizes()), " strides ", shape_str(x.strides()), " ", dt,
                                 " dim ", signed_dim, ", layer_norm over the last ", trailing));
     const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
-    const double tol = 2 * rounding + (dt == kFloat64 ? 1e-14 : 1e-6);
     // softmax rows: `dim` moved last
     const Tensor moved = x.to(kFloat64).movedim(dim, -1).contiguous();
     const auto v = moved.to_vector<double>();
     const int64_t len = x.size(dim), rows = static_cast<int64_t>(v.size()) / len;
+    // the result's rounding, and a sum of `len` terms in the computing type (float32 for 16 bits)
+    const double compute = dt == kFloat64 ? 0x1p-53 : 0x1p-24, tol = 2 * rounding + double(len + 4) * compute;
     std::vector<double> soft(v.size()), logsoft(v.size());
     for (int64_t r = 0; r < rows; ++r) {
       const double* row = v.data() + r * len;
@@ -371,7 +396,7 @@ TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
       ASSERT_EQ(got.dtype(), dt) << op;
       const auto g = got.to(kFloat64).movedim(dim, -1).contiguous().to_vector<double>();
       for (size_t i = 0; i < g.size(); ++i)
-        ASSERT_LE(std::abs(g[i] - want[i]), tol * (1 + std::abs(want[i]))) << op << " element " << i;
+        ASSERT_LE(std::abs(g[i] - want[i]), tol * (2 + std::abs(want[i]))) << op << " element " << i;
     };
     compare(x.softmax(signed_dim), soft, "softmax");
     compare(x.log_softmax(signed_dim), logsoft, "log_softmax");
@@ -383,22 +408,27 @@ TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
     const int64_t width = checked_numel(normalized, "test"), groups = static_cast<int64_t>(xv.size()) / width;
     const auto wv = weight.defined() ? weight.to(kFloat64).to_vector<double>() : std::vector<double>();
     const auto bv = bias.defined() ? bias.to(kFloat64).to_vector<double>() : std::vector<double>();
-    std::vector<double> normed(xv.size());
+    // Normalizing divides by the spread: an input's rounding (float32's, in which 16-bit inputs
+    // are computed) grows by |x| / sqrt(var + eps), the row's condition, which the bound allows.
+    std::vector<double> normed(xv.size()), allowed(xv.size());
     for (int64_t g = 0; g < groups; ++g) {
       const double* row = xv.data() + g * width;
-      double mean = 0, var = 0;
-      for (int64_t i = 0; i < width; ++i) mean += row[i] / width;
+      double mean = 0, var = 0, top = 0;
+      for (int64_t i = 0; i < width; ++i) mean += row[i] / width, top = std::max(top, std::abs(row[i]));
       for (int64_t i = 0; i < width; ++i) var += (row[i] - mean) * (row[i] - mean) / width;
+      const double condition = top / std::sqrt(var + 1e-5);
       for (int64_t i = 0; i < width; ++i) {
-        const double y = (row[i] - mean) / std::sqrt(var + 1e-5);
+        const double y = (row[i] - mean) / std::sqrt(var + 1e-5), w = weight.defined() ? std::abs(wv[i]) : 1.0;
         normed[g * width + i] = weight.defined() ? y * wv[i] + bv[i] : y;
+        allowed[g * width + i] =
+            2 * rounding * std::abs(normed[g * width + i]) + 16 * compute * (condition + double(width)) * (1 + w);
       }
     }
     const Tensor ln = nn::functional::layer_norm(x, normalized, weight, bias);
     ASSERT_EQ(ln.dtype(), dt);
     const auto lv = ln.to(kFloat64).contiguous().to_vector<double>();
     for (size_t i = 0; i < lv.size(); ++i)
-      ASSERT_LE(std::abs(lv[i] - normed[i]), 8 * tol * (1 + std::abs(normed[i]))) << "layer_norm element " << i;
+      ASSERT_LE(std::abs(lv[i] - normed[i]), allowed[i]) << "layer_norm element " << i;
     if (dt == kFloat64 && x.numel() <= 64) {
       using X = const std::vector<Tensor>&;
       const autograd::GradcheckResult soft_check =
