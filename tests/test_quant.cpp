@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -483,6 +484,61 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
                                                 native::int8_pack_weight(zeros({1, 9}, TensorOptions().dtype(kInt8))),
                                                 {3, 3}, Conv2dParams{}, e, out),
                         "the direct portable kernel does not apply");
+}
+
+// Beyond the chosen edges: random shapes (seeded; 1-40 input and 1-70 output channels, planes up
+// to 20 x 20, kernels 1-5 per axis, padding up to past the kernel's reach, dilation 1-3), zero
+// points and output ranges, with and without ReLU, uint8 or float32 out: every path this CPU has
+// (the direct kernels, and im2col with each GEMM kernel) gives the portable im2col's bytes.
+TEST(Int8Conv2d, RandomShapesEveryPathEqualsThePortableIm2col) {
+  using backends::cpu::ConvAlgorithm;
+  std::mt19937_64 rng(2034);
+  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0;
+  for (int draw = 0; draw < 120; ++draw) {
+    const int64_t n = in(1, 3), c = in(0, 2) == 0 ? in(1, 40) : in(1, 9), o = in(0, 2) == 0 ? in(1, 70) : in(1, 9);
+    const int64_t kh = in(1, 5), kw = in(1, 5), dil = in(1, 3);
+    const int64_t pad_h = in(0, dil * (kh - 1) + 1), pad_w = in(0, dil * (kw - 1) + 1);
+    const int64_t h = std::max<int64_t>(1, dil * (kh - 1) + 1 - 2 * pad_h) + in(0, 14);
+    const int64_t w = std::max<int64_t>(1, dil * (kw - 1) + 1 - 2 * pad_w) + in(0, 14);
+    const int64_t ho = h + 2 * pad_h - dil * (kh - 1), wo = w + 2 * pad_w - dil * (kw - 1);
+    manual_seed(static_cast<uint64_t>(draw));
+    const Tensor x = randint(0, 128, {n, c, h, w}).to(kUInt8);
+    const Tensor weight = randint(-128, 128, {o, c, kh, kw}).to(kInt8);
+    const Tensor packed = native::int8_pack_conv_weight(weight);
+    Int8Epilogue e;
+    e.a_zero_point = in(0, 127);
+    e.a_scale = 0.05;
+    e.w_scale = rand({o}) * 0.01 + 0.001;
+    e.bias = randn({o});
+    e.out_scale = in(0, 1) == 1 ? 0.08 : 1.5;
+    e.out_zero_point = in(0, 127);
+    e.out_quant_max = in(0, 1) == 1 ? 127 : 255;
+    e.relu = in(0, 1) == 1;
+    Conv2dParams p;
+    p.padding = {pad_h, pad_w};
+    p.dilation = {dil, dil};
+    const DType out_dtype = in(0, 2) == 0 ? kFloat32 : kUInt8;
+    SCOPED_TRACE(::testing::Message() << "draw " << draw << ": N " << n << " " << c << "->" << o << " " << h << "x" << w
+                                      << " k" << kh << "x" << kw << " pad " << pad_h << "," << pad_w << " dil " << dil
+                                      << " out " << out_dtype);
+    const TensorOptions options = TensorOptions().dtype(out_dtype);
+    Tensor expected = empty({n, o, ho, wo}, options);
+    cpu::int8_conv2d_with(ConvAlgorithm::im2col_gemm, cpu::Int8Kernel::Portable, x, packed, {kh, kw}, p, e, expected);
+    for (auto kernel : {cpu::Int8Kernel::Avx2, cpu::Int8Kernel::Avx512Vnni}) {
+      if (!cpu::int8_kernel_available(kernel)) continue;
+      SCOPED_TRACE(cpu::int8_kernel_name(kernel));
+      for (ConvAlgorithm algorithm : {ConvAlgorithm::im2col_gemm, ConvAlgorithm::direct}) {
+        if (algorithm == ConvAlgorithm::direct && !cpu::int8_direct_applies(p, kernel)) continue;
+        Tensor out = full({n, o, ho, wo}, 255, options);  // every element written
+        cpu::int8_conv2d_with(algorithm, kernel, x, packed, {kh, kw}, p, e, out);
+        EXPECT_TRUE(all_close(out.to(kFloat64), expected.to(kFloat64), 0, 0))
+            << (algorithm == ConvAlgorithm::direct ? "direct" : "im2col");
+        ++checked;
+      }
+    }
+  }
+  if (cpu::int8_kernel_available(cpu::Int8Kernel::Avx2)) EXPECT_GE(checked, 240);
 }
 
 // Equal values, NaN equal to NaN (the float outputs of a NaN bias).
