@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 #include <unistd.h>
@@ -235,6 +236,22 @@ TEST(DistributedDataParallel, MatchesOneProcessWithTheWholeBatch) {
   expect_ddp_matches_one_process(
       [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01)); },
       "AdamW");
+}
+
+// A bucket cap past int64's range in bytes (infinity, 1e300 MiB) holds every gradient in one
+// bucket; converting it to bytes was undefined (UBSan, found by the random-arguments test).
+TEST(DistributedDataParallel, AnUnboundedBucketCapHoldsEveryGradient) {
+  for (double cap : {std::numeric_limits<double>::infinity(), 1e300}) {
+    nn::Sequential local = small_net();  // six parameters
+    // The first bucket closes after its first gradient; the next holds the other five.
+    nn::DistributedDataParallel ddp(local, group,
+                                    nn::DistributedDataParallelOptions().first_bucket_cap_mb(1e-6).bucket_cap_mb(cap));
+    const auto buckets = ddp->bucket_indices();
+    ASSERT_EQ(buckets.size(), 2u) << cap;
+    EXPECT_EQ(buckets[1].size(), 5u) << cap;
+    nn::DistributedDataParallel whole(local, group, nn::DistributedDataParallelOptions().first_bucket_cap_mb(cap));
+    EXPECT_EQ(whole->bucket_indices().size(), 1u) << cap;
+  }
 }
 
 TEST(DistributedDataParallel, NoSyncAccumulationEqualsOneBigBatch) {

@@ -2,6 +2,7 @@
 #include "ember/nn/parallel/distributed.h"
 
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <utility>
 
@@ -78,8 +79,9 @@ void DistributedDataParallelImpl::check_same_parameters_everywhere() {
 
 void DistributedDataParallelImpl::build_buckets() {
   const auto cap_bytes = [&](size_t bucket) {
-    return static_cast<int64_t>((bucket == 0 ? options_.first_bucket_cap_mb() : options_.bucket_cap_mb()) * 1024 *
-                                1024);
+    const double bytes = (bucket == 0 ? options_.first_bucket_cap_mb() : options_.bucket_cap_mb()) * 1024 * 1024;
+    // A cap past int64's range (infinity included) holds every gradient: one bucket.
+    return bytes < 0x1p62 ? static_cast<int64_t>(bytes) : std::numeric_limits<int64_t>::max();
   };
   // Reverse registration order: the last layers' gradients arrive first.
   std::vector<std::vector<size_t>> groups;
