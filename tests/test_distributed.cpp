@@ -505,6 +505,21 @@ TEST(Pipeline, BadSplitsAreClearErrors) {
                         "the balance has 1 stages of 1 layers in all; the group has " + std::to_string(world()));
   EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().schedule("zigzag")), "unknown schedule");
   EXPECT_ERROR_CONTAINS(nn::Pipeline(nn::Sequential(nn::Linear(2, 2)), group), "1 layers cannot fill");
+  // Found by the random-arguments test: a balance entry near INT64_MAX overflowed the layer count;
+  // an empty batch in 2^40 micro-batches allocated a vector of 2^40 (std::length_error).
+  std::vector<int64_t> huge(static_cast<size_t>(world()), 1);
+  huge[0] = std::numeric_limits<int64_t>::max();
+  EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().balance(huge)),
+                        "every stage needs at least one of the model's 5 layers, the balance has 9223372036854775807");
+  EXPECT_ERROR_CONTAINS(nn::Pipeline(model, group, nn::PipelineOptions().chunks(int64_t{1} << 40)),
+                        "chunks must be between 1 and 1073741823, got 1099511627776");
+  const std::shared_ptr<ProcessGroup> alone = distributed::mesh_2d(*group, 1).row;
+  nn::Pipeline pipe(model, alone, nn::PipelineOptions().chunks(4));
+  EXPECT_ERROR_CONTAINS(
+      pipe.train_step(zeros({0, 6}), zeros({0, 3}), mse),
+      "the first stage needs an input whose batch divides into 4 non-empty micro-batches, got [0, 6]");
+  EXPECT_ERROR_CONTAINS(pipe.train_step(zeros({4, 6}), zeros({0, 3}), mse),
+                        "the last stage needs a target whose batch divides into 4 non-empty micro-batches, got [0, 3]");
 }
 
 // ---- Pipeline checkpoints (Note [Model-parallel checkpoints]) ----

@@ -2,6 +2,7 @@
 #include "ember/nn/parallel/pipeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "ember/autograd/grad_mode.h"
@@ -19,7 +20,10 @@ int backward_tag(int64_t micro) { return static_cast<int>(2 * micro + 1); }
 Pipeline::Pipeline(const Sequential& model, std::shared_ptr<distributed::ProcessGroup> group, PipelineOptions options)
     : group_(std::move(group)), options_(std::move(options)) {
   EMBER_CHECK(group_ != nullptr, "Pipeline: the process group is null");
-  EMBER_CHECK(options_.chunks() >= 1, "Pipeline: chunks must be at least 1, got ", options_.chunks());
+  // (a micro-batch's tags, 2m and 2m + 1, are ints)
+  EMBER_CHECK(options_.chunks() >= 1 && options_.chunks() <= (std::numeric_limits<int>::max() - 1) / 2,
+              "Pipeline: chunks must be between 1 and ", (std::numeric_limits<int>::max() - 1) / 2, ", got ",
+              options_.chunks());
   EMBER_CHECK(options_.schedule() == "gpipe" || options_.schedule() == "1f1b", "Pipeline: unknown schedule '",
               options_.schedule(), "' (gpipe or 1f1b)");
   const int64_t layers = static_cast<int64_t>(model->size()), stages = group_->size();
@@ -30,8 +34,9 @@ Pipeline::Pipeline(const Sequential& model, std::shared_ptr<distributed::Process
   }
   int64_t total = 0;
   for (int64_t b : balance) {
-    EMBER_CHECK(b >= 1, "Pipeline: every stage needs at least one layer, the balance has ", b);
-    total += b;
+    EMBER_CHECK(b >= 1 && b <= layers, "Pipeline: every stage needs at least one of the model's ", layers,
+                " layers, the balance has ", b);
+    total += b;  // (at most stages x layers: no overflow)
   }
   EMBER_CHECK(static_cast<int64_t>(balance.size()) == stages && total == layers, "Pipeline: the balance has ",
               balance.size(), " stages of ", total, " layers in all; the group has ", stages, " ranks and the model ",
@@ -85,14 +90,14 @@ Tensor Pipeline::recv_activation(int src, int64_t micro, bool requires_grad) {
 Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const LossFn& loss_fn) {
   const int64_t chunks = options_.chunks(), stages = group_->size(), s = group_->rank();
   if (is_first())
-    EMBER_CHECK(input.defined() && input.dim() >= 1 && input.size(0) % chunks == 0,
+    EMBER_CHECK(input.defined() && input.dim() >= 1 && input.size(0) >= chunks && input.size(0) % chunks == 0,
                 "Pipeline.train_step: the first stage needs an input whose batch divides into ", chunks,
-                " micro-batches, got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
+                " non-empty micro-batches, got ", input.defined() ? shape_str(input.sizes()) : "an undefined tensor");
   if (is_last()) {
     EMBER_CHECK(loss_fn != nullptr, "Pipeline.train_step: the last stage needs a loss function");
-    EMBER_CHECK(target.defined() && target.dim() >= 1 && target.size(0) % chunks == 0,
+    EMBER_CHECK(target.defined() && target.dim() >= 1 && target.size(0) >= chunks && target.size(0) % chunks == 0,
                 "Pipeline.train_step: the last stage needs a target whose batch divides into ", chunks,
-                " micro-batches, got ", target.defined() ? shape_str(target.sizes()) : "an undefined tensor");
+                " non-empty micro-batches, got ", target.defined() ? shape_str(target.sizes()) : "an undefined tensor");
   }
   auto micro_slice = [&](const Tensor& t, int64_t m) {
     const int64_t n = t.size(0) / chunks;
@@ -101,14 +106,17 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
   struct InFlight {
     Tensor input, output;  // output: the stage's output, or on the last stage the micro-batch's loss
   };
-  std::vector<InFlight> flight(static_cast<size_t>(chunks));
+  // Grown as micro-batches start: a middle stage does not know the batch, and allocates nothing
+  // for micro-batches that never arrive (the first stage refused them).
+  std::vector<InFlight> flight;
   int64_t held = 0;
   peak_held_ = 0;
   Tensor loss_sum;
 
   auto forward_one = [&](int64_t m) {
     EnableGradGuard grad;
-    InFlight& f = flight[m];
+    if (static_cast<size_t>(m) >= flight.size()) flight.resize(static_cast<size_t>(m) + 1);
+    InFlight& f = flight[static_cast<size_t>(m)];
     f.input = is_first() ? micro_slice(input, m) : recv_activation(static_cast<int>(s - 1), m, true);
     const Tensor y = replicas_ ? replicas_(f.input) : stage_(f.input);
     if (is_last()) {
@@ -122,7 +130,7 @@ Tensor Pipeline::train_step(const Tensor& input, const Tensor& target, const Los
     peak_held_ = std::max(peak_held_, ++held);
   };
   auto backward_one = [&](int64_t m) {
-    InFlight& f = flight[m];
+    InFlight& f = flight[static_cast<size_t>(m)];
     std::optional<DistributedDataParallelImpl::NoSyncGuard> local;  // only the last micro-batch syncs
     if (replicas_ && m != chunks - 1) local.emplace(*replicas_);
     if (is_last()) {
