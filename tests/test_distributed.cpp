@@ -14,6 +14,7 @@
 #include <ember/torch.h>  // (for the c10d spelling; ember's own is used everywhere else)
 
 #include "helpers.h"
+#include "random_arguments.h"
 
 namespace ember {
 namespace {
@@ -98,6 +99,81 @@ TEST(Collectives, BadArgumentsAreClearErrors) {
   EXPECT_ERROR_CONTAINS(group->send(ones({1}), 0, -1), "the tag must be non-negative");
   EXPECT_ERROR_CONTAINS(distributed::init_process_group("gloo"), "unknown back end 'gloo'");
   if (cuda::is_available()) EXPECT_ERROR_CONTAINS(group->all_reduce(ones({2}).cuda()), "carries CPU tensors");
+}
+
+// Bad input never crashes, checked at random (random_arguments.h) for the distributed API: the
+// collectives, DDP and the pipeline, each called with awkward arguments on a group of this rank
+// alone (a row of mesh_2d(group, 1)), so that no draw waits for another rank's. Each call must
+// return or throw ember::Error. (Valid sends to oneself are not drawn: nothing would receive them.)
+TEST(Collectives, RandomArgumentsReturnOrThrowAnEmberError) {
+  using testing::Calls;
+  using testing::Draw;
+  const std::shared_ptr<ProcessGroup> alone = distributed::mesh_2d(*group, 1).row;
+  ASSERT_EQ(alone->size(), 1);
+  auto op = [](Draw& d) { return static_cast<ReduceOp>(d.below(5)); };
+  auto peer = [](Draw& d) {  // never 0, this rank itself (2^62 and INT64_MIN truncate to 0 too)
+    const int p = static_cast<int>(d.integer());
+    return p == 0 ? 1 : p;
+  };
+  auto tensors = [](Draw& d) {
+    std::vector<Tensor> list(static_cast<size_t>(d.below(3)));
+    for (auto& t : list) t = d.coin() ? d.tensor() : d.tensor({3}, kFloat32);
+    return list;
+  };
+  const Calls calls = {
+      {"all_reduce", [&](Draw& d) { alone->all_reduce(d.tensor(), op(d))->wait(); }},
+      {"broadcast", [&](Draw& d) { alone->broadcast(d.tensor(), static_cast<int>(d.integer()))->wait(); }},
+      {"all_gather",
+       [&](Draw& d) { alone->all_gather(tensors(d), d.coin() ? d.tensor() : d.tensor({3}, kFloat32))->wait(); }},
+      {"reduce_scatter",
+       [&](Draw& d) {
+         alone->reduce_scatter(d.coin() ? d.tensor() : d.tensor({3}, kFloat32), tensors(d), op(d))->wait();
+       }},
+      {"send_recv",
+       [&](Draw& d) {
+         const Tensor t = d.tensor();
+         const int tag = static_cast<int>(d.coin() ? d.integer() : 0);
+         (d.coin() ? alone->send(t, peer(d), tag) : alone->recv(t, peer(d), tag))->wait();
+       }},
+      {"new_group",
+       [&](Draw& d) {
+         std::vector<int> ranks(static_cast<size_t>(d.below(3)));
+         for (auto& r : ranks) r = static_cast<int>(d.coin() ? d.integer() : 0);
+         (void)alone->new_group(ranks);
+       }},
+      {"ddp",
+       [&](Draw& d) {
+         nn::Linear local(3, 2);
+         nn::DistributedDataParallel ddp(local, alone,
+                                         nn::DistributedDataParallelOptions()
+                                             .bucket_cap_mb(d.coin() ? d.real() : 1.0)
+                                             .first_bucket_cap_mb(d.coin() ? d.real() : 1.0)
+                                             .find_unused_parameters(d.coin()));
+         const Tensor x = d.coin() ? d.tensor() : d.tensor({2, 3}, kFloat32);
+         if (d.coin()) {
+           auto guard = ddp->no_sync();
+           ddp->forward(x).sum().backward();
+         }
+         ddp->forward(x).sum().backward();
+       }},
+      {"pipeline",
+       [&](Draw& d) {
+         nn::Sequential model(nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2));
+         std::vector<int64_t> balance;
+         if (d.coin()) balance = {d.coin() ? 3 : d.integer()};
+         nn::Pipeline pipe(model, alone,
+                           nn::PipelineOptions()
+                               .chunks(d.coin() ? 1 + d.below(4) : d.integer())
+                               .schedule(d.coin() ? "gpipe" : (d.coin() ? "1f1b" : "2f2b"))
+                               .balance(balance));
+         const Tensor x = d.coin() ? d.tensor() : d.tensor({4, 3}, kFloat32);
+         const Tensor y = d.coin() ? d.tensor() : d.tensor({4, 2}, kFloat32);
+         (void)pipe.train_step(
+             x, y, [](const Tensor& out, const Tensor& target) { return nn::functional::mse_loss(out, target); });
+         (void)pipe.forward(x);
+       }},
+  };
+  testing::expect_only_ember_errors(calls, Device(kCPU));
 }
 
 // A rank that does not join a collective: the others' wait() gives up after the timeout with an
