@@ -261,6 +261,39 @@ TEST(CudaReduce, LongRowSchedulesMatchTheCpu) {
   EXPECT_TRUE(testing::all_close(halves.cuda().amax({1}).cpu(), halves.amax({1}), 0, 0));
 }
 
+// The fused layer_norm (Note [Fused layer_norm]): a block per row, the weight's and bias's
+// gradients in 64 runs of rows; values, statistics and gradients as the CPU's in each dtype,
+// rows wider than a block, more rows than runs, and empty rows.
+TEST(CudaLayerNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(9);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16})
+    for (const Shape& sizes : std::vector<Shape>{{3, 1000}, {300, 37}, {2, 4, 8}}) {
+      SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes)));
+      const Shape normalized{sizes.back()};
+      const double tol = dt == kBFloat16 ? 2e-2 : dt == kFloat16 ? 4e-3 : 1e-4;
+      const Tensor x = (randn(sizes) * 2 + 3).to(dt), w = randn(normalized).to(dt), b = randn(normalized).to(dt);
+      const Tensor dy = randn(sizes).to(dt);
+      std::vector<Tensor> got[2];
+      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+        const Device device = on_gpu ? Device(kCUDA) : Device(kCPU);
+        const Tensor xi = x.to(device).requires_grad_(), wi = w.to(device).requires_grad_(),
+                     bi = b.to(device).requires_grad_();
+        const auto [y, mean, rstd] = native_layer_norm(xi, normalized, wi, bi, 1e-5);
+        y.backward(dy.to(device));
+        got[on_gpu] = {y, mean, rstd, xi.grad(), wi.grad(), bi.grad()};
+      }
+      const char* names[] = {"out", "mean", "rstd", "dx", "dw", "db"};
+      for (size_t i = 0; i < 6; ++i) {
+        ASSERT_EQ(got[1][i].dtype(), got[0][i].dtype()) << names[i];
+        EXPECT_TRUE(testing::all_close(got[1][i].cpu().to(kFloat64), got[0][i].to(kFloat64), tol, tol)) << names[i];
+      }
+    }
+  const auto [out, mean, rstd] = native_layer_norm(randn({3, 0}).cuda(), {0}, Tensor(), Tensor(), 1e-5);
+  EXPECT_EQ(out.sizes(), (Shape{3, 0}));
+  EXPECT_TRUE(std::isnan(mean.cpu().view({-1}).to_vector<float>()[0]));
+}
+
 // 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
 // through a compare-and-swap of their 32-bit word, which neighbouring targets share.
 TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {

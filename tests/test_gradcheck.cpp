@@ -141,6 +141,15 @@ std::vector<Case> cases() {
       {"softmax", [](X x) { return x[0].softmax(-1); }, {{4, 7}}},
       {"softmax_dim0", [](X x) { return x[0].softmax(0); }, {{3, 4, 5}}},
       {"log_softmax", [](X x) { return x[0].log_softmax(1); }, {{3, 4, 5}}},
+      {"layer_norm",
+       [](X x) {
+         return nn::functional::layer_norm(x[0], {4, 5});
+       },
+       {{3, 4, 5}}},
+      {"layer_norm_affine",
+       [](X x) { return nn::functional::layer_norm(x[0], {5}, x[1], x[2]); },
+       {{2, 3, 5}, {5}, {5}}},
+      {"layer_norm_weight_only", [](X x) { return nn::functional::layer_norm(x[0], {6}, x[1]) * x[0]; }, {{4, 6}, {6}}},
       {"max_pool2d",
        [](X x) {
          return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});

@@ -311,6 +311,23 @@ Calls calls() {
     (void)nn::functional::layer_norm(d.floating(), d.shape(2), d.coin() ? d.floating() : Tensor(),
                                      d.coin() ? d.floating() : Tensor(), d.real());
   });
+  op("layer_norm_shaped", [](Draw& d) {  // normalized_shape mostly x's trailing dims, and backward
+    const Tensor x = d.floating();
+    const int64_t k = d.below(x.dim() + 2);
+    const Shape normalized = k <= x.dim() && d.below(4) > 0 ? Shape(x.sizes().end() - k, x.sizes().end()) : d.shape(2);
+    auto affine = [&] {
+      return d.coin() ? d.tensor(d.near(normalized), d.below(3) == 0 ? d.dtype() : x.dtype()) : Tensor();
+    };
+    const Tensor w = affine(), b = affine();
+    if (d.coin()) {
+      const auto [out, mean, rstd] = native_layer_norm(x, normalized, w, b, d.real());
+      (void)native::native_layer_norm_backward(d.coin() ? d.tensor(d.near(x.sizes()), d.dtype()) : out, x, normalized,
+                                               d.coin() ? mean : d.floating(), rstd, w, {d.coin(), d.coin(), d.coin()});
+    } else if (x.is_floating_point()) {
+      const Tensor leaf = x.detach().requires_grad_();
+      nn::functional::layer_norm(leaf, normalized, w, b, d.real()).sum().backward();
+    }
+  });
   op("group_norm", [](Draw& d) {
     (void)nn::functional::group_norm(d.floating(), d.integer(), d.coin() ? d.floating() : Tensor(), Tensor(), d.real());
   });

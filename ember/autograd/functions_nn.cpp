@@ -36,6 +36,56 @@ Tensor autograd::log_softmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
+namespace {
+
+// layer_norm's backward in public ops, for a create_graph backward (Note [Double backward]): the
+// statistics recomputed from x so that the gradient is differentiable w.r.t. it. With
+// x̂ = (x - mean) rstd and ĝ = dy w, dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)) over the normalized
+// dims, dw = Σ dy x̂ and db = Σ dy over the others.
+TensorTriple layer_norm_backward_composed(const Tensor& dy, const Tensor& x, const Shape& normalized_shape,
+                                          const Tensor& weight, double eps, std::array<bool, 3> wanted) {
+  const int64_t lead = x.dim() - static_cast<int64_t>(normalized_shape.size());
+  Shape normalized_dims, leading_dims;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < lead ? leading_dims : normalized_dims).push_back(d);
+  const DType compute = x.dtype() == kFloat16 || x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  const Tensor xf = x.to(compute), g = dy.to(compute);
+  const Tensor centered = xf - xf.mean(normalized_dims, true);
+  const Tensor rstd = rsqrt((centered * centered).mean(normalized_dims, true) + eps), xhat = centered * rstd;
+  auto over_rows = [&](const Tensor& t) { return leading_dims.empty() ? t : t.sum(leading_dims); };
+  Tensor dx, dw, db;
+  if (wanted[0]) {
+    const Tensor gh = weight.defined() ? g * weight.to(compute) : g;
+    dx = rstd * (gh - gh.mean(normalized_dims, true) - xhat * (gh * xhat).mean(normalized_dims, true));
+  }
+  if (wanted[1]) dw = over_rows(g * xhat);
+  if (wanted[2]) db = over_rows(g);
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+// Note [Fused layer_norm]: the node keeps the input, weight and each row's mean and rstd.
+TensorTriple autograd::native_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                         const Tensor& bias, double eps) {
+  auto [out, mean, rstd] = forward([&] { return native::native_layer_norm(x, normalized_shape, weight, bias, eps); });
+  if (needs_grad({&x, &weight, &bias}))
+    record_fn(
+        "NativeLayerNormBackward", {&x, &weight, &bias}, {&out},
+        [sx = SavedTensor(x), sw = SavedTensor(weight), mean = mean, rstd = rstd, normalized_shape, eps,
+         lw = weight.defined() ? weight.dtype() : kFloat32, lb = bias.defined() ? bias.dtype() : kFloat32,
+         wanted = std::array<bool, 3>{x.requires_grad(), weight.defined() && weight.requires_grad(),
+                                      bias.defined() && bias.requires_grad()}](std::vector<Tensor>& g) {
+          const Tensor x = sx.unpack("layer_norm"), w = sw.unpack("layer_norm");
+          auto [dx, dw, db] =
+              building_graph() ? layer_norm_backward_composed(g[0], x, normalized_shape, w, eps, wanted)
+                               : native::native_layer_norm_backward(g[0], x, normalized_shape, mean, rstd, w, wanted);
+          return std::vector<Tensor>{dx.defined() ? dx.to(x.dtype()) : dx, dw.defined() ? dw.to(lw) : dw,
+                                     db.defined() ? db.to(lb) : db};
+        },
+        kDifferentiable);
+  return {out, mean, rstd};
+}
+
 Tensor autograd::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride, Int2 padding,
                         Int2 dilation, int64_t groups) {
   Tensor out = forward([&] { return native::conv2d(input, weight, bias, stride, padding, dilation, groups); });

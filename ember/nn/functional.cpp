@@ -153,11 +153,12 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 
 namespace {
 
-// The normalizations compute a 16-bit input in float32 and round once at the end, as the fused
-// kernels of PyTorch's CUDA (and newer CPU) back end accumulate in float: in 16 bits the mean
-// and the centered values are rounded themselves, so bfloat16 [8, 8.0625] normalized to
-// [0, 1.41] instead of [-0.99, 0.99]. Under autocast the output stays float32: its reductions
-// are on the float32 list already, as PyTorch's layer_norm and group_norm are.
+// group_norm and batch_norm compute a 16-bit input in float32 and round once at the end, as the
+// fused kernels of PyTorch's CUDA (and newer CPU) back end accumulate in float (and as
+// layer_norm's kernel does): in 16 bits the mean and the centered values are rounded
+// themselves, so bfloat16 [8, 8.0625] normalized to [0, 1.41] instead of [-0.99, 0.99]. Under
+// autocast the output stays float32: its reductions are on the float32 list already, as
+// PyTorch's group_norm is.
 template <class Normalize>
 Tensor normalize_in_float32(const Tensor& x, const Normalize& normalize) {
   if (!x.defined() || (x.dtype() != kFloat16 && x.dtype() != kBFloat16)) return normalize(x);
@@ -187,21 +188,10 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, con
   });
 }
 
+// One fused kernel (Note [Fused layer_norm] in tensor/ops/normalization.cpp).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  EMBER_CHECK(k > 0 && k <= x.dim() && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape,
-              "layer_norm: normalized_shape ", shape_str(normalized_shape), " must match the trailing dims of input ",
-              shape_str(x.sizes()));
-  Shape dims;
-  for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
-  return normalize_in_float32(x, [&](const Tensor& xf) {
-    const Tensor centered = xf - xf.mean(dims, true);
-    Tensor y = centered * rsqrt((centered * centered).mean(dims, true) + eps);
-    if (weight.defined()) y = y * weight;
-    if (bias.defined()) y = y + bias;
-    return y;
-  });
+  return std::get<0>(native_layer_norm(x, normalized_shape, weight, bias, eps));
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

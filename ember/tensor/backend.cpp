@@ -60,6 +60,14 @@ void Backend::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&) {
   unsupported("adaptive_avg_pool2d_backward");
 }
 void Backend::softmax(const Tensor&, const Tensor&, int64_t, bool) { unsupported("softmax"); }
+void Backend::layer_norm(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
+                         const Tensor&) {
+  unsupported("layer_norm");
+}
+void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("layer_norm_backward");
+}
 void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }

@@ -175,6 +175,19 @@ class Backend {
   // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.
   virtual void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
 
+  // ---- layer normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp) ----
+  // Rows of x [R, D] (contiguous, floating T) -> out [R, D] (T) = (x - mean) * rstd * weight + bias,
+  // with the row's mean [R] and rstd [R] = 1 / sqrt(biased variance + eps) kept for backward.
+  // M = opmath_t<T> (float32 for 16-bit T): mean, rstd, weight and bias [D] (each undefined when
+  // absent) are M, and every sum is taken in M.
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                          const Tensor& mean, const Tensor& rstd);
+  // From grad_out [R, D] (T), x, mean, rstd and weight as layer_norm's: grad_input [R, D] (T),
+  // grad_weight and grad_bias [D] (M); each output undefined when not wanted.
+  virtual void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, const Tensor& grad_input, const Tensor& grad_weight,
+                                   const Tensor& grad_bias);
+
   // ---- indexing (index: int64, validated by the kernel against the indexed size) ----
   // out = src.index_select(dim, index)
   virtual void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
@@ -249,6 +262,11 @@ class Backend {
   void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) override;              \
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                       \
   void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                                   \
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,            \
+                  const Tensor& mean, const Tensor& rstd) override;                                                    \
+  void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,            \
+                           const Tensor& weight, const Tensor& grad_input, const Tensor& grad_weight,                  \
+                           const Tensor& grad_bias) override;                                                          \
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override;                    \
   void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) \
       override;                                                                                                        \

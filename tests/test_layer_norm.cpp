@@ -1,0 +1,169 @@
+// The fused layer_norm (Note [Fused layer_norm]): its statistics, its gradients in every dtype
+// against loops in double, what its node keeps, its independence of the thread count, and its
+// errors. Its values over random shapes and views: Normalizations.RandomShapesViewsAndDimsMatchALoop
+// (test_ops.cpp); first and second derivatives: the layer_norm cases of test_gradcheck.cpp;
+// PyTorch's gradients: the layer_norm case of test_reference_grads.cpp.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+namespace F = nn::functional;
+
+// layer_norm of the rows of x [R, D] and its gradients for an output gradient dy, in double.
+struct Reference {
+  std::vector<double> y, mean, rstd, dx, dw, db;
+  double dx_scale;  // the largest rstd |dy w|: what dx's terms are made of, though they may cancel
+};
+Reference reference(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                    const std::vector<double>& dy, int64_t R, int64_t D, double eps) {
+  Reference r;
+  r.dx_scale = 0;
+  r.y.resize(x.size()), r.dx.resize(x.size()), r.dw.assign(static_cast<size_t>(D), 0), r.db = r.dw;
+  for (int64_t i = 0; i < R; ++i) {
+    const double* row = x.data() + i * D;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < D; ++j) mean += row[j] / double(D);
+    for (int64_t j = 0; j < D; ++j) var += (row[j] - mean) * (row[j] - mean) / double(D);
+    const double rstd = 1 / std::sqrt(var + eps);
+    r.mean.push_back(mean), r.rstd.push_back(rstd);
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t j = 0; j < D; ++j) {
+      const double xhat = (row[j] - mean) * rstd, g = dy[i * D + j] * (w.empty() ? 1.0 : w[j]);
+      r.y[i * D + j] = xhat * (w.empty() ? 1.0 : w[j]) + (b.empty() ? 0.0 : b[j]);
+      sum_g += g, sum_gx += g * xhat;
+      r.dx_scale = std::max(r.dx_scale, rstd * std::abs(g));
+      r.dw[j] += dy[i * D + j] * xhat, r.db[j] += dy[i * D + j];
+    }
+    for (int64_t j = 0; j < D; ++j) {
+      const double xhat = (row[j] - mean) * rstd, g = dy[i * D + j] * (w.empty() ? 1.0 : w[j]);
+      r.dx[i * D + j] = rstd * (g - sum_g / double(D) - xhat * sum_gx / double(D));
+    }
+  }
+  return r;
+}
+
+std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+
+// Every element within `rounding` of its own size plus `spread` of the largest, or of `scale`
+// where that is larger (the sums' error).
+::testing::AssertionResult near(const Tensor& got, const std::vector<double>& want, double rounding, double spread,
+                                double scale = 0) {
+  const auto g = values(got);
+  if (g.size() != want.size()) return ::testing::AssertionFailure() << g.size() << " values, not " << want.size();
+  double top = scale;
+  for (double v : want) top = std::max(top, std::abs(v));
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - want[i]) <= rounding * std::abs(want[i]) + spread * top))
+      return ::testing::AssertionFailure() << "element " << i << ": " << g[i] << " against " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(LayerNorm, ValuesStatisticsAndGradientsMatchALoopInEveryDtype) {
+  manual_seed(11);
+  // odd widths reach the kernels' scalar tails; 300 rows make more runs than the backward's 64
+  const std::vector<Shape> shapes{{3, 37}, {2, 3, 8}, {300, 5}, {4, 1}, {1, 131}};
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
+    const double compute = dt == kFloat64 ? 0x1p-53 : 0x1p-24;
+    const DType stats_dtype = dt == kFloat64 ? kFloat64 : kFloat32;
+    for (const Shape& sizes : shapes)
+      for (int affine = 0; affine < 4; ++affine) {  // neither, weight, bias, both
+        const Shape normalized{sizes.back()};
+        const int64_t D = sizes.back(), R = checked_numel(sizes, "test") / D;
+        SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes), " affine ", affine));
+        const Tensor x = (randn(sizes, kFloat64) * 2 + 3).to(dt).requires_grad_();
+        const Tensor w = affine & 1 ? (randn(normalized, kFloat64) + 1).to(dt).requires_grad_() : Tensor();
+        const Tensor b = affine & 2 ? randn(normalized, kFloat64).to(dt).requires_grad_() : Tensor();
+        const Tensor dy = randn(sizes, kFloat64).to(dt);
+        const Reference want = reference(values(x), w.defined() ? values(w) : std::vector<double>(),
+                                         b.defined() ? values(b) : std::vector<double>(), values(dy), R, D, 1e-5);
+        const auto [y, mean, rstd] = native_layer_norm(x, normalized, w, b, 1e-5);
+        ASSERT_EQ(y.dtype(), dt);
+        ASSERT_EQ(mean.dtype(), stats_dtype);
+        Shape stats_sizes = sizes;
+        stats_sizes.back() = 1;
+        ASSERT_EQ(mean.sizes(), stats_sizes);
+        ASSERT_EQ(rstd.sizes(), stats_sizes);
+        // sums of D terms in the computing dtype, then the output's rounding
+        const double spread = 8 * double(D + 4) * compute;
+        EXPECT_TRUE(near(mean, want.mean, 0, spread));
+        EXPECT_TRUE(near(rstd, want.rstd, spread, 0));
+        EXPECT_TRUE(near(y, want.y, 2 * rounding, spread + 2 * rounding));
+        y.backward(dy);
+        // the gradients go through x̂ (rounded once) and the output's rounding; dx's terms cancel
+        // where the row is one value; dw and db sum R rows
+        EXPECT_TRUE(near(x.grad(), want.dx, 2 * rounding, 4 * spread + 4 * rounding, want.dx_scale));
+        if (w.defined()) EXPECT_TRUE(near(w.grad(), want.dw, 2 * rounding, double(R) * spread + 2 * rounding));
+        if (b.defined()) EXPECT_TRUE(near(b.grad(), want.db, 2 * rounding, double(R) * spread + 2 * rounding));
+        if (w.defined()) ASSERT_EQ(w.grad().dtype(), dt);
+      }
+  }
+}
+
+// The node keeps the input itself and two values per row: the output and the statistics are
+// all that a forward with grad allocates, in 16 bits no float32 copy of the input.
+TEST(LayerNorm, AForwardWithGradAllocatesTheOutputAndTwoValuesPerRow) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = randn({64, 256}).to(dt).requires_grad_();
+    const Tensor w = ones({256}).requires_grad_(), b = zeros({256}).requires_grad_();  // float32: master weights
+    memory::empty_cache();
+    const int64_t base = memory::stats().current_bytes;
+    Tensor y = F::layer_norm(x, {256}, w, b);
+    EXPECT_EQ(memory::stats().current_bytes - base, 64 * 256 * int64_t(element_size(dt)) + 2 * 64 * 4);
+    y.sum().backward();
+    y = Tensor();
+    EXPECT_EQ(memory::stats().current_bytes - base, int64_t(x.grad().nbytes() + w.grad().nbytes() + b.grad().nbytes()))
+        << "after backward only the gradients remain";
+  }
+}
+
+// The weight's and bias's gradients sum the rows in fixed runs, added in order: the same bits
+// with one thread or two.
+TEST(LayerNorm, GradientsDoNotDependOnTheThreadCount) {
+  manual_seed(12);
+  const Tensor x = randn({777, 45}), w = randn({45}), b = randn({45}), dy = randn({777, 45});
+  auto grads = [&] {
+    const Tensor xi = x.clone().requires_grad_(), wi = w.clone().requires_grad_(), bi = b.clone().requires_grad_();
+    F::layer_norm(xi, {45}, wi, bi).backward(dy);
+    return std::vector<Tensor>{xi.grad(), wi.grad(), bi.grad()};
+  };
+  set_num_threads(1);
+  const auto one = grads();
+  set_num_threads(2);
+  const auto two = grads();
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(testing::all_close(one[i], two[i], 0, 0)) << i;
+}
+
+TEST(LayerNorm, IntegersEmptyRowsAndBadArguments) {
+  const Tensor ints = arange(6, kInt64).view({2, 3});
+  const Tensor from_ints = F::layer_norm(ints, {3});
+  EXPECT_EQ(from_ints.dtype(), kFloat32);
+  EXPECT_TRUE(testing::all_close(from_ints, F::layer_norm(ints.to(kFloat32), {3}), 0, 0));
+  // no rows: empty; empty rows: an empty output, NaN statistics (a mean of nothing)
+  const Tensor no_rows = randn({0, 4}).requires_grad_();
+  const Tensor w = ones({4}).requires_grad_();
+  F::layer_norm(no_rows, {4}, w).sum().backward();
+  EXPECT_EQ(no_rows.grad().sizes(), (Shape{0, 4}));
+  EXPECT_TRUE(testing::all_close(w.grad(), zeros({4}), 0, 0));
+  const auto [out, mean, rstd] = native_layer_norm(randn({3, 0}), {0}, Tensor(), Tensor(), 1e-5);
+  EXPECT_EQ(out.sizes(), (Shape{3, 0}));
+  EXPECT_TRUE(std::isnan(mean.view({-1}).to_vector<float>()[2]));
+  const Tensor x = randn({2, 4});
+  EXPECT_ERROR_CONTAINS(F::layer_norm(x, {3}),
+                        "layer_norm: normalized_shape [3] must match the trailing dims of input [2, 4]");
+  EXPECT_ERROR_CONTAINS(F::layer_norm(x, {}), "layer_norm: normalized_shape [] must match");
+  EXPECT_ERROR_CONTAINS(F::layer_norm(x, {4}, ones({3})),
+                        "layer_norm: weight of shape [3] must have normalized_shape [4]");
+  EXPECT_ERROR_CONTAINS(F::layer_norm(x, {4}, Tensor(), ones({4}, kInt64)),
+                        "layer_norm: bias must be floating point, got int64");
+  EXPECT_ERROR_CONTAINS(native_layer_norm(Tensor(), {4}, Tensor(), Tensor(), 1e-5),
+                        "layer_norm: the input tensor is undefined");
+}
+
+}  // namespace
+}  // namespace ember
