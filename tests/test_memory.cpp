@@ -55,6 +55,30 @@ TEST(Memory, LargeBlocksAreCachedNotCounted) {
   EXPECT_EQ(memory::stats(kCPU).cached_bytes, 0);
 }
 
+// Regression: the cache kept whatever it held first. Once idle blocks of sizes that no longer
+// ran filled it (a float32 phase before a bfloat16 one: bench/amp_report's layer_norm rows),
+// each block of the loop that ran then went to the system and came back page-faulted, every
+// step. Now the longest idle blocks make room.
+TEST(Memory, ACacheFullOfOldSizesMakesRoomForTheLoopThatRunsNow) {
+  memory::empty_cache(kCPU);
+  const int64_t in_use = memory::stats(kCPU).reserved_bytes;  // by tensors that live elsewhere
+  {
+    std::vector<Tensor> old;
+    for (int i = 0; i < 8; ++i) old.push_back(empty({16 << 20}));  // 8 x 64 MiB: the 512 MiB limit
+  }
+  EXPECT_EQ(memory::stats(kCPU).cached_bytes, int64_t{512} << 20);
+  const Tensor x = ones({4 << 20});  // 16 MiB
+  { Tensor warm_up = x + x; }
+  EXPECT_EQ(memory::stats(kCPU).cached_bytes, (int64_t{448} + 16) << 20) << "one old block released";
+  const int64_t sys_before = memory::stats(kCPU).system_allocs;
+  for (int i = 0; i < 10; ++i) Tensor y = x + x;
+  EXPECT_EQ(memory::stats(kCPU).system_allocs, sys_before);
+  const MemoryStats s = memory::stats(kCPU);
+  EXPECT_EQ(s.reserved_bytes - s.cached_bytes - in_use, int64_t{16} << 20) << "x alone in use";
+  memory::empty_cache(kCPU);
+  EXPECT_EQ(memory::stats(kCPU).reserved_bytes - in_use, int64_t{16} << 20);
+}
+
 // Regression: mid-size blocks (64 KiB .. 1 MiB, the activations of a small CNN) were not
 // cached, so glibc mmapped and page-faulted them in again on every training step.
 TEST(Memory, MidSizeBlocksAreCachedTooBelowThatMalloc) {

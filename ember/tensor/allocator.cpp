@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "ember/tensor/backend.h"
 #include "ember/tensor/error.h"
@@ -16,7 +17,11 @@ constexpr size_t kAlignment = 64;
 // Blocks of 64 KiB and more are cached. glibc serves blocks above its mmap threshold (128 KiB
 // at first, then adapting to what the program frees) with fresh mmaps and returns them on
 // free; caching from 64 KiB keeps a training loop's activations out of that heuristic, so
-// a steady loop makes no system allocations whatever ran before it.
+// a steady loop makes no system allocations whatever ran before it. When a freed block would
+// take the idle blocks past the limit, the longest idle ones go back to the system first: sizes
+// that ran before (a float32 phase before a bfloat16 one, another batch size) make room for the
+// loop that runs now, instead of filling the cache for good and sending each of its blocks to
+// fresh pages (a page-faulted 16 MiB block costs some milliseconds).
 constexpr size_t kCacheMinBlock = size_t{64} << 10;
 constexpr size_t kPageGranule = size_t{4} << 10;    // cached sizes below 1 MiB round up to 4 KiB
 constexpr size_t kLargeGranule = size_t{64} << 10;  // and from 1 MiB up to 64 KiB
@@ -33,10 +38,11 @@ class CpuAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (block >= kCacheMinBlock) {
-        auto it = cache_.find(block);
-        if (it != cache_.end()) {
-          ptr = it->second;
-          cache_.erase(it);
+        auto it = by_size_.find(block);
+        if (it != by_size_.end()) {
+          ptr = it->second.ptr;
+          by_age_.erase(it->second.freed_at);
+          by_size_.erase(it);
           stats_.cached_bytes -= static_cast<int64_t>(block);
         }
       }
@@ -59,18 +65,29 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* ptr, size_t nbytes) override {
     if (!ptr) return;
     const size_t block = block_size(nbytes);
+    std::vector<void*> released;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.num_frees;
       stats_.current_bytes -= static_cast<int64_t>(nbytes);
-      if (block >= kCacheMinBlock && static_cast<size_t>(stats_.cached_bytes) + block <= kCacheLimit) {
-        cache_.emplace(block, ptr);
+      if (block >= kCacheMinBlock && block <= kCacheLimit) {
+        while (static_cast<size_t>(stats_.cached_bytes) + block > kCacheLimit) {  // the longest idle first
+          const auto oldest = by_age_.begin()->second;
+          released.push_back(oldest->second.ptr);
+          stats_.cached_bytes -= static_cast<int64_t>(oldest->first);
+          stats_.reserved_bytes -= static_cast<int64_t>(oldest->first);
+          by_size_.erase(oldest);
+          by_age_.erase(by_age_.begin());
+        }
+        const uint64_t now = clock_++;
+        by_age_.emplace(now, by_size_.emplace(block, Idle{ptr, now}));
         stats_.cached_bytes += static_cast<int64_t>(block);
-        return;
+      } else {
+        stats_.reserved_bytes -= static_cast<int64_t>(block);
+        released.push_back(ptr);
       }
-      stats_.reserved_bytes -= static_cast<int64_t>(block);
     }
-    std::free(ptr);
+    for (void* p : released) std::free(p);
   }
 
   MemoryStats stats() const override {
@@ -83,14 +100,15 @@ class CpuAllocator final : public Allocator {
     stats_.peak_reserved_bytes = stats_.reserved_bytes;
   }
   void empty_cache() override {
-    std::multimap<size_t, void*> cache;
+    std::multimap<size_t, Idle> idle;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      cache.swap(cache_);
+      idle.swap(by_size_);
+      by_age_.clear();
       stats_.reserved_bytes -= stats_.cached_bytes;
       stats_.cached_bytes = 0;
     }
-    for (auto& kv : cache) std::free(kv.second);
+    for (auto& kv : idle) std::free(kv.second.ptr);
   }
 
  private:
@@ -102,9 +120,16 @@ class CpuAllocator final : public Allocator {
     return (nbytes + g - 1) / g * g;
   }
 
+  // The idle blocks by size, to reuse one, and by when they were freed, to release the stalest.
+  struct Idle {
+    void* ptr;
+    uint64_t freed_at;
+  };
   mutable std::mutex mutex_;
   MemoryStats stats_;
-  std::multimap<size_t, void*> cache_;
+  std::multimap<size_t, Idle> by_size_;
+  std::map<uint64_t, std::multimap<size_t, Idle>::iterator> by_age_;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace
