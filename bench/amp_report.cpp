@@ -6,7 +6,7 @@
 // the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen) and against the way ember
 // computed 16-bit products before it (whole float32 copies of the operands, Eigen, a rounding
 // pass), on the shapes of those training steps; on an AVX-512 CPU, also its AVX2 kernel beside it.
-// And a 16-bit model's layer_norm, computed in float32 against composed in 16 bits.
+// And layer_norm: the fused kernel against the composed forms it replaced, in float32 and bfloat16.
 //   build/bench/bench/amp_report [threads]
 #include <cmath>
 #include <cstdio>
@@ -172,10 +172,12 @@ void gemm_report() {
   std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");
 }
 
-// layer_norm of a 16-bit model (module->to(kBFloat16)): ember computes it in float32 and rounds
-// once; composed of 16-bit ops, as it was before, the mean and the centered values round too.
-// Time (forward, forward + backward) and the largest error against float64, beside float32's.
-Tensor layer_norm_composed_in_16_bits(const Tensor& x, const Tensor& w, const Tensor& b) {
+// layer_norm, fused (Note [Fused layer_norm]) against the forms it replaced: composed of ops in
+// float32; for a 16-bit model (module->to(kBFloat16)), composed in float32 on a float32 copy of
+// the input (d167a7d) and composed of 16-bit ops (before that: the mean and the centered values
+// round too). Time (forward, forward + backward), what a forward with grad leaves allocated (the
+// output and what backward keeps), and the largest error against float64 on the same input.
+Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor centered = x - x.mean({2}, true);
   return centered * rsqrt((centered * centered).mean({2}, true) + 1e-5) * w + b;
 }
@@ -184,7 +186,7 @@ void normalization_report() {
   manual_seed(3);
   // rows with an offset larger than their spread, as activations often are
   const Tensor x64 = randn({64, 256, 1}, kFloat64) * 4 + randn({64, 256, 512}, kFloat64) * 0.1;
-  const Tensor w = ones({512}), b = zeros({512});
+  const Tensor w = ones({512}), b = zeros({512}), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
 
   struct Row {
     const char* name;
@@ -192,24 +194,36 @@ void normalization_report() {
     std::function<Tensor(const Tensor&)> f;
   };
   const Row rows[] = {
-      {"float32", kFloat32, [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w, b); }},
-      {"bfloat16, in float32 (ember)", kBFloat16,
-       [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w.to(kBFloat16), b.to(kBFloat16)); }},
-      {"bfloat16, composed in 16 bits (before)", kBFloat16,
-       [&](const Tensor& x) { return layer_norm_composed_in_16_bits(x, w.to(kBFloat16), b.to(kBFloat16)); }},
+      {"float32, fused (ember)", kFloat32, [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w, b); }},
+      {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return layer_norm_composed(x, w, b); }},
+      {"bfloat16, fused (ember)", kBFloat16,
+       [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w16, b16); }},
+      {"bfloat16, composed in float32 on a copy", kBFloat16,
+       [&](const Tensor& x) { return layer_norm_composed(x.to(kFloat32), w, b).to(kBFloat16); }},
+      {"bfloat16, composed of 16-bit ops", kBFloat16,
+       [&](const Tensor& x) { return layer_norm_composed(x, w16, b16); }},
   };
   std::printf(
-      "| layer_norm [64, 256, 512] | forward | forward + backward | largest error vs float64 on the same input "
-      "|\n|---|---|---|---|\n");
+      "| layer_norm [64, 256, 512] | forward | forward + backward | held after forward | largest error vs float64 "
+      "on the same input |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     const Tensor x = x64.to(r.dtype);
     Tensor leaf = x.clone().requires_grad_();
+    const Tensor dy = randn(x.sizes()).to(r.dtype);
     const double forward = bench::median_seconds([&] { (void)r.f(x); });
-    const double both = bench::median_seconds([&] { r.f(leaf).sum().backward(); }, 7);
+    const double both = bench::median_seconds([&] { r.f(leaf).backward(dy); }, 7);
+    int64_t held = 0;
+    {
+      memory::empty_cache();
+      const int64_t base = memory::stats().current_bytes;
+      const Tensor y = r.f(leaf);
+      held = memory::stats().current_bytes - base;
+    }
     // against the float64 normalization of the same (rounded) input: the computation's error
     const double error =
         (r.f(x).to(kFloat64) - nn::functional::layer_norm(x.to(kFloat64), {512})).abs().max().item<double>();
-    std::printf("| %s | %.2f ms | %.2f ms | %.3g |\n", r.name, forward * 1e3, both * 1e3, error);
+    std::printf("| %s | %.2f ms | %.2f ms | %.1f MiB | %.3g |\n", r.name, forward * 1e3, both * 1e3,
+                static_cast<double>(held) / (1 << 20), error);
   }
   std::printf("\n");
 }

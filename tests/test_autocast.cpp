@@ -54,6 +54,7 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
   EXPECT_EQ(mm(i, i).dtype(), kInt64) << "integers are left alone";
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::mm), autocast::CastPolicy::lower_precision);
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::add), autocast::CastPolicy::keep);
+  EXPECT_EQ(autocast::policy_of(dispatch::OpId::native_layer_norm), autocast::CastPolicy::fp32);
 }
 
 // A model kept in 16 bits (module->to(kBFloat16), fp32 master weights) normalizes in float32
