@@ -124,19 +124,30 @@ TEST(LayerNorm, AForwardWithGradAllocatesTheOutputAndTwoValuesPerRow) {
 
 // The weight's and bias's gradients sum the rows in fixed runs, added in order: the same bits
 // with one thread or two.
+// Wide rows too (20 000 values: 2^20 / 20 000 = 52 runs instead of 64, so that the partials stay
+// within 2^20 values), and their gradients match float64's.
 TEST(LayerNorm, GradientsDoNotDependOnTheThreadCount) {
   manual_seed(12);
-  const Tensor x = randn({777, 45}), w = randn({45}), b = randn({45}), dy = randn({777, 45});
-  auto grads = [&] {
-    const Tensor xi = x.clone().requires_grad_(), wi = w.clone().requires_grad_(), bi = b.clone().requires_grad_();
-    F::layer_norm(xi, {45}, wi, bi).backward(dy);
-    return std::vector<Tensor>{xi.grad(), wi.grad(), bi.grad()};
-  };
-  set_num_threads(1);
-  const auto one = grads();
-  set_num_threads(2);
-  const auto two = grads();
-  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(testing::all_close(one[i], two[i], 0, 0)) << i;
+  for (const Shape& sizes : {Shape{777, 45}, Shape{64, 20000}}) {
+    SCOPED_TRACE(shape_str(sizes));
+    const Shape normalized{sizes[1]};
+    const Tensor x = randn(sizes), w = randn(normalized), b = randn(normalized), dy = randn(sizes);
+    auto grads = [&](DType dt) {
+      const Tensor xi = x.to(dt).detach().requires_grad_(), wi = w.to(dt).detach().requires_grad_(),
+                   bi = b.to(dt).detach().requires_grad_();
+      F::layer_norm(xi, normalized, wi, bi).backward(dy.to(dt));
+      return std::vector<Tensor>{xi.grad(), wi.grad(), bi.grad()};
+    };
+    set_num_threads(1);
+    const auto one = grads(kFloat32);
+    set_num_threads(2);
+    const auto two = grads(kFloat32);
+    const auto exact = grads(kFloat64);
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_TRUE(testing::all_close(one[i], two[i], 0, 0)) << i;
+      EXPECT_TRUE(testing::all_close(two[i].to(kFloat64), exact[i], 1e-4, 1e-4)) << i;
+    }
+  }
 }
 
 TEST(LayerNorm, IntegersEmptyRowsAndBadArguments) {

@@ -79,7 +79,9 @@ __global__ void layer_norm_input_grad(const T* dy, const T* x, const M* mean, co
   }
 }
 
+// At most 64 runs of rows, fewer for wide rows so that the partials stay within 1M values.
 constexpr int64_t kRuns = 64;
+constexpr int64_t kPartialBudget = int64_t{1} << 20;
 
 // partial_w, partial_b [runs, D]: run c's sums of dy x̂ and dy over its rows (a thread per column)
 template <class T, class M = opmath_t<T>>
@@ -151,7 +153,7 @@ void CudaBackend::layer_norm_backward(const Tensor& grad_out, const Tensor& x, c
       EMBER_KERNEL_CHECK();
     }
     if (!grad_weight.defined() && !grad_bias.defined()) return;
-    const int64_t runs = std::min(R, kRuns);
+    const int64_t runs = std::max<int64_t>(1, std::min({R, kRuns, kPartialBudget / D}));
     const TensorOptions options = TensorOptions(x.dtype() == kFloat64 ? kFloat64 : kFloat32).device(x.device());
     const Tensor partial_w = grad_weight.defined() ? empty({runs, D}, options) : Tensor();
     const Tensor partial_b = grad_bias.defined() ? empty({runs, D}, options) : Tensor();

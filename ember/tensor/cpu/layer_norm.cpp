@@ -194,7 +194,10 @@ void row_backward(const T* dy, const T* x, int64_t D, M mean, M rstd, const M* w
 
 // Rows go in at most kChunks runs, each summing its share of dw and db into a partial of its own;
 // the partials are then added in run order, so the result does not depend on the thread count.
+// Wide rows get fewer runs, so that the partials stay within kPartialBudget values (the count
+// depends on the shape alone).
 constexpr int64_t kChunks = 64;
+constexpr int64_t kPartialBudget = int64_t{1} << 20;
 
 template <class T, class M = opmath_t<T>>
 void layer_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -208,10 +211,11 @@ void layer_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Te
   const M* rp = static_cast<const M*>(rstd.data_ptr());
   const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
   T* dx = grad_input.defined() ? static_cast<T*>(grad_input.data_ptr()) : nullptr;
-  const int64_t chunks = std::min(R, kChunks);
+  const bool partials = grad_weight.defined() || grad_bias.defined();
+  const int64_t chunks = std::max<int64_t>(1, std::min({R, kChunks, partials ? kPartialBudget / D : kChunks}));
   std::vector<M> partial_w(grad_weight.defined() ? static_cast<size_t>(chunks * D) : 0);
   std::vector<M> partial_b(grad_bias.defined() ? static_cast<size_t>(chunks * D) : 0);
-  const int64_t rows_per_chunk = chunks > 0 ? (R + chunks - 1) / chunks : 0;
+  const int64_t rows_per_chunk = (R + chunks - 1) / chunks;
   parallel_for(0, chunks, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, rows_per_chunk * D)),
                [&](int64_t c0, int64_t c1) {
                  for (int64_t c = c0; c < c1; ++c) {
