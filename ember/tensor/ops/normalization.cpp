@@ -51,7 +51,7 @@ Tensor affine_of(const Tensor& t, const Shape& normalized_shape, DType compute, 
   EMBER_CHECK(t.is_floating_point(), kOp, ": ", what, " must be floating point, got ", t.dtype());
   EMBER_CHECK(t.device() == self.device(), kOp, ": expected all tensors to be on the same device, but found ",
               self.device(), " (input) and ", t.device(), " (", what, ")");
-  return contiguous(to(t, compute)).view({-1});
+  return view(contiguous(to(t, compute)), {-1});
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ TensorTriple native_layer_norm_backward(const Tensor& grad_out, const Tensor& se
     for (Tensor* t : {&dw, &db})
       if (t->defined()) fill_(*t, 0);
   } else if (wanted[0] || wanted[1] || wanted[2]) {
-    backend(device).layer_norm_backward(dy, r.x, contiguous(mean).view({-1}), contiguous(rstd).view({-1}), w, dx, dw,
+    backend(device).layer_norm_backward(dy, r.x, view(contiguous(mean), {-1}), view(contiguous(rstd), {-1}), w, dx, dw,
                                         db);
   }
   return {dx.defined() ? view(dx, self.sizes()) : dx, dw.defined() ? view(dw, normalized_shape) : dw,
