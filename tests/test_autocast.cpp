@@ -55,6 +55,7 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::mm), autocast::CastPolicy::lower_precision);
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::add), autocast::CastPolicy::keep);
   EXPECT_EQ(autocast::policy_of(dispatch::OpId::native_layer_norm), autocast::CastPolicy::fp32);
+  EXPECT_EQ(autocast::policy_of(dispatch::OpId::native_group_norm), autocast::CastPolicy::fp32);
 }
 
 // A model kept in 16 bits (module->to(kBFloat16), fp32 master weights) normalizes in float32

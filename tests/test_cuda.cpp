@@ -294,6 +294,35 @@ TEST(CudaLayerNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
   EXPECT_TRUE(std::isnan(mean.cpu().view({-1}).to_vector<float>()[0]));
 }
 
+// group_norm likewise: a block per group for the forward and the input's gradient, a block per
+// sample's channel for the sums, a thread per channel for the weight's and bias's gradients.
+TEST(CudaGroupNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(10);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16})
+    for (const auto& [sizes, groups] :
+         std::vector<std::pair<Shape, int64_t>>{{{3, 8, 1000}, 2}, {{40, 6, 5}, 3}, {{2, 4, 3, 3}, 4}}) {
+      SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes), " in ", groups, " groups"));
+      const double tol = dt == kBFloat16 ? 2e-2 : dt == kFloat16 ? 4e-3 : 1e-4;
+      const Tensor x = (randn(sizes) * 2 + 3).to(dt), w = randn({sizes[1]}).to(dt), b = randn({sizes[1]}).to(dt);
+      const Tensor dy = randn(sizes).to(dt);
+      std::vector<Tensor> got[2];
+      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+        const Device device = on_gpu ? Device(kCUDA) : Device(kCPU);
+        const Tensor xi = x.to(device).requires_grad_(), wi = w.to(device).requires_grad_(),
+                     bi = b.to(device).requires_grad_();
+        const auto [y, mean, rstd] = native_group_norm(xi, wi, bi, groups, 1e-5);
+        y.backward(dy.to(device));
+        got[on_gpu] = {y, mean, rstd, xi.grad(), wi.grad(), bi.grad()};
+      }
+      const char* names[] = {"out", "mean", "rstd", "dx", "dw", "db"};
+      for (size_t i = 0; i < 6; ++i) {
+        ASSERT_EQ(got[1][i].dtype(), got[0][i].dtype()) << names[i];
+        EXPECT_TRUE(testing::all_close(got[1][i].cpu().to(kFloat64), got[0][i].to(kFloat64), tol, tol)) << names[i];
+      }
+    }
+}
+
 // 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
 // through a compare-and-swap of their 32-bit word, which neighbouring targets share.
 TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {

@@ -150,6 +150,10 @@ std::vector<Case> cases() {
        [](X x) { return nn::functional::layer_norm(x[0], {5}, x[1], x[2]); },
        {{2, 3, 5}, {5}, {5}}},
       {"layer_norm_weight_only", [](X x) { return nn::functional::layer_norm(x[0], {6}, x[1]) * x[0]; }, {{4, 6}, {6}}},
+      {"group_norm", [](X x) { return nn::functional::group_norm(x[0], 2, x[1], x[2]); }, {{2, 4, 3}, {4}, {4}}},
+      {"group_norm_one_channel_per_group",
+       [](X x) { return nn::functional::group_norm(x[0], 3) * x[0]; },
+       {{2, 3, 2, 2}}},
       {"max_pool2d",
        [](X x) {
          return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});

@@ -328,6 +328,22 @@ Calls calls() {
       nn::functional::layer_norm(leaf, normalized, w, b, d.real()).sum().backward();
     }
   });
+  op("group_norm_shaped", [](Draw& d) {  // mostly a divisor of the channels for groups, and backward
+    const Tensor x = d.floating();
+    const int64_t C = x.dim() >= 2 ? x.size(1) : 1,
+                  groups = d.below(4) > 0 ? 1 + d.below(std::max<int64_t>(C, 1)) : d.integer();
+    auto affine = [&] { return d.coin() ? d.tensor(d.near({C}), d.below(3) == 0 ? d.dtype() : x.dtype()) : Tensor(); };
+    const Tensor w = affine(), b = affine();
+    if (d.coin()) {
+      const auto [out, mean, rstd] = native_group_norm(x, w, b, groups, d.real());
+      (void)native::native_group_norm_backward(d.coin() ? d.tensor(d.near(x.sizes()), d.dtype()) : out, x,
+                                               d.coin() ? mean : d.floating(), rstd, w, groups,
+                                               {d.coin(), d.coin(), d.coin()});
+    } else if (x.is_floating_point()) {
+      const Tensor leaf = x.detach().requires_grad_();
+      nn::functional::group_norm(leaf, groups, w, b, d.real()).sum().backward();
+    }
+  });
   op("group_norm", [](Draw& d) {
     (void)nn::functional::group_norm(d.floating(), d.integer(), d.coin() ? d.floating() : Tensor(), Tensor(), d.real());
   });

@@ -45,9 +45,26 @@ std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> make_policies() {
   p.fill(CastPolicy::keep);
   for (OpId op : {OpId::matmul, OpId::mm, OpId::bmm, OpId::addmm, OpId::linear, OpId::conv2d, OpId::conv_transpose2d})
     p[static_cast<size_t>(op)] = CastPolicy::lower_precision;
-  for (OpId op : {OpId::exp, OpId::log, OpId::log1p, OpId::pow, OpId::pow_scalar, OpId::pow_scalar_base,
-                  OpId::reciprocal, OpId::rsqrt, OpId::softplus, OpId::softmax, OpId::log_softmax, OpId::logsumexp,
-                  OpId::native_layer_norm, OpId::sum, OpId::mean, OpId::prod, OpId::norm, OpId::var, OpId::std})
+  for (OpId op : {OpId::exp,
+                  OpId::log,
+                  OpId::log1p,
+                  OpId::pow,
+                  OpId::pow_scalar,
+                  OpId::pow_scalar_base,
+                  OpId::reciprocal,
+                  OpId::rsqrt,
+                  OpId::softplus,
+                  OpId::softmax,
+                  OpId::log_softmax,
+                  OpId::logsumexp,
+                  OpId::native_layer_norm,
+                  OpId::native_group_norm,
+                  OpId::sum,
+                  OpId::mean,
+                  OpId::prod,
+                  OpId::norm,
+                  OpId::var,
+                  OpId::std})
     p[static_cast<size_t>(op)] = CastPolicy::fp32;
   p[static_cast<size_t>(OpId::binary_cross_entropy)] = CastPolicy::refuse;
   return p;

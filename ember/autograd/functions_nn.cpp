@@ -62,7 +62,49 @@ TensorTriple layer_norm_backward_composed(const Tensor& dy, const Tensor& x, con
   return {dx, dw, db};
 }
 
+// group_norm's, the same way: rows of a sample's group of channels, the affine per channel.
+TensorTriple group_norm_backward_composed(const Tensor& dy, const Tensor& x, const Tensor& weight, int64_t groups,
+                                          double eps, std::array<bool, 3> wanted) {
+  const DType compute = x.dtype() == kFloat16 || x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  const int64_t n = x.size(0), c = x.size(1);
+  Shape channel_shape(static_cast<size_t>(x.dim()), 1), all_but_channels{0};
+  channel_shape[1] = c;
+  for (int64_t d = 2; d < x.dim(); ++d) all_but_channels.push_back(d);
+  const Tensor xg = x.to(compute).reshape({n, groups, -1}), g = dy.to(compute);
+  const Tensor centered = xg - xg.mean({2}, true);
+  const Tensor rstd = rsqrt((centered * centered).mean({2}, true) + eps), xhat = centered * rstd;
+  Tensor dx, dw, db;
+  if (wanted[0]) {
+    const Tensor gh = (weight.defined() ? g * weight.to(compute).reshape(channel_shape) : g).reshape({n, groups, -1});
+    dx = (rstd * (gh - gh.mean({2}, true) - xhat * (gh * xhat).mean({2}, true))).reshape(x.sizes());
+  }
+  if (wanted[1]) dw = (g * xhat.reshape(x.sizes())).sum(all_but_channels);
+  if (wanted[2]) db = g.sum(all_but_channels);
+  return {dx, dw, db};
+}
+
 }  // namespace
+
+TensorTriple autograd::native_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t num_groups,
+                                         double eps) {
+  auto [out, mean, rstd] = forward([&] { return native::native_group_norm(x, weight, bias, num_groups, eps); });
+  if (needs_grad({&x, &weight, &bias}))
+    record_fn(
+        "NativeGroupNormBackward", {&x, &weight, &bias}, {&out},
+        [sx = SavedTensor(x), sw = SavedTensor(weight), mean = mean, rstd = rstd, num_groups, eps,
+         lw = weight.defined() ? weight.dtype() : kFloat32, lb = bias.defined() ? bias.dtype() : kFloat32,
+         wanted = std::array<bool, 3>{x.requires_grad(), weight.defined() && weight.requires_grad(),
+                                      bias.defined() && bias.requires_grad()}](std::vector<Tensor>& g) {
+          const Tensor x = sx.unpack("group_norm"), w = sw.unpack("group_norm");
+          auto [dx, dw, db] = building_graph()
+                                  ? group_norm_backward_composed(g[0], x, w, num_groups, eps, wanted)
+                                  : native::native_group_norm_backward(g[0], x, mean, rstd, w, num_groups, wanted);
+          return std::vector<Tensor>{dx.defined() ? dx.to(x.dtype()) : dx, dw.defined() ? dw.to(lw) : dw,
+                                     db.defined() ? db.to(lb) : db};
+        },
+        kDifferentiable);
+  return {out, mean, rstd};
+}
 
 // Note [Fused layer_norm]: the node keeps the input, weight and each row's mean and rstd.
 TensorTriple autograd::native_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

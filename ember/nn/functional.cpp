@@ -153,12 +153,11 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 
 namespace {
 
-// group_norm and batch_norm compute a 16-bit input in float32 and round once at the end, as the
-// fused kernels of PyTorch's CUDA (and newer CPU) back end accumulate in float (and as
-// layer_norm's kernel does): in 16 bits the mean and the centered values are rounded
-// themselves, so bfloat16 [8, 8.0625] normalized to [0, 1.41] instead of [-0.99, 0.99]. Under
-// autocast the output stays float32: its reductions are on the float32 list already, as
-// PyTorch's group_norm is.
+// batch_norm computes a 16-bit input in float32 and rounds once at the end, as the fused kernels
+// of PyTorch's CUDA (and newer CPU) back end accumulate in float (and as layer_norm's and
+// group_norm's kernels do): in 16 bits the mean and the centered values are rounded themselves,
+// so bfloat16 [8, 8.0625] normalized to [0, 1.41] instead of [-0.99, 0.99]. Under autocast the
+// output stays float32: its reductions are on the float32 list already.
 template <class Normalize>
 Tensor normalize_in_float32(const Tensor& x, const Normalize& normalize) {
   if (!x.defined() || (x.dtype() != kFloat16 && x.dtype() != kBFloat16)) return normalize(x);
@@ -168,30 +167,14 @@ Tensor normalize_in_float32(const Tensor& x, const Normalize& normalize) {
 
 }  // namespace
 
+// One fused kernel each (Note [Fused layer_norm] in tensor/ops/normalization.cpp).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
-  EMBER_CHECK(x.dim() >= 2, "group_norm: expects input [N, C, ...], got shape ", shape_str(x.sizes()));
-  const int64_t n = x.size(0), c = x.size(1);
-  EMBER_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: ", c, " channels are not divisible into ", num_groups,
-              " groups");
-  for (const Tensor* t : {&weight, &bias})
-    EMBER_CHECK(!t->defined() || t->sizes() == Shape{c}, "group_norm: weight and bias must have shape [", c, "], got ",
-                shape_str(t->sizes()));
-  return normalize_in_float32(x, [&](const Tensor& xf) {
-    const Tensor grouped = xf.reshape({n, num_groups, -1});
-    const Tensor centered = grouped - grouped.mean({2}, true);
-    Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + eps)).reshape(xf.sizes());
-    Shape channel_shape(static_cast<size_t>(xf.dim()), 1);
-    channel_shape[1] = c;
-    if (weight.defined()) y = y * weight.reshape(channel_shape);
-    if (bias.defined()) y = y + bias.reshape(channel_shape);
-    return y;
-  });
+  return std::get<0>(::ember::native_group_norm(x, weight, bias, num_groups, eps));
 }
 
-// One fused kernel (Note [Fused layer_norm] in tensor/ops/normalization.cpp).
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  return std::get<0>(native_layer_norm(x, normalized_shape, weight, bias, eps));
+  return std::get<0>(::ember::native_layer_norm(x, normalized_shape, weight, bias, eps));
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,

@@ -68,6 +68,14 @@ void Backend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, c
                                   const Tensor&, const Tensor&, const Tensor&) {
   unsupported("layer_norm_backward");
 }
+void Backend::group_norm(const Tensor&, const Tensor&, const Tensor&, int64_t, double, const Tensor&, const Tensor&,
+                         const Tensor&) {
+  unsupported("group_norm");
+}
+void Backend::group_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                  const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("group_norm_backward");
+}
 void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }

@@ -175,7 +175,7 @@ class Backend {
   // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.
   virtual void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
 
-  // ---- layer normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp) ----
+  // ---- layer and group normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp) ----
   // Rows of x [R, D] (contiguous, floating T) -> out [R, D] (T) = (x - mean) * rstd * weight + bias,
   // with the row's mean [R] and rstd [R] = 1 / sqrt(biased variance + eps) kept for backward.
   // M = opmath_t<T> (float32 for 16-bit T): mean, rstd, weight and bias [D] (each undefined when
@@ -187,6 +187,15 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, const Tensor& grad_input, const Tensor& grad_weight,
                                    const Tensor& grad_bias);
+  // x [N, C, HW] (contiguous, floating T) -> out (T): each sample's C / G channels of each of G
+  // groups normalized together, then channel c scaled by weight[c] and shifted by bias[c];
+  // mean, rstd [N * G]. M and the dtypes as layer_norm's.
+  virtual void group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd);
+  // grad_input [N, C, HW] (T), grad_weight and grad_bias [C] (M), as layer_norm_backward's.
+  virtual void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, int64_t groups, const Tensor& grad_input,
+                                   const Tensor& grad_weight, const Tensor& grad_bias);
 
   // ---- indexing (index: int64, validated by the kernel against the indexed size) ----
   // out = src.index_select(dim, index)
@@ -266,6 +275,11 @@ class Backend {
                   const Tensor& mean, const Tensor& rstd) override;                                                    \
   void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,            \
                            const Tensor& weight, const Tensor& grad_input, const Tensor& grad_weight,                  \
+                           const Tensor& grad_bias) override;                                                          \
+  void group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,               \
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd) override;                                 \
+  void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,            \
+                           const Tensor& weight, int64_t groups, const Tensor& grad_input, const Tensor& grad_weight,  \
                            const Tensor& grad_bias) override;                                                          \
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override;                    \
   void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) \

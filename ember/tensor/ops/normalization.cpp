@@ -1,4 +1,4 @@
-// native_layer_norm and its backward: checks, the [R, D] rows, one kernel call.
+// native_layer_norm, native_group_norm and their backward: checks, the rows, one kernel call.
 //
 // Note [Fused layer_norm]: layer_norm is one kernel that reads each row, keeps its mean and
 // rstd = 1 / sqrt(biased variance + eps), and writes (x - mean) * rstd * weight + bias, as
@@ -8,12 +8,16 @@
 // float32, then each output rounded once, so a bfloat16 model gets float32's statistics without
 // a float32 copy of its activations (the composed form had to copy: see BENCHMARKS.md, "16-bit
 // models' layer_norm"). Under autocast layer_norm is on the float32 list, as in PyTorch.
+// group_norm is the same with a sample's group of C / G channels for a row and the affine per
+// channel; its backward keeps each sample's and channel's two sums, so the weight's and bias's
+// gradients are their sums over the samples, in order.
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
 namespace {
 
 constexpr const char* kOp = "layer_norm";
+constexpr const char* kGroupOp = "group_norm";
 
 bool is_16_bit(DType d) { return d == kFloat16 || d == kBFloat16; }
 
@@ -54,7 +58,79 @@ Tensor affine_of(const Tensor& t, const Shape& normalized_shape, DType compute, 
   return view(contiguous(to(t, compute)), {-1});
 }
 
+// group_norm's input as [N, C, HW] (the trailing dims flattened) of its computing dtype's rows.
+struct Groups {
+  Tensor x;  // [N, C, HW]
+  int64_t N, C, HW;
+  DType compute;
+};
+
+Groups groups_of(const Tensor& self, int64_t num_groups) {
+  ops::check_defined(self, kGroupOp);
+  EMBER_CHECK(self.dim() >= 2, kGroupOp, ": expects input [N, C, ...], got shape ", shape_str(self.sizes()));
+  Groups g;
+  g.N = self.size(0);
+  g.C = self.size(1);
+  EMBER_CHECK(num_groups > 0 && g.C % num_groups == 0, kGroupOp, ": ", g.C, " channels are not divisible into ",
+              num_groups, " groups");
+  g.HW = checked_numel(Shape(self.sizes().begin() + 2, self.sizes().end()), kGroupOp);
+  g.x = view(contiguous(self.is_floating_point() ? self : to(self, default_float_dtype())), {g.N, g.C, g.HW});
+  g.compute = is_16_bit(g.x.dtype()) ? kFloat32 : g.x.dtype();
+  return g;
+}
+
+Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor& self, const char* what) {
+  if (!t.defined()) return t;
+  EMBER_CHECK(t.sizes() == Shape{C}, kGroupOp, ": ", what, " must have shape [", C, "], got ", shape_str(t.sizes()));
+  EMBER_CHECK(t.is_floating_point(), kGroupOp, ": ", what, " must be floating point, got ", t.dtype());
+  EMBER_CHECK(t.device() == self.device(), kGroupOp, ": expected all tensors to be on the same device, but found ",
+              self.device(), " (input) and ", t.device(), " (", what, ")");
+  return contiguous(to(t, compute));
+}
+
 }  // namespace
+
+TensorTriple native_group_norm(const Tensor& self, const Tensor& weight, const Tensor& bias, int64_t num_groups,
+                               double eps) {
+  const Groups g = groups_of(self, num_groups);
+  const Tensor w = channel_affine_of(weight, g.C, g.compute, self, "weight");
+  const Tensor b = channel_affine_of(bias, g.C, g.compute, self, "bias");
+  Tensor out = empty_like(g.x);
+  const int64_t R = ops::size_mul(g.N, num_groups, kGroupOp);
+  Tensor mean = ops::empty_on({R}, g.compute, self.device()), rstd = ops::empty_on({R}, g.compute, self.device());
+  if (R > 0) backend(self.device()).group_norm(g.x, w, b, num_groups, eps, out, mean, rstd);
+  return {view(out, self.sizes()), view(mean, {g.N, num_groups}), view(rstd, {g.N, num_groups})};
+}
+
+TensorTriple native_group_norm_backward(const Tensor& grad_out, const Tensor& self, const Tensor& mean,
+                                        const Tensor& rstd, const Tensor& weight, int64_t num_groups,
+                                        std::array<bool, 3> wanted) {
+  const Groups g = groups_of(self, num_groups);
+  ops::check_defined(grad_out, kGroupOp, "gradient");
+  EMBER_CHECK(grad_out.sizes() == self.sizes(), kGroupOp, ": gradient of shape ", shape_str(grad_out.sizes()),
+              " for input of shape ", shape_str(self.sizes()));
+  const int64_t R = ops::size_mul(g.N, num_groups, kGroupOp);
+  for (const Tensor* s : {&mean, &rstd}) {
+    ops::check_defined(*s, kGroupOp, "saved statistics");
+    EMBER_CHECK(s->numel() == R && s->dtype() == g.compute, kGroupOp, ": statistics of shape ", shape_str(s->sizes()),
+                " and dtype ", s->dtype(), " for ", R, " groups of ", g.compute);
+  }
+  ops::check_same_device({&grad_out, &self, &mean, &rstd}, kGroupOp);
+  const Tensor w = channel_affine_of(weight, g.C, g.compute, self, "weight");
+  const Tensor dy = view(contiguous(to(grad_out, g.x.dtype())), {g.N, g.C, g.HW});
+  const Device device = self.device();
+  Tensor dx = wanted[0] ? empty_like(g.x) : Tensor();
+  Tensor dw = wanted[1] ? ops::empty_on({g.C}, g.compute, device) : Tensor();
+  Tensor db = wanted[2] ? ops::empty_on({g.C}, g.compute, device) : Tensor();
+  if (R == 0 || g.HW == 0) {
+    for (Tensor* t : {&dw, &db})
+      if (t->defined()) fill_(*t, 0);
+  } else if (wanted[0] || wanted[1] || wanted[2]) {
+    backend(device).group_norm_backward(dy, g.x, view(contiguous(mean), {-1}), view(contiguous(rstd), {-1}), w,
+                                        num_groups, dx, dw, db);
+  }
+  return {dx.defined() ? view(dx, self.sizes()) : dx, dw, db};
+}
 
 TensorTriple native_layer_norm(const Tensor& self, const Shape& normalized_shape, const Tensor& weight,
                                const Tensor& bias, double eps) {

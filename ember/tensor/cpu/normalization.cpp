@@ -1,8 +1,8 @@
-// Layer normalization over the rows of [R, D] (Note [Fused layer_norm] in
-// tensor/ops/normalization.cpp): the forward reads a row three times (its sum, its centered
-// squares, the output) and the backward twice (its two sums, then the gradient), every sum in
-// M = opmath_t<T>; float32, float16 and bfloat16 rows go 8 values at a time, 16-bit ones widened
-// on load and rounded once on store.
+// Layer and group normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp): a
+// row (a layer_norm row; a group_norm sample's group of channels) is read three times forward
+// (its sum, its centered squares, the output) and twice backward (its sums, then the gradient),
+// every sum in M = opmath_t<T>; float32, float16 and bfloat16 go 8 values at a time, 16-bit ones
+// widened on load and rounded once on store.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -238,6 +238,136 @@ void layer_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Te
   }
 }
 
+// ---- group_norm: rows of C / G channels of HW values each, an affine per channel ----
+
+// y = (x - mean) * scale + shift over n values of one channel (scale = rstd w[c], shift = b[c]).
+template <class T, class M = opmath_t<T>>
+void run_scale_shift(const T* x, int64_t n, M mean, M scale, M shift, T* y) {
+  int64_t d = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    const __m256 mu = _mm256_set1_ps(mean), sc = _mm256_set1_ps(scale), sh = _mm256_set1_ps(shift);
+    for (; d + 8 <= n; d += 8) store_floats(y + d, _mm256_fmadd_ps(_mm256_sub_ps(load_floats(x + d), mu), sc, sh));
+  }
+#endif
+  for (; d < n; ++d) y[d] = T((M(x[d]) - mean) * scale + shift);
+}
+
+template <class T, class M = opmath_t<T>>
+void group_norm_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                      const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2), Cg = C / groups, D = Cg * HW, R = N * groups;
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out.data_ptr());
+  M* mp = static_cast<M*>(mean.data_ptr());
+  M* rp = static_cast<M*>(rstd.data_ptr());
+  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
+  const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
+  if (D == 0) {  // groups of no values: NaN statistics, as layer_norm's empty rows
+    std::fill(mp, mp + R, std::numeric_limits<M>::quiet_NaN());
+    std::fill(rp, rp + R, std::numeric_limits<M>::quiet_NaN());
+    return;
+  }
+  parallel_for(0, R, std::max<int64_t>(1, kGrainSize / D), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = xp + r * D;
+      const M mu = row_sum(xr, D) / M(D);
+      const M rs = M(1) / std::sqrt(row_centered_squares(xr, D, mu) / M(D) + M(eps));
+      mp[r] = mu;
+      rp[r] = rs;
+      for (int64_t c = (r % groups) * Cg, k = 0; k < Cg; ++c, ++k)
+        run_scale_shift(xr + k * HW, HW, mu, w ? rs * w[c] : rs, b ? b[c] : M(0), yp + r * D + k * HW);
+    }
+  });
+}
+
+// Σ dy and Σ dy x̂ over n values of one channel, x̂ = (x - mean) rstd.
+template <class T, class M = opmath_t<T>>
+std::pair<M, M> run_grad_sums(const T* dy, const T* x, int64_t n, M mean, M rstd) {
+  M s_dy = 0, s_dyx = 0;
+  int64_t d = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    const __m256 mu = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd);
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    for (; d + 8 <= n; d += 8) {
+      const __m256 g = load_floats(dy + d), xhat = _mm256_mul_ps(_mm256_sub_ps(load_floats(x + d), mu), rs);
+      a = _mm256_add_ps(a, g);
+      b = _mm256_fmadd_ps(g, xhat, b);
+    }
+    s_dy = lane_sum(a);
+    s_dyx = lane_sum(b);
+  }
+#endif
+  for (; d < n; ++d) {
+    s_dy += M(dy[d]);
+    s_dyx += M(dy[d]) * (M(x[d]) - mean) * rstd;
+  }
+  return {s_dy, s_dyx};
+}
+
+// dx = rstd (dy w_c - mean_g - x̂ mean_gx) over n values of one channel.
+template <class T, class M = opmath_t<T>>
+void run_input_grad(const T* dy, const T* x, int64_t n, M mean, M rstd, M wc, M mean_g, M mean_gx, T* dx) {
+  int64_t d = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    const __m256 mu = _mm256_set1_ps(mean), rs = _mm256_set1_ps(rstd), w = _mm256_set1_ps(wc);
+    const __m256 mg = _mm256_set1_ps(mean_g), mgx = _mm256_set1_ps(mean_gx);
+    for (; d + 8 <= n; d += 8) {
+      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_floats(x + d), mu), rs);
+      const __m256 g = _mm256_sub_ps(_mm256_fmsub_ps(load_floats(dy + d), w, mg), _mm256_mul_ps(xhat, mgx));
+      store_floats(dx + d, _mm256_mul_ps(rs, g));
+    }
+  }
+#endif
+  for (; d < n; ++d) dx[d] = T(rstd * (M(dy[d]) * wc - mean_g - (M(x[d]) - mean) * rstd * mean_gx));
+}
+
+// Per row: each channel's Σ dy and Σ dy x̂ (kept per sample and channel: dw and db are their
+// sums over the samples, added in sample order), the group's sums of ĝ = dy w and ĝ x̂ from
+// them, then dx.
+template <class T, class M = opmath_t<T>>
+void group_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& weight, int64_t groups, const Tensor& grad_input,
+                               const Tensor& grad_weight, const Tensor& grad_bias) {
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2), Cg = C / groups, D = Cg * HW, R = N * groups;
+  if (D == 0) return;
+  const T* dy = static_cast<const T*>(grad_out.data_ptr());
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const M* mp = static_cast<const M*>(mean.data_ptr());
+  const M* rp = static_cast<const M*>(rstd.data_ptr());
+  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
+  T* dx = grad_input.defined() ? static_cast<T*>(grad_input.data_ptr()) : nullptr;
+  std::vector<M> sum_dy(static_cast<size_t>(N * C)), sum_dyx(static_cast<size_t>(N * C));
+  parallel_for(0, R, std::max<int64_t>(1, kGrainSize / D), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c0 = (r % groups) * Cg, at = (r / groups) * C + c0;
+      M sum_g = 0, sum_gx = 0;
+      for (int64_t k = 0; k < Cg; ++k) {
+        const auto [s_dy, s_dyx] = run_grad_sums(dy + r * D + k * HW, xp + r * D + k * HW, HW, mp[r], rp[r]);
+        sum_dy[static_cast<size_t>(at + k)] = s_dy;
+        sum_dyx[static_cast<size_t>(at + k)] = s_dyx;
+        sum_g += (w ? w[c0 + k] : M(1)) * s_dy;
+        sum_gx += (w ? w[c0 + k] : M(1)) * s_dyx;
+      }
+      if (!dx) continue;
+      for (int64_t k = 0; k < Cg; ++k)
+        run_input_grad(dy + r * D + k * HW, xp + r * D + k * HW, HW, mp[r], rp[r], w ? w[c0 + k] : M(1), sum_g / M(D),
+                       sum_gx / M(D), dx + r * D + k * HW);
+    }
+  });
+  for (auto [sums, out] : {std::pair{&sum_dyx, &grad_weight}, std::pair{&sum_dy, &grad_bias}}) {
+    if (!out->defined()) continue;
+    M* o = static_cast<M*>(out->data_ptr());
+    for (int64_t c = 0; c < C; ++c) {
+      M s = 0;
+      for (int64_t n = 0; n < N; ++n) s += (*sums)[static_cast<size_t>(n * C + c)];
+      o[c] = s;
+    }
+  }
+}
+
 }  // namespace
 
 // out [R, D] = layer_norm(x [R, D]), with mean and rstd [R]
@@ -253,6 +383,22 @@ void CpuBackend::layer_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& grad_bias) {
   EMBER_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward", [&] {
     layer_norm_backward_typed<scalar_t>(grad_out, x, mean, rstd, weight, grad_input, grad_weight, grad_bias);
+  });
+}
+
+// out [N, C, HW] = group_norm(x [N, C, HW]), with mean and rstd [N * groups]
+void CpuBackend::group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                            const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  EMBER_DISPATCH_FLOATING(x.dtype(), "group_norm",
+                          [&] { group_norm_typed<scalar_t>(x, weight, bias, groups, eps, out, mean, rstd); });
+}
+
+// grad_input [N, C, HW], grad_weight, grad_bias [C] from grad_out [N, C, HW]
+void CpuBackend::group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor& weight, int64_t groups, const Tensor& grad_input,
+                                     const Tensor& grad_weight, const Tensor& grad_bias) {
+  EMBER_DISPATCH_FLOATING(x.dtype(), "group_norm_backward", [&] {
+    group_norm_backward_typed<scalar_t>(grad_out, x, mean, rstd, weight, groups, grad_input, grad_weight, grad_bias);
   });
 }
 

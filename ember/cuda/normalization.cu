@@ -1,8 +1,9 @@
-// Layer normalization over the rows of [R, D] on CUDA (tensor/cpu/layer_norm.cpp on the CPU; Note
-// [Fused layer_norm] in tensor/ops/normalization.cpp): one block per row for the forward and for
-// the input's gradient, sums in M = opmath_t<T>; the weight's and bias's gradients are column
-// sums over the rows, in a fixed number of row runs and then over the runs, so that they do not
-// depend on the launch.
+// Layer and group normalization on CUDA (tensor/cpu/normalization.cpp on the CPU; Note [Fused
+// layer_norm] in tensor/ops/normalization.cpp): one block per row (a layer_norm row; a group_norm
+// sample's group of channels) for the forward and for the input's gradient, sums in
+// M = opmath_t<T>; the weight's and bias's gradients are sums over the rows in a fixed order
+// (layer_norm: column sums in a fixed number of row runs, then over the runs; group_norm: each
+// sample's and channel's sums, then over the samples), so that they do not depend on the launch.
 #include <algorithm>
 
 #include "ember/cuda/block_reduce.cuh"
@@ -109,6 +110,87 @@ __global__ void sum_runs(const M* partial, M* out, int64_t D, int64_t runs) {
   }
 }
 
+// ---- group_norm: x [N, C, HW], rows of C / G channels, the affine per channel ----
+
+// x -> y, mean [N * G], rstd [N * G]: a block per row of D = Cg * HW values
+template <class T, class M = opmath_t<T>>
+__global__ void group_norm_rows(const T* x, const M* w, const M* b, M eps, T* y, M* mean, M* rstd, int64_t R, int64_t G,
+                                int64_t Cg, int64_t HW) {
+  __shared__ M shared;
+  const int64_t D = Cg * HW;
+  for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
+    const T* xr = x + row * D;
+    M s = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += convert<M>(xr[d]);
+    const M mu = block_sum(s, shared) / M(D);
+    M q = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      const M c = convert<M>(xr[d]) - mu;
+      q += c * c;
+    }
+    const M rs = M(1) / sqrt(block_sum(q, shared) / M(D) + eps);
+    if (threadIdx.x == 0) mean[row] = mu, rstd[row] = rs;
+    const int64_t c0 = (row % G) * Cg;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      const int64_t c = c0 + d / HW;
+      y[row * D + d] = convert<T>((convert<M>(xr[d]) - mu) * (w ? rs * w[c] : rs) + (b ? b[c] : M(0)));
+    }
+  }
+}
+
+// sum_dy, sum_dyx [N * C]: Σ dy and Σ dy x̂ over each sample's channel (a block per channel)
+template <class T, class M = opmath_t<T>>
+__global__ void group_norm_channel_sums(const T* dy, const T* x, const M* mean, const M* rstd, M* sum_dy, M* sum_dyx,
+                                        int64_t NC, int64_t C, int64_t Cg, int64_t HW) {
+  __shared__ M shared;
+  for (int64_t nc = blockIdx.x; nc < NC; nc += gridDim.x) {
+    const int64_t row = (nc / C) * (C / Cg) + (nc % C) / Cg;  // the sample's group
+    const M mu = mean[row], rs = rstd[row];
+    M a = 0, b = 0;
+    for (int64_t d = threadIdx.x; d < HW; d += blockDim.x) {
+      const M g = convert<M>(dy[nc * HW + d]);
+      a += g;
+      b += g * (convert<M>(x[nc * HW + d]) - mu) * rs;
+    }
+    a = block_sum(a, shared);
+    b = block_sum(b, shared);
+    if (threadIdx.x == 0) sum_dy[nc] = a, sum_dyx[nc] = b;
+  }
+}
+
+// dx [N, C, HW] = rstd (dy w_c - Σ ĝ / D - x̂ Σ ĝ x̂ / D) over each row, from the channel sums
+template <class T, class M = opmath_t<T>>
+__global__ void group_norm_input_grad(const T* dy, const T* x, const M* mean, const M* rstd, const M* w,
+                                      const M* sum_dy, const M* sum_dyx, T* dx, int64_t R, int64_t G, int64_t Cg,
+                                      int64_t HW) {
+  __shared__ M shared;
+  const int64_t D = Cg * HW;
+  for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
+    const int64_t c0 = (row % G) * Cg, at = (row / G) * G * Cg + c0;
+    M sg = 0, sgx = 0;
+    for (int64_t k = threadIdx.x; k < Cg; k += blockDim.x) {
+      sg += (w ? w[c0 + k] : M(1)) * sum_dy[at + k];
+      sgx += (w ? w[c0 + k] : M(1)) * sum_dyx[at + k];
+    }
+    const M mean_g = block_sum(sg, shared) / M(D), mean_gx = block_sum(sgx, shared) / M(D);
+    const M mu = mean[row], rs = rstd[row];
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      const M wc = w ? w[c0 + d / HW] : M(1), xhat = (convert<M>(x[row * D + d]) - mu) * rs;
+      dx[row * D + d] = convert<T>(rs * (convert<M>(dy[row * D + d]) * wc - mean_g - xhat * mean_gx));
+    }
+  }
+}
+
+// out [C] = Σ over samples of sums [N, C] (a thread per channel)
+template <class M>
+__global__ void sum_samples(const M* sums, M* out, int64_t N, int64_t C) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < C; c += int64_t{gridDim.x} * blockDim.x) {
+    M s = 0;
+    for (int64_t n = 0; n < N; ++n) s += sums[n * C + c];
+    out[c] = s;
+  }
+}
+
 template <class M>
 const M* data_or_null(const Tensor& t) {
   return t.defined() ? static_cast<const M*>(t.data_ptr()) : nullptr;
@@ -166,6 +248,58 @@ void CudaBackend::layer_norm_backward(const Tensor& grad_out, const Tensor& x, c
       if (!out->defined()) continue;
       sum_runs<M><<<grid_for(D), kBlock, 0, stream>>>(static_cast<const M*>(partial->data_ptr()),
                                                       static_cast<M*>(out->data_ptr()), D, runs);
+      EMBER_KERNEL_CHECK();
+    }
+  });
+}
+
+void CudaBackend::group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                             const Tensor& out, const Tensor& mean, const Tensor& rstd) {
+  DeviceGuard guard(out.device().index);
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2), R = N * groups;
+  if (R == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(x.dtype(), "group_norm", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(R, 65535 * 8));
+    group_norm_rows<T><<<blocks, kBlock, 0, stream_of(out)>>>(
+        static_cast<const T*>(x.data_ptr()), data_or_null<M>(weight), data_or_null<M>(bias), M(eps),
+        static_cast<T*>(out.data_ptr()), static_cast<M*>(mean.data_ptr()), static_cast<M*>(rstd.data_ptr()), R, groups,
+        C / groups, HW);
+    EMBER_KERNEL_CHECK();
+  });
+}
+
+void CudaBackend::group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                      const Tensor& weight, int64_t groups, const Tensor& grad_input,
+                                      const Tensor& grad_weight, const Tensor& grad_bias) {
+  DeviceGuard guard(x.device().index);
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2), Cg = C / groups;
+  if (N == 0 || C == 0 || HW == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(x.dtype(), "group_norm_backward", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const cudaStream_t stream = stream_of(x);
+    const T* dy = static_cast<const T*>(grad_out.data_ptr());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const M* mp = static_cast<const M*>(mean.data_ptr());
+    const M* rp = static_cast<const M*>(rstd.data_ptr());
+    const TensorOptions options = TensorOptions(x.dtype() == kFloat64 ? kFloat64 : kFloat32).device(x.device());
+    const Tensor sum_dy = empty({N, C}, options), sum_dyx = empty({N, C}, options);
+    M* sd = static_cast<M*>(sum_dy.data_ptr());
+    M* sdx = static_cast<M*>(sum_dyx.data_ptr());
+    group_norm_channel_sums<T><<<static_cast<unsigned>(std::min<int64_t>(N * C, 65535 * 8)), kBlock, 0, stream>>>(
+        dy, xp, mp, rp, sd, sdx, N * C, C, Cg, HW);
+    EMBER_KERNEL_CHECK();
+    if (grad_input.defined()) {
+      group_norm_input_grad<T><<<static_cast<unsigned>(std::min<int64_t>(N * groups, 65535 * 8)), kBlock, 0, stream>>>(
+          dy, xp, mp, rp, data_or_null<M>(weight), sd, sdx, static_cast<T*>(grad_input.data_ptr()), N * groups, groups,
+          Cg, HW);
+      EMBER_KERNEL_CHECK();
+    }
+    for (auto [sums, out] : {std::pair{sdx, &grad_weight}, std::pair{sd, &grad_bias}}) {
+      if (!out->defined()) continue;
+      sum_samples<M><<<grid_for(C), kBlock, 0, stream>>>(sums, static_cast<M*>(out->data_ptr()), N, C);
       EMBER_KERNEL_CHECK();
     }
   });

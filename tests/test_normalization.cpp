@@ -1,8 +1,9 @@
-// The fused layer_norm (Note [Fused layer_norm]): its statistics, its gradients in every dtype
-// against loops in double, what its node keeps, its independence of the thread count, and its
-// errors. Its values over random shapes and views: Normalizations.RandomShapesViewsAndDimsMatchALoop
-// (test_ops.cpp); first and second derivatives: the layer_norm cases of test_gradcheck.cpp;
-// PyTorch's gradients: the layer_norm case of test_reference_grads.cpp.
+// The fused layer_norm and group_norm (Note [Fused layer_norm]): their statistics, their gradients
+// in every dtype against loops in double, what their nodes keep, their independence of the
+// thread count, and their errors. layer_norm's values over random shapes and views:
+// Normalizations.RandomShapesViewsAndDimsMatchALoop (test_ops.cpp); first and second
+// derivatives: the layer_norm and group_norm cases of test_gradcheck.cpp; PyTorch's values and
+// gradients: test_reference_grads.cpp and test_nn_layers.cpp.
 #include <cmath>
 #include <limits>
 
@@ -174,6 +175,119 @@ TEST(LayerNorm, IntegersEmptyRowsAndBadArguments) {
                         "layer_norm: bias must be floating point, got int64");
   EXPECT_ERROR_CONTAINS(native_layer_norm(Tensor(), {4}, Tensor(), Tensor(), 1e-5),
                         "layer_norm: the input tensor is undefined");
+}
+
+// group_norm of x [N, C, HW] in G groups and its gradients for dy, in double: a row is a sample's
+// group, the affine per channel.
+Reference group_reference(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                          const std::vector<double>& dy, int64_t N, int64_t C, int64_t HW, int64_t G, double eps) {
+  const int64_t Cg = C / G, D = Cg * HW;
+  Reference r;
+  r.dx_scale = 0;
+  r.y.resize(x.size()), r.dx.resize(x.size()), r.dw.assign(static_cast<size_t>(C), 0), r.db = r.dw;
+  for (int64_t row = 0; row < N * G; ++row) {
+    const int64_t base = row * D, c0 = (row % G) * Cg;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < D; ++i) mean += x[base + i] / double(D);
+    for (int64_t i = 0; i < D; ++i) var += (x[base + i] - mean) * (x[base + i] - mean) / double(D);
+    const double rstd = 1 / std::sqrt(var + eps);
+    r.mean.push_back(mean), r.rstd.push_back(rstd);
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      const int64_t c = c0 + i / HW;
+      const double xhat = (x[base + i] - mean) * rstd, wc = w.empty() ? 1.0 : w[c], g = dy[base + i] * wc;
+      r.y[base + i] = xhat * wc + (b.empty() ? 0.0 : b[c]);
+      sum_g += g, sum_gx += g * xhat;
+      r.dx_scale = std::max(r.dx_scale, rstd * std::abs(g));
+      r.dw[c] += dy[base + i] * xhat, r.db[c] += dy[base + i];
+    }
+    for (int64_t i = 0; i < D; ++i) {
+      const double xhat = (x[base + i] - mean) * rstd, g = dy[base + i] * (w.empty() ? 1.0 : w[c0 + i / HW]);
+      r.dx[base + i] = rstd * (g - sum_g / double(D) - xhat * sum_gx / double(D));
+    }
+  }
+  return r;
+}
+
+TEST(GroupNorm, ValuesStatisticsAndGradientsMatchALoopInEveryDtype) {
+  manual_seed(13);
+  struct Case {
+    Shape sizes;
+    int64_t groups;
+  };
+  // 37 values per channel reach the scalar tails; one channel per group; one value per channel
+  const std::vector<Case> cases{{{2, 6, 5}, 3}, {{1, 8, 37}, 2}, {{4, 6, 2, 3}, 6}, {{3, 4}, 2}, {{2, 4, 9}, 1}};
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
+    const double compute = dt == kFloat64 ? 0x1p-53 : 0x1p-24;
+    for (const Case& k : cases)
+      for (int affine = 0; affine < 4; ++affine) {
+        const int64_t N = k.sizes[0], C = k.sizes[1], HW = checked_numel(k.sizes, "test") / (N * C);
+        SCOPED_TRACE(detail::concat(dt, " ", shape_str(k.sizes), " in ", k.groups, " groups, affine ", affine));
+        const Tensor x = (randn(k.sizes, kFloat64) * 2 + 3).to(dt).requires_grad_();
+        const Tensor w = affine & 1 ? (randn({C}, kFloat64) + 1).to(dt).requires_grad_() : Tensor();
+        const Tensor b = affine & 2 ? randn({C}, kFloat64).to(dt).requires_grad_() : Tensor();
+        const Tensor dy = randn(k.sizes, kFloat64).to(dt);
+        const Reference want =
+            group_reference(values(x), w.defined() ? values(w) : std::vector<double>(),
+                            b.defined() ? values(b) : std::vector<double>(), values(dy), N, C, HW, k.groups, 1e-5);
+        const auto [y, mean, rstd] = native_group_norm(x, w, b, k.groups, 1e-5);
+        ASSERT_EQ(y.dtype(), dt);
+        ASSERT_EQ(mean.dtype(), dt == kFloat64 ? kFloat64 : kFloat32);
+        ASSERT_EQ(mean.sizes(), (Shape{N, k.groups}));
+        const double spread = 8 * double(C / k.groups * HW + 4) * compute;
+        EXPECT_TRUE(near(mean, want.mean, 0, spread));
+        EXPECT_TRUE(near(rstd, want.rstd, spread, 0));
+        EXPECT_TRUE(near(y, want.y, 2 * rounding, spread + 2 * rounding));
+        y.backward(dy);
+        EXPECT_TRUE(near(x.grad(), want.dx, 2 * rounding, 4 * spread + 4 * rounding, want.dx_scale));
+        if (w.defined()) EXPECT_TRUE(near(w.grad(), want.dw, 2 * rounding, double(N) * spread + 2 * rounding));
+        if (b.defined()) EXPECT_TRUE(near(b.grad(), want.db, 2 * rounding, double(N) * spread + 2 * rounding));
+      }
+  }
+}
+
+// As layer_norm's: the output and two values per group, no float32 copy of a 16-bit input; and
+// the gradients are the same bits with one thread or two.
+TEST(GroupNorm, AllocatesTheOutputAndTwoValuesPerGroupAndIgnoresTheThreadCount) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = randn({16, 32, 8, 8}).to(dt).requires_grad_();
+    const Tensor w = ones({32}).requires_grad_(), b = zeros({32}).requires_grad_();
+    memory::empty_cache();
+    const int64_t base = memory::stats().current_bytes;
+    Tensor y = F::group_norm(x, 4, w, b);
+    EXPECT_EQ(memory::stats().current_bytes - base, 16 * 32 * 64 * int64_t(element_size(dt)) + 2 * 16 * 4 * 4);
+  }
+  manual_seed(14);
+  const Tensor x = randn({33, 12, 50}), w = randn({12}), b = randn({12}), dy = randn({33, 12, 50});
+  auto grads = [&] {
+    const Tensor xi = x.detach().requires_grad_(), wi = w.detach().requires_grad_(), bi = b.detach().requires_grad_();
+    F::group_norm(xi, 3, wi, bi).backward(dy);
+    return std::vector<Tensor>{xi.grad(), wi.grad(), bi.grad()};
+  };
+  set_num_threads(1);
+  const auto one = grads();
+  set_num_threads(2);
+  const auto two = grads();
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(testing::all_close(one[i], two[i], 0, 0)) << i;
+}
+
+TEST(GroupNorm, EmptyGroupsAndBadArguments) {
+  const Tensor no_samples = randn({0, 4, 3}).requires_grad_(), w = ones({4}).requires_grad_();
+  F::group_norm(no_samples, 2, w).sum().backward();
+  EXPECT_EQ(no_samples.grad().sizes(), (Shape{0, 4, 3}));
+  EXPECT_TRUE(testing::all_close(w.grad(), zeros({4}), 0, 0));
+  const auto [out, mean, rstd] = native_group_norm(randn({2, 4, 0}), Tensor(), Tensor(), 2, 1e-5);
+  EXPECT_EQ(out.sizes(), (Shape{2, 4, 0}));
+  EXPECT_TRUE(std::isnan(mean.view({-1}).to_vector<float>()[3]));
+  const Tensor x = randn({2, 6, 3});
+  EXPECT_ERROR_CONTAINS(F::group_norm(x, 4), "group_norm: 6 channels are not divisible into 4 groups");
+  EXPECT_ERROR_CONTAINS(F::group_norm(x, 0), "group_norm: 6 channels are not divisible into 0 groups");
+  EXPECT_ERROR_CONTAINS(F::group_norm(randn({6}), 2), "group_norm: expects input [N, C, ...], got shape [6]");
+  EXPECT_ERROR_CONTAINS(F::group_norm(x, 3, ones({3})), "group_norm: weight must have shape [6], got [3]");
+  EXPECT_ERROR_CONTAINS(F::group_norm(x, 3, Tensor(), ones({6}, kInt32)),
+                        "group_norm: bias must be floating point, got int32");
 }
 
 }  // namespace
