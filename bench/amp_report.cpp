@@ -6,7 +6,8 @@
 // the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen) and against the way ember
 // computed 16-bit products before it (whole float32 copies of the operands, Eigen, a rounding
 // pass), on the shapes of those training steps; on an AVX-512 CPU, also its AVX2 kernel beside it.
-// And layer_norm: the fused kernel against the composed forms it replaced, in float32 and bfloat16.
+// And layer_norm and group_norm: the fused kernels against the composed forms they replaced, in
+// float32 and bfloat16.
 //   build/bench/bench/amp_report [threads]
 #include <cmath>
 #include <cstdio>
@@ -172,41 +173,36 @@ void gemm_report() {
   std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");
 }
 
-// layer_norm, fused (Note [Fused layer_norm]) against the forms it replaced: composed of ops in
-// float32; for a 16-bit model (module->to(kBFloat16)), composed in float32 on a float32 copy of
-// the input (d167a7d) and composed of 16-bit ops (before that: the mean and the centered values
-// round too). Time (forward, forward + backward), what a forward with grad leaves allocated (the
-// output and what backward keeps), and the largest error against float64 on the same input.
+// layer_norm and group_norm, fused (Note [Fused layer_norm]) against the forms they replaced:
+// composed of ops in float32; for a 16-bit model (module->to(kBFloat16)), composed in float32 on
+// a float32 copy of the input (d167a7d) and composed of 16-bit ops (before that: the mean and
+// the centered values round too). Time (forward, forward + backward), what a forward with grad
+// leaves allocated (the output and what backward keeps), and the largest error against float64
+// on the same input.
 Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor centered = x - x.mean({2}, true);
   return centered * rsqrt((centered * centered).mean({2}, true) + 1e-5) * w + b;
 }
+Tensor group_norm_composed(const Tensor& x, int64_t groups, const Tensor& w, const Tensor& b) {
+  const Tensor grouped = x.reshape({x.size(0), groups, -1});
+  const Tensor centered = grouped - grouped.mean({2}, true);
+  const Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + 1e-5)).reshape(x.sizes());
+  return y * w.reshape({1, -1, 1, 1}) + b.reshape({1, -1, 1, 1});
+}
 
-void normalization_report() {
-  manual_seed(3);
-  // rows with an offset larger than their spread, as activations often are
-  const Tensor x64 = randn({64, 256, 1}, kFloat64) * 4 + randn({64, 256, 512}, kFloat64) * 0.1;
-  const Tensor w = ones({512}), b = zeros({512}), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
+struct NormRow {
+  const char* name;
+  DType dtype;
+  std::function<Tensor(const Tensor&)> f;
+};
 
-  struct Row {
-    const char* name;
-    DType dtype;
-    std::function<Tensor(const Tensor&)> f;
-  };
-  const Row rows[] = {
-      {"float32, fused (ember)", kFloat32, [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w, b); }},
-      {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return layer_norm_composed(x, w, b); }},
-      {"bfloat16, fused (ember)", kBFloat16,
-       [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w16, b16); }},
-      {"bfloat16, composed in float32 on a copy", kBFloat16,
-       [&](const Tensor& x) { return layer_norm_composed(x.to(kFloat32), w, b).to(kBFloat16); }},
-      {"bfloat16, composed of 16-bit ops", kBFloat16,
-       [&](const Tensor& x) { return layer_norm_composed(x, w16, b16); }},
-  };
+void normalization_table(const char* title, const Tensor& x64, const std::vector<NormRow>& rows,
+                         const std::function<Tensor(const Tensor&)>& exact) {
   std::printf(
-      "| layer_norm [64, 256, 512] | forward | forward + backward | held after forward | largest error vs float64 "
-      "on the same input |\n|---|---|---|---|---|\n");
-  for (const Row& r : rows) {
+      "| %s | forward | forward + backward | held after forward | largest error vs float64 on the same input "
+      "|\n|---|---|---|---|---|\n",
+      title);
+  for (const NormRow& r : rows) {
     const Tensor x = x64.to(r.dtype);
     Tensor leaf = x.clone().requires_grad_();
     const Tensor dy = randn(x.sizes()).to(r.dtype);
@@ -220,12 +216,44 @@ void normalization_report() {
       held = memory::stats().current_bytes - base;
     }
     // against the float64 normalization of the same (rounded) input: the computation's error
-    const double error =
-        (r.f(x).to(kFloat64) - nn::functional::layer_norm(x.to(kFloat64), {512})).abs().max().item<double>();
+    const double error = (r.f(x).to(kFloat64) - exact(x.to(kFloat64))).abs().max().item<double>();
     std::printf("| %s | %.2f ms | %.2f ms | %.1f MiB | %.3g |\n", r.name, forward * 1e3, both * 1e3,
                 static_cast<double>(held) / (1 << 20), error);
   }
   std::printf("\n");
+}
+
+void normalization_report() {
+  manual_seed(3);
+  // rows with an offset larger than their spread, as activations often are
+  const Tensor x64 = randn({64, 256, 1}, kFloat64) * 4 + randn({64, 256, 512}, kFloat64) * 0.1;
+  const Tensor w = ones({512}), b = zeros({512}), w16 = w.to(kBFloat16), b16 = b.to(kBFloat16);
+  normalization_table(
+      "layer_norm [64, 256, 512]", x64,
+      {{"float32, fused (ember)", kFloat32,
+        [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w, b); }},
+       {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return layer_norm_composed(x, w, b); }},
+       {"bfloat16, fused (ember)", kBFloat16,
+        [&](const Tensor& x) { return nn::functional::layer_norm(x, {512}, w16, b16); }},
+       {"bfloat16, composed in float32 on a copy", kBFloat16,
+        [&](const Tensor& x) { return layer_norm_composed(x.to(kFloat32), w, b).to(kBFloat16); }},
+       {"bfloat16, composed of 16-bit ops", kBFloat16,
+        [&](const Tensor& x) { return layer_norm_composed(x, w16, b16); }}},
+      [](const Tensor& x) { return nn::functional::layer_norm(x, {512}); });
+  // a CNN's activations: 32 samples of 64 channels of 32 x 32, in 16 groups
+  const Tensor images = randn({32, 64, 1, 1}, kFloat64) * 4 + randn({32, 64, 32, 32}, kFloat64) * 0.1;
+  const Tensor cw = ones({64}), cb = zeros({64}), cw16 = cw.to(kBFloat16), cb16 = cb.to(kBFloat16);
+  normalization_table(
+      "group_norm [32, 64, 32, 32], 16 groups", images,
+      {{"float32, fused (ember)", kFloat32, [&](const Tensor& x) { return nn::functional::group_norm(x, 16, cw, cb); }},
+       {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return group_norm_composed(x, 16, cw, cb); }},
+       {"bfloat16, fused (ember)", kBFloat16,
+        [&](const Tensor& x) { return nn::functional::group_norm(x, 16, cw16, cb16); }},
+       {"bfloat16, composed in float32 on a copy", kBFloat16,
+        [&](const Tensor& x) { return group_norm_composed(x.to(kFloat32), 16, cw, cb).to(kBFloat16); }},
+       {"bfloat16, composed of 16-bit ops", kBFloat16,
+        [&](const Tensor& x) { return group_norm_composed(x, 16, cw16, cb16); }}},
+      [](const Tensor& x) { return nn::functional::group_norm(x, 16); });
 }
 
 }  // namespace
