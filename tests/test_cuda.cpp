@@ -3,8 +3,10 @@
 // are reported as skipped on machines without one (CI); tools/gpu_check.sh runs them on one.
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "ember/cuda/caching_allocator.h"
+
 #include "helpers.h"
 #if EMBER_WITH_CUDA
 #include "ember/cuda/cuda_backend.h"
@@ -261,9 +263,33 @@ TEST(CudaReduce, LongRowSchedulesMatchTheCpu) {
   EXPECT_TRUE(testing::all_close(halves.cuda().amax({1}).cpu(), halves.amax({1}), 0, 0));
 }
 
-// The fused layer_norm (Note [Fused layer_norm]): a block per row, the weight's and bias's
-// gradients in 64 runs of rows; values, statistics and gradients as the CPU's in each dtype,
-// rows wider than a block, more rows than runs, and empty rows.
+// A fused normalization (Note [Fused layer_norm]) on the GPU against the CPU: x, its weight and
+// bias [C] of dtype dt, and an output gradient; run(x, w, b) gives (out, mean, rstd). The values,
+// statistics and all three gradients, within dt's rounding.
+void expect_normalization_matches_the_cpu(
+    DType dt, const Shape& sizes, int64_t C,
+    const std::function<TensorTriple(const Tensor&, const Tensor&, const Tensor&)>& run) {
+  const double tol = dt == kBFloat16 ? 2e-2 : dt == kFloat16 ? 4e-3 : 1e-4;
+  const Tensor x = (randn(sizes) * 2 + 3).to(dt), w = randn({C}).to(dt), b = randn({C}).to(dt);
+  const Tensor dy = randn(sizes).to(dt);
+  std::vector<Tensor> got[2];
+  for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+    const Device device = on_gpu ? Device(kCUDA) : Device(kCPU);
+    const Tensor xi = x.to(device).requires_grad_(), wi = w.to(device).requires_grad_(),
+                 bi = b.to(device).requires_grad_();
+    const auto [y, mean, rstd] = run(xi, wi, bi);
+    y.backward(dy.to(device));
+    got[on_gpu] = {y, mean, rstd, xi.grad(), wi.grad(), bi.grad()};
+  }
+  const char* names[] = {"out", "mean", "rstd", "dx", "dw", "db"};
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_EQ(got[1][i].dtype(), got[0][i].dtype()) << names[i];
+    EXPECT_TRUE(testing::all_close(got[1][i].cpu().to(kFloat64), got[0][i].to(kFloat64), tol, tol)) << names[i];
+  }
+}
+
+// layer_norm: a block per row, the weight's and bias's gradients in 64 runs of rows; rows wider
+// than a block, more rows than runs, and empty rows.
 TEST(CudaLayerNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
   REQUIRE_GPU();
   manual_seed(9);
@@ -271,31 +297,18 @@ TEST(CudaLayerNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
     for (const Shape& sizes : std::vector<Shape>{{3, 1000}, {300, 37}, {2, 4, 8}}) {
       SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes)));
       const Shape normalized{sizes.back()};
-      const double tol = dt == kBFloat16 ? 2e-2 : dt == kFloat16 ? 4e-3 : 1e-4;
-      const Tensor x = (randn(sizes) * 2 + 3).to(dt), w = randn(normalized).to(dt), b = randn(normalized).to(dt);
-      const Tensor dy = randn(sizes).to(dt);
-      std::vector<Tensor> got[2];
-      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
-        const Device device = on_gpu ? Device(kCUDA) : Device(kCPU);
-        const Tensor xi = x.to(device).requires_grad_(), wi = w.to(device).requires_grad_(),
-                     bi = b.to(device).requires_grad_();
-        const auto [y, mean, rstd] = native_layer_norm(xi, normalized, wi, bi, 1e-5);
-        y.backward(dy.to(device));
-        got[on_gpu] = {y, mean, rstd, xi.grad(), wi.grad(), bi.grad()};
-      }
-      const char* names[] = {"out", "mean", "rstd", "dx", "dw", "db"};
-      for (size_t i = 0; i < 6; ++i) {
-        ASSERT_EQ(got[1][i].dtype(), got[0][i].dtype()) << names[i];
-        EXPECT_TRUE(testing::all_close(got[1][i].cpu().to(kFloat64), got[0][i].to(kFloat64), tol, tol)) << names[i];
-      }
+      expect_normalization_matches_the_cpu(dt, sizes, sizes.back(),
+                                           [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+                                             return native_layer_norm(x, normalized, w, b, 1e-5);
+                                           });
     }
   const auto [out, mean, rstd] = native_layer_norm(randn({3, 0}).cuda(), {0}, Tensor(), Tensor(), 1e-5);
   EXPECT_EQ(out.sizes(), (Shape{3, 0}));
   EXPECT_TRUE(std::isnan(mean.cpu().view({-1}).to_vector<float>()[0]));
 }
 
-// group_norm likewise: a block per group for the forward and the input's gradient, a block per
-// sample's channel for the sums, a thread per channel for the weight's and bias's gradients.
+// group_norm: a block per group for the forward and the input's gradient, a block per sample's
+// channel for the sums, a thread per channel for the weight's and bias's gradients.
 TEST(CudaGroupNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
   REQUIRE_GPU();
   manual_seed(10);
@@ -303,23 +316,10 @@ TEST(CudaGroupNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
     for (const auto& [sizes, groups] :
          std::vector<std::pair<Shape, int64_t>>{{{3, 8, 1000}, 2}, {{40, 6, 5}, 3}, {{2, 4, 3, 3}, 4}}) {
       SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes), " in ", groups, " groups"));
-      const double tol = dt == kBFloat16 ? 2e-2 : dt == kFloat16 ? 4e-3 : 1e-4;
-      const Tensor x = (randn(sizes) * 2 + 3).to(dt), w = randn({sizes[1]}).to(dt), b = randn({sizes[1]}).to(dt);
-      const Tensor dy = randn(sizes).to(dt);
-      std::vector<Tensor> got[2];
-      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
-        const Device device = on_gpu ? Device(kCUDA) : Device(kCPU);
-        const Tensor xi = x.to(device).requires_grad_(), wi = w.to(device).requires_grad_(),
-                     bi = b.to(device).requires_grad_();
-        const auto [y, mean, rstd] = native_group_norm(xi, wi, bi, groups, 1e-5);
-        y.backward(dy.to(device));
-        got[on_gpu] = {y, mean, rstd, xi.grad(), wi.grad(), bi.grad()};
-      }
-      const char* names[] = {"out", "mean", "rstd", "dx", "dw", "db"};
-      for (size_t i = 0; i < 6; ++i) {
-        ASSERT_EQ(got[1][i].dtype(), got[0][i].dtype()) << names[i];
-        EXPECT_TRUE(testing::all_close(got[1][i].cpu().to(kFloat64), got[0][i].to(kFloat64), tol, tol)) << names[i];
-      }
+      const int64_t g = groups;
+      expect_normalization_matches_the_cpu(dt, sizes, sizes[1], [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+        return native_group_norm(x, w, b, g, 1e-5);
+      });
     }
 }
 

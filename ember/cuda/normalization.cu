@@ -32,6 +32,21 @@ __device__ M block_sum(M v, M& shared) {
   return v;
 }
 
+// A row's mean and rstd in every thread of the block, written to mean[row] and rstd[row].
+template <class T, class M>
+__device__ void row_statistics(const T* xr, int64_t D, M eps, M& shared, M* mean, M* rstd, int64_t row, M& mu, M& rs) {
+  M s = 0;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += convert<M>(xr[d]);
+  mu = block_sum(s, shared) / M(D);
+  M q = 0;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    const M c = convert<M>(xr[d]) - mu;
+    q += c * c;
+  }
+  rs = M(1) / sqrt(block_sum(q, shared) / M(D) + eps);
+  if (threadIdx.x == 0) mean[row] = mu, rstd[row] = rs;
+}
+
 // x [R, D] -> y [R, D], mean [R], rstd [R]: a block per row
 template <class T, class M = opmath_t<T>>
 __global__ void layer_norm_rows(const T* x, const M* w, const M* b, M eps, T* y, M* mean, M* rstd, int64_t R,
@@ -39,16 +54,8 @@ __global__ void layer_norm_rows(const T* x, const M* w, const M* b, M eps, T* y,
   __shared__ M shared;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* xr = x + row * D;
-    M s = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += convert<M>(xr[d]);
-    const M mu = block_sum(s, shared) / M(D);
-    M q = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      const M c = convert<M>(xr[d]) - mu;
-      q += c * c;
-    }
-    const M rs = M(1) / sqrt(block_sum(q, shared) / M(D) + eps);
-    if (threadIdx.x == 0) mean[row] = mu, rstd[row] = rs;
+    M mu, rs;
+    row_statistics(xr, D, eps, shared, mean, rstd, row, mu, rs);
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       M v = (convert<M>(xr[d]) - mu) * rs;
       if (w) v *= w[d];
@@ -120,16 +127,8 @@ __global__ void group_norm_rows(const T* x, const M* w, const M* b, M eps, T* y,
   const int64_t D = Cg * HW;
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     const T* xr = x + row * D;
-    M s = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += convert<M>(xr[d]);
-    const M mu = block_sum(s, shared) / M(D);
-    M q = 0;
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      const M c = convert<M>(xr[d]) - mu;
-      q += c * c;
-    }
-    const M rs = M(1) / sqrt(block_sum(q, shared) / M(D) + eps);
-    if (threadIdx.x == 0) mean[row] = mu, rstd[row] = rs;
+    M mu, rs;
+    row_statistics(xr, D, eps, shared, mean, rstd, row, mu, rs);
     const int64_t c0 = (row % G) * Cg;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       const int64_t c = c0 + d / HW;

@@ -113,31 +113,38 @@ void row_normalize(const T* x, int64_t D, M mean, M rstd, const M* w, const M* b
   }
 }
 
-template <class T, class M = opmath_t<T>>
-void layer_norm_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                      const Tensor& mean, const Tensor& rstd) {
-  const int64_t R = x.size(0), D = x.size(1);
-  const T* xp = static_cast<const T*>(x.data_ptr());
-  T* yp = static_cast<T*>(out.data_ptr());
-  M* mp = static_cast<M*>(mean.data_ptr());
-  M* rp = static_cast<M*>(rstd.data_ptr());
-  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
-  const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
-  if (D == 0) {  // no values: PyTorch's mean and rstd of an empty row, NaN
-    std::fill(mp, mp + R, std::numeric_limits<M>::quiet_NaN());
-    std::fill(rp, rp + R, std::numeric_limits<M>::quiet_NaN());
+// The statistics of R rows of D contiguous values into mean and rstd, each row then written by
+// write_row(r, row, its mean, its rstd). Rows of no values get NaN statistics, as PyTorch's mean
+// of an empty row.
+template <class T, class WriteRow, class M = opmath_t<T>>
+void normalize_rows(const T* x, int64_t R, int64_t D, double eps, M* mean, M* rstd, const WriteRow& write_row) {
+  if (D == 0) {
+    std::fill(mean, mean + R, std::numeric_limits<M>::quiet_NaN());
+    std::fill(rstd, rstd + R, std::numeric_limits<M>::quiet_NaN());
     return;
   }
   parallel_for(0, R, std::max<int64_t>(1, kGrainSize / D), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = xp + r * D;
+      const T* xr = x + r * D;
       const M mu = row_sum(xr, D) / M(D);
       const M rs = M(1) / std::sqrt(row_centered_squares(xr, D, mu) / M(D) + M(eps));
-      mp[r] = mu;
-      rp[r] = rs;
-      row_normalize(xr, D, mu, rs, w, b, yp + r * D);
+      mean[r] = mu;
+      rstd[r] = rs;
+      write_row(r, xr, mu, rs);
     }
   });
+}
+
+template <class T, class M = opmath_t<T>>
+void layer_norm_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                      const Tensor& mean, const Tensor& rstd) {
+  const int64_t R = x.size(0), D = x.size(1);
+  T* yp = static_cast<T*>(out.data_ptr());
+  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
+  const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
+  normalize_rows(static_cast<const T*>(x.data_ptr()), R, D, eps, static_cast<M*>(mean.data_ptr()),
+                 static_cast<M*>(rstd.data_ptr()),
+                 [&](int64_t r, const T* xr, M mu, M rs) { row_normalize(xr, D, mu, rs, w, b, yp + r * D); });
 }
 
 // The backward of one row, with x̂ = (x - mean) rstd and ĝ = dy w:
@@ -257,28 +264,14 @@ template <class T, class M = opmath_t<T>>
 void group_norm_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
                       const Tensor& out, const Tensor& mean, const Tensor& rstd) {
   const int64_t N = x.size(0), C = x.size(1), HW = x.size(2), Cg = C / groups, D = Cg * HW, R = N * groups;
-  const T* xp = static_cast<const T*>(x.data_ptr());
   T* yp = static_cast<T*>(out.data_ptr());
-  M* mp = static_cast<M*>(mean.data_ptr());
-  M* rp = static_cast<M*>(rstd.data_ptr());
   const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
   const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
-  if (D == 0) {  // groups of no values: NaN statistics, as layer_norm's empty rows
-    std::fill(mp, mp + R, std::numeric_limits<M>::quiet_NaN());
-    std::fill(rp, rp + R, std::numeric_limits<M>::quiet_NaN());
-    return;
-  }
-  parallel_for(0, R, std::max<int64_t>(1, kGrainSize / D), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = xp + r * D;
-      const M mu = row_sum(xr, D) / M(D);
-      const M rs = M(1) / std::sqrt(row_centered_squares(xr, D, mu) / M(D) + M(eps));
-      mp[r] = mu;
-      rp[r] = rs;
-      for (int64_t c = (r % groups) * Cg, k = 0; k < Cg; ++c, ++k)
-        run_scale_shift(xr + k * HW, HW, mu, w ? rs * w[c] : rs, b ? b[c] : M(0), yp + r * D + k * HW);
-    }
-  });
+  normalize_rows(static_cast<const T*>(x.data_ptr()), R, D, eps, static_cast<M*>(mean.data_ptr()),
+                 static_cast<M*>(rstd.data_ptr()), [&](int64_t r, const T* xr, M mu, M rs) {
+                   for (int64_t c = (r % groups) * Cg, k = 0; k < Cg; ++c, ++k)
+                     run_scale_shift(xr + k * HW, HW, mu, w ? rs * w[c] : rs, b ? b[c] : M(0), yp + r * D + k * HW);
+                 });
 }
 
 // Σ dy and Σ dy x̂ over n values of one channel, x̂ = (x - mean) rstd.
