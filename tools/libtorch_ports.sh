@@ -21,6 +21,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for f in ../shared/data/mnist/*.gz; do gunzip -c "$f" > "$work/$(basename "$f" .gz)"; done  # LibTorch reads raw IDX only
 openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp
+# Without it LibTorch would run, silently, on Debian's reference BLAS (6-16x slower here).
+[ -e "$openblas/libblas.so.3" ] || { echo "libtorch_ports: $openblas missing (apt-get install libopenblas0-openmp)" >&2; exit 1; }
 peer_env=(env "LD_LIBRARY_PATH=$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
           "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824")
 
