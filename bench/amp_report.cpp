@@ -173,7 +173,7 @@ void gemm_report() {
   std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");
 }
 
-// layer_norm and group_norm, fused (Note [Fused layer_norm]) against the forms they replaced:
+// layer_norm, group_norm and batch_norm, fused (Note [Fused layer_norm]) against the forms they replaced:
 // composed of ops in float32; for a 16-bit model (module->to(kBFloat16)), composed in float32 on
 // a float32 copy of the input (d167a7d) and composed of 16-bit ops (before that: the mean and
 // the centered values round too). Time (forward, forward + backward), what a forward with grad
@@ -188,6 +188,20 @@ Tensor group_norm_composed(const Tensor& x, int64_t groups, const Tensor& w, con
   const Tensor centered = grouped - grouped.mean({2}, true);
   const Tensor y = (centered * rsqrt((centered * centered).mean({2}, true) + 1e-5)).reshape(x.sizes());
   return y * w.reshape({1, -1, 1, 1}) + b.reshape({1, -1, 1, 1});
+}
+
+// batch_norm as it was composed before its kernel (training, with running statistics).
+Tensor batch_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& running_mean,
+                           Tensor& running_var) {
+  const Tensor mean = x.mean({0, 2, 3}, true), centered = x - mean;
+  const Tensor var = (centered * centered).mean({0, 2, 3}, true);
+  {
+    NoGradGuard no_grad;
+    const double count = static_cast<double>(x.numel() / x.size(1));
+    running_mean.mul_(0.9).add_(mean.reshape({-1}), 0.1);
+    running_var.mul_(0.9).add_(var.reshape({-1}), 0.1 * count / (count - 1));
+  }
+  return (x - mean) * rsqrt(var + 1e-5) * w.reshape({1, -1, 1, 1}) + b.reshape({1, -1, 1, 1});
 }
 
 struct NormRow {
@@ -254,6 +268,18 @@ void normalization_report() {
        {"bfloat16, composed of 16-bit ops", kBFloat16,
         [&](const Tensor& x) { return group_norm_composed(x, 16, cw16, cb16); }}},
       [](const Tensor& x) { return nn::functional::group_norm(x, 16); });
+  // the same activations through a training BatchNorm2d(64): statistics over 32 x 32 x 32 values
+  Tensor rm = zeros({64}), rv = ones({64});
+  normalization_table(
+      "batch_norm [32, 64, 32, 32], training", images,
+      {{"float32, fused (ember)", kFloat32,
+        [&](const Tensor& x) { return nn::functional::batch_norm(x, rm, rv, cw, cb, true); }},
+       {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return batch_norm_composed(x, cw, cb, rm, rv); }},
+       {"bfloat16, fused (ember)", kBFloat16,
+        [&](const Tensor& x) { return nn::functional::batch_norm(x, rm, rv, cw, cb, true); }},
+       {"bfloat16, composed in float32 on a copy", kBFloat16,
+        [&](const Tensor& x) { return batch_norm_composed(x.to(kFloat32), cw, cb, rm, rv).to(kBFloat16); }}},
+      [](const Tensor& x) { return nn::functional::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true); });
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
 // and rounds once, as PyTorch's fused kernels accumulate in float: composed in 16 bits, the mean
 // and the centered values were rounded themselves, and bfloat16 [8, 8.0625] normalized to
 // [0, 1.41] instead of [-0.99, 0.99] (as PyTorch 1.13's CPU kernel still does; its CUDA one
-// and later CPU ones do not). Gradients too: the float32 path's, rounded. Under autocast the
-// output is float32, as before.
+// and later CPU ones do not). Gradients too: the float32 path's, rounded. Under autocast
+// layer_norm's and group_norm's output is float32 (their float32 list), batch_norm's 16-bit.
 TEST(Autocast, SixteenBitNormalizationsComputeInFloat32AndRoundOnce) {
   namespace F = nn::functional;
   for (DType dt : {kBFloat16, kFloat16}) {
@@ -97,6 +97,8 @@ TEST(Autocast, SixteenBitNormalizationsComputeInFloat32AndRoundOnce) {
     AutocastGuard guard(kCPU, dt);
     EXPECT_EQ(F::layer_norm(pair.to(dt), {2}).dtype(), kFloat32);
     EXPECT_EQ(F::group_norm(pair.to(dt).view({1, 2, 1}), 1).dtype(), kFloat32);
+    // batch_norm is on no list, as in PyTorch: 16 bits in, 16 bits out, its sums in float32
+    EXPECT_EQ(F::batch_norm(pair.to(dt).view({2, 1}), Tensor(), Tensor(), ones({1}), zeros({1}), true).dtype(), dt);
   }
 }
 

@@ -323,6 +323,33 @@ TEST(CudaGroupNorm, ValuesStatisticsAndGradientsMatchTheCpu) {
     }
 }
 
+// batch_norm: a block per (channel, run of samples) for the sums, elementwise output and input
+// gradient; planes of 1000 values, planes of one (BatchNorm1d) with more samples than the 32 runs;
+// training (the running statistics moved on the device too) and eval.
+TEST(CudaBatchNorm, ValuesStatisticsRunningStatisticsAndGradientsMatchTheCpu) {
+  REQUIRE_GPU();
+  manual_seed(11);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16})
+    for (const Shape& sizes : std::vector<Shape>{{3, 8, 1000}, {100, 6}, {2, 4, 3, 3}})
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes), training ? " training" : " eval"));
+        const int64_t C = sizes[1];
+        const DType stats = dt == kFloat64 ? kFloat64 : kFloat32;
+        const Tensor rm = randn({C}).to(stats), rv = (rand({C}) + 0.5).to(stats);
+        std::vector<Tensor> moved;
+        expect_normalization_matches_the_cpu(dt, sizes, C, [&](const Tensor& x, const Tensor& w, const Tensor& b) {
+          const Tensor m = rm.to(x.device()), v = rv.to(x.device());
+          auto result = native_batch_norm(x, w, b, m, v, training, 0.1, 1e-5);
+          moved.push_back(m.cpu());
+          moved.push_back(v.cpu());
+          return result;
+        });
+        ASSERT_EQ(moved.size(), 4u);
+        EXPECT_TRUE(testing::all_close(moved[2], moved[0], 1e-5, 1e-5)) << "running mean";
+        EXPECT_TRUE(testing::all_close(moved[3], moved[1], 1e-5, 1e-5)) << "running var";
+      }
+}
+
 // 4000 additions into 6 targets, so that many threads hit one element at once; the bytes go
 // through a compare-and-swap of their 32-bit word, which neighbouring targets share.
 TEST(CudaIndexing, ScatterAddOnEveryDtypeMatchesTheCpu) {

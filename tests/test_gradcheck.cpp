@@ -154,6 +154,18 @@ std::vector<Case> cases() {
       {"group_norm_one_channel_per_group",
        [](X x) { return nn::functional::group_norm(x[0], 3) * x[0]; },
        {{2, 3, 2, 2}}},
+      {"batch_norm_training",
+       [](X x) { return nn::functional::batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true) * x[0]; },
+       {{3, 2, 2, 2}, {2}, {2}}},
+      {"batch_norm_one_value_planes",
+       [](X x) { return nn::functional::batch_norm(x[0], Tensor(), Tensor(), x[1], Tensor(), true); },
+       {{5, 3}, {3}}},
+      {"batch_norm_eval",
+       [](X x) {
+         return nn::functional::batch_norm(x[0], tensor<double>({0.5, -1}), tensor<double>({2, 0.25}), x[1], x[2]) *
+                x[0];
+       },
+       {{3, 2, 4}, {2}, {2}}},
       {"max_pool2d",
        [](X x) {
          return max_pool2d(x[0], {3, 3}, {{2, 2}}, {1, 1});

@@ -1,9 +1,9 @@
-// The fused layer_norm and group_norm (Note [Fused layer_norm]): their statistics, their gradients
-// in every dtype against loops in double, what their nodes keep, their independence of the
-// thread count, and their errors. layer_norm's values over random shapes and views:
-// Normalizations.RandomShapesViewsAndDimsMatchALoop (test_ops.cpp); first and second
-// derivatives: the layer_norm and group_norm cases of test_gradcheck.cpp; PyTorch's values and
-// gradients: test_reference_grads.cpp and test_nn_layers.cpp.
+// The fused layer_norm, group_norm and batch_norm (Note [Fused layer_norm]): their statistics,
+// their gradients in every dtype against loops in double, what their nodes keep, their
+// independence of the thread count, and their errors. layer_norm's values over random shapes
+// and views: Normalizations.RandomShapesViewsAndDimsMatchALoop (test_ops.cpp); first and second
+// derivatives: the layer_norm, group_norm and batch_norm cases of test_gradcheck.cpp; PyTorch's
+// values and gradients: test_reference_grads.cpp and test_nn_layers.cpp.
 #include <cmath>
 #include <limits>
 
@@ -288,6 +288,207 @@ TEST(GroupNorm, EmptyGroupsAndBadArguments) {
   EXPECT_ERROR_CONTAINS(F::group_norm(x, 3, ones({3})), "group_norm: weight must have shape [6], got [3]");
   EXPECT_ERROR_CONTAINS(F::group_norm(x, 3, Tensor(), ones({6}, kInt32)),
                         "group_norm: bias must be floating point, got int32");
+}
+
+// batch_norm of x [N, C, HW] and its gradients for dy, in double: in training with the batch's
+// statistics of each channel (over N and HW), else with the running mean rm and variance rv.
+Reference batch_reference(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                          const std::vector<double>& dy, int64_t N, int64_t C, int64_t HW, double eps, bool training,
+                          const std::vector<double>& rm, const std::vector<double>& rv) {
+  Reference r;
+  r.dx_scale = 0;
+  r.y.resize(x.size()), r.dx.resize(x.size()), r.dw.assign(static_cast<size_t>(C), 0), r.db = r.dw;
+  const double count = double(N * HW);
+  auto at = [&](int64_t n, int64_t c, int64_t j) { return static_cast<size_t>((n * C + c) * HW + j); };
+  for (int64_t c = 0; c < C; ++c) {
+    double mean = 0, var = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < HW; ++j) mean += x[at(n, c, j)] / count;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < HW; ++j) var += (x[at(n, c, j)] - mean) * (x[at(n, c, j)] - mean) / count;
+    if (!training) mean = rm[c], var = rv[c];
+    const double rstd = 1 / std::sqrt(var + eps), wc = w.empty() ? 1.0 : w[c];
+    r.mean.push_back(mean), r.rstd.push_back(rstd);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < HW; ++j) {
+        const double xhat = (x[at(n, c, j)] - mean) * rstd;
+        r.y[at(n, c, j)] = xhat * wc + (b.empty() ? 0.0 : b[c]);
+        r.dw[c] += dy[at(n, c, j)] * xhat, r.db[c] += dy[at(n, c, j)];
+        r.dx_scale = std::max(r.dx_scale, rstd * std::abs(dy[at(n, c, j)] * wc));
+      }
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < HW; ++j) {
+        const double xhat = (x[at(n, c, j)] - mean) * rstd, g = dy[at(n, c, j)] * wc;
+        r.dx[at(n, c, j)] = training ? rstd * (g - wc * r.db[c] / count - xhat * wc * r.dw[c] / count) : rstd * g;
+      }
+  }
+  return r;
+}
+
+// Training and eval, every dtype and affine combination, the running statistics moved toward the
+// batch's mean and unbiased variance. 70 samples make more runs than the CPU's 64 and the GPU's
+// 32; [37, 3] is BatchNorm1d's planes of one value.
+TEST(BatchNorm, ValuesStatisticsRunningStatisticsAndGradientsMatchALoopInEveryDtype) {
+  manual_seed(15);
+  const std::vector<Shape> shapes{{4, 3, 5}, {37, 3}, {2, 3, 4, 5}, {70, 2, 3}, {1, 2, 37}};
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
+    const double compute = dt == kFloat64 ? 0x1p-53 : 0x1p-24;
+    const DType stats_dtype = dt == kFloat64 ? kFloat64 : kFloat32;
+    for (const Shape& sizes : shapes)
+      for (int training = 0; training < 2; ++training)
+        for (int affine = 0; affine < 4; ++affine) {
+          const int64_t N = sizes[0], C = sizes[1], HW = checked_numel(sizes, "test") / (N * C);
+          SCOPED_TRACE(detail::concat(dt, " ", shape_str(sizes), training ? " training" : " eval", " affine ", affine));
+          const Tensor x = (randn(sizes, kFloat64) * 2 + 3).to(dt).requires_grad_();
+          const Tensor w = affine & 1 ? (randn({C}, kFloat64) + 1).to(dt).requires_grad_() : Tensor();
+          const Tensor b = affine & 2 ? randn({C}, kFloat64).to(dt).requires_grad_() : Tensor();
+          const Tensor dy = randn(sizes, kFloat64).to(dt);
+          // running statistics of the computing dtype, as a module's buffers
+          const Tensor rm = randn({C}, kFloat64).to(stats_dtype), rv = (rand({C}, kFloat64) + 0.5).to(stats_dtype);
+          const std::vector<double> rm0 = values(rm), rv0 = values(rv);
+          const Reference want = batch_reference(values(x), w.defined() ? values(w) : std::vector<double>(),
+                                                 b.defined() ? values(b) : std::vector<double>(), values(dy), N, C, HW,
+                                                 1e-5, training, rm0, rv0);
+          const auto [y, mean, rstd] = native_batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5);
+          ASSERT_EQ(y.dtype(), dt);
+          ASSERT_EQ(mean.dtype(), stats_dtype);
+          ASSERT_EQ(mean.sizes(), (Shape{C}));
+          ASSERT_EQ(rstd.sizes(), (Shape{C}));
+          const double spread = 8 * double(N * HW + 4) * compute;
+          EXPECT_TRUE(near(mean, want.mean, 0, spread));
+          EXPECT_TRUE(near(rstd, want.rstd, spread, 0));
+          EXPECT_TRUE(near(y, want.y, 2 * rounding, spread + 2 * rounding));
+          std::vector<double> moved_mean = rm0, moved_var = rv0;
+          if (training)
+            for (int64_t c = 0; c < C; ++c) {
+              const double unbiased = (1 / (want.rstd[c] * want.rstd[c]) - 1e-5) * double(N * HW) / double(N * HW - 1);
+              moved_mean[c] = 0.9 * rm0[c] + 0.1 * want.mean[c];
+              moved_var[c] = 0.9 * rv0[c] + 0.1 * unbiased;
+            }
+          EXPECT_TRUE(near(rm, moved_mean, 1e-6, spread));
+          EXPECT_TRUE(near(rv, moved_var, 1e-5, spread));
+          y.backward(dy);
+          EXPECT_TRUE(near(x.grad(), want.dx, 2 * rounding, 4 * spread + 4 * rounding, want.dx_scale));
+          if (w.defined()) EXPECT_TRUE(near(w.grad(), want.dw, 2 * rounding, 2 * spread + 2 * rounding));
+          if (b.defined()) EXPECT_TRUE(near(b.grad(), want.db, 2 * rounding, 2 * spread + 2 * rounding));
+          if (w.defined()) ASSERT_EQ(w.grad().dtype(), dt);
+        }
+  }
+}
+
+// The node keeps the input itself and two values per channel: a training forward with grad
+// allocates only the output and those (the running statistics move in place), in 16 bits no
+// float32 copy. The composed form kept the centered input, x̂ and the scaled output besides.
+TEST(BatchNorm, AForwardWithGradAllocatesTheOutputAndTwoValuesPerChannel) {
+  for (DType dt : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = randn({16, 32, 8, 8}).to(dt).requires_grad_();
+    nn::BatchNorm2d bn(32);  // float32 parameters and running statistics
+    memory::empty_cache();
+    const int64_t base = memory::stats().current_bytes;
+    Tensor y = bn(x);
+    EXPECT_EQ(memory::stats().current_bytes - base, 16 * 32 * 64 * int64_t(element_size(dt)) + 2 * 32 * 4);
+    y.sum().backward();
+    y = Tensor();
+    EXPECT_EQ(memory::stats().current_bytes - base,
+              int64_t(x.grad().nbytes() + bn->weight.grad().nbytes() + bn->bias.grad().nbytes()))
+        << "after backward only the gradients remain";
+  }
+}
+
+// Each sample's plane is summed on its own and the planes added in fixed runs: the statistics,
+// the running ones and all three gradients are the same bits with one thread or two, for planes
+// of 50 values and of one (BatchNorm1d); and float32's gradients match float64's.
+TEST(BatchNorm, StatisticsAndGradientsDoNotDependOnTheThreadCount) {
+  manual_seed(16);
+  for (const Shape& sizes : {Shape{33, 12, 50}, Shape{1000, 24}}) {
+    SCOPED_TRACE(shape_str(sizes));
+    const int64_t C = sizes[1];
+    const Tensor x = randn(sizes) * 3 + 1, w = randn({C}), b = randn({C}), dy = randn(sizes);
+    auto run = [&](DType dt) {
+      const Tensor xi = x.to(dt).detach().requires_grad_(), wi = w.to(dt).detach().requires_grad_(),
+                   bi = b.to(dt).detach().requires_grad_();
+      Tensor rm = zeros({C}, dt), rv = ones({C}, dt);
+      const auto [y, mean, rstd] = native_batch_norm(xi, wi, bi, rm, rv, true, 0.1, 1e-5);
+      y.backward(dy.to(dt));
+      return std::vector<Tensor>{y, mean, rstd, rm, rv, xi.grad(), wi.grad(), bi.grad()};
+    };
+    set_num_threads(1);
+    const auto one = run(kFloat32);
+    set_num_threads(2);
+    const auto two = run(kFloat32);
+    const auto exact = run(kFloat64);
+    for (size_t i = 0; i < one.size(); ++i) {
+      EXPECT_TRUE(testing::all_close(one[i], two[i], 0, 0)) << i;
+      EXPECT_TRUE(testing::all_close(two[i].to(kFloat64), exact[i], 1e-4, 1e-4)) << i;
+    }
+  }
+}
+
+// The running statistics are moved in place: their versions say so, so that a backward that
+// saved them refuses to run. Eval mode saves a copy of the running mean, not the buffer.
+TEST(BatchNorm, RunningStatisticsMoveInPlaceAndEvalKeepsACopy) {
+  Tensor rm = zeros({3}), rv = ones({3});
+  const uint64_t v0 = rm.version(), w0 = rv.version();
+  (void)F::batch_norm(randn({4, 3}), rm, rv, Tensor(), Tensor(), true);
+  EXPECT_GT(rm.version(), v0);
+  EXPECT_GT(rv.version(), w0);
+  const Tensor x = randn({4, 3}).requires_grad_();
+  const auto [y, mean, rstd] = native_batch_norm(x, Tensor(), Tensor(), rm, rv, false, 0.1, 1e-5);
+  EXPECT_TRUE(testing::all_close(mean, rm, 0, 0));
+  EXPECT_NE(mean.data_ptr(), rm.data_ptr());
+  EXPECT_TRUE(testing::all_close(rstd, (rv + 1e-5).rsqrt(), 0, 0));
+  // in eval the gradient is dy rstd: the statistics do not depend on x
+  y.backward(ones({4, 3}));
+  EXPECT_TRUE(testing::all_close(x.grad(), rstd.expand({4, 3}), 0, 0));
+  // running statistics of another dtype than the input's keep theirs, moved in the wider one
+  Tensor rm64 = zeros({3}, kFloat64), rv16 = ones({3}, kBFloat16);
+  (void)F::batch_norm(full({2, 3}, 1.0), rm64, rv16, Tensor(), Tensor(), true, 0.5);
+  EXPECT_EQ(rm64.dtype(), kFloat64);
+  EXPECT_EQ(rv16.dtype(), kBFloat16);
+  EXPECT_TRUE(testing::all_close(rm64, full({3}, 0.5, kFloat64), 0, 0));
+  EXPECT_TRUE(testing::all_close(rv16.to(kFloat32), full({3}, 0.5), 0, 0));  // the unbiased variance is 0
+}
+
+TEST(BatchNorm, EmptyBatchesAndBadArguments) {
+  // no samples: an empty output, the running statistics untouched (PyTorch's), zero gradients
+  Tensor rm = full({4}, 2.0), rv = full({4}, 3.0);
+  const Tensor no_samples = randn({0, 4, 3}).requires_grad_(), w = ones({4}).requires_grad_();
+  F::batch_norm(no_samples, rm, rv, w, Tensor(), true).sum().backward();
+  EXPECT_EQ(no_samples.grad().sizes(), (Shape{0, 4, 3}));
+  EXPECT_TRUE(testing::all_close(w.grad(), zeros({4}), 0, 0));
+  EXPECT_TRUE(testing::all_close(rm, full({4}, 2.0), 0, 0));
+  EXPECT_TRUE(testing::all_close(rv, full({4}, 3.0), 0, 0));
+  const auto [out, mean, rstd] =
+      native_batch_norm(randn({2, 4, 0}), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+  EXPECT_EQ(out.sizes(), (Shape{2, 4, 0}));
+  EXPECT_TRUE(std::isnan(mean.to_vector<float>()[3]));
+  EXPECT_EQ(F::batch_norm(arange(6, kInt64).view({3, 2}), Tensor(), Tensor(), Tensor(), Tensor(), true).dtype(),
+            kFloat32);
+  const Tensor x = randn({2, 3, 4});
+  EXPECT_ERROR_CONTAINS(F::batch_norm(x, Tensor(), Tensor()),
+                        "batch_norm: running_mean and running_var are needed in eval mode");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(x, zeros({3}), Tensor(), Tensor(), Tensor(), true),
+                        "batch_norm: running_mean and running_var must be given together");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(x, zeros({4}), ones({4})),
+                        "batch_norm: running_mean must have shape [3], got [4]");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(x, zeros({3}), ones({3}, kInt64)),
+                        "batch_norm: running_var must be floating point, got int64");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(x, zeros({3}), ones({3}), ones({2})),
+                        "batch_norm: weight must have shape [3], got [2]");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(randn({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                        "batch_norm: expected more than 1 value per channel when training, got input of shape [1, 3]");
+  EXPECT_ERROR_CONTAINS(F::batch_norm(randn({3}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                        "batch_norm: expects input [N, C, ...], got shape [3]");
+  EXPECT_ERROR_CONTAINS(native_batch_norm(Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5),
+                        "batch_norm: the input tensor is undefined");
+  EXPECT_ERROR_CONTAINS(
+      native::native_batch_norm_backward(x, x, zeros({2}), ones({3}), Tensor(), true, {true, false, false}),
+      "batch_norm: statistics of shape [2] and dtype float32 for 3 channels of float32");
+  EXPECT_ERROR_CONTAINS(
+      native::native_batch_norm_backward(randn({2, 3}), x, zeros({3}), ones({3}), Tensor(), true, {true, false, false}),
+      "batch_norm: gradient of shape [2, 3] for input of shape [2, 3, 4]");
 }
 
 }  // namespace

@@ -347,6 +347,22 @@ Calls calls() {
   op("group_norm", [](Draw& d) {
     (void)nn::functional::group_norm(d.floating(), d.integer(), d.coin() ? d.floating() : Tensor(), Tensor(), d.real());
   });
+  op("batch_norm_shaped", [](Draw& d) {  // statistics of x's channels mostly, and backward
+    const Tensor x = d.floating();
+    const int64_t C = x.dim() >= 2 ? x.size(1) : 1;
+    auto channel = [&] { return d.coin() ? d.tensor(d.near({C}), d.below(3) == 0 ? d.dtype() : x.dtype()) : Tensor(); };
+    const Tensor w = channel(), b = channel(), rm = channel(), rv = d.coin() ? channel() : rm;
+    const bool training = d.coin();
+    if (d.coin()) {
+      const auto [out, mean, rstd] = native_batch_norm(x, w, b, rm, rv, training, d.real(), d.real());
+      (void)native::native_batch_norm_backward(d.coin() ? d.tensor(d.near(x.sizes()), d.dtype()) : out, x,
+                                               d.coin() ? mean : d.floating(), rstd, w, d.coin(),
+                                               {d.coin(), d.coin(), d.coin()});
+    } else if (x.is_floating_point()) {
+      const Tensor leaf = x.detach().requires_grad_();
+      nn::functional::batch_norm(leaf, rm, rv, w, b, training, d.real(), d.real()).sum().backward();
+    }
+  });
   op("batch_norm", [](Draw& d) {
     Tensor mean = d.floating(), var = d.floating();
     (void)nn::functional::batch_norm(d.floating(), d.coin() ? mean : Tensor(), d.coin() ? var : Tensor(),

@@ -83,6 +83,35 @@ TensorTriple group_norm_backward_composed(const Tensor& dy, const Tensor& x, con
   return {dx, dw, db};
 }
 
+// batch_norm's: statistics over the samples and positions of each channel, recomputed from x in
+// training; in eval the running statistics the forward used, which x does not move.
+TensorTriple batch_norm_backward_composed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                          const Tensor& rstd, bool training, double eps, std::array<bool, 3> wanted) {
+  const DType compute = x.dtype() == kFloat16 || x.dtype() == kBFloat16 ? kFloat32 : x.dtype();
+  Shape channel_shape(static_cast<size_t>(x.dim()), 1), all_but_channels{0};
+  channel_shape[1] = x.size(1);
+  for (int64_t d = 2; d < x.dim(); ++d) all_but_channels.push_back(d);
+  const Tensor xf = x.to(compute), g = dy.to(compute);
+  Tensor centered, r;
+  if (training) {
+    centered = xf - xf.mean(all_but_channels, true);
+    r = rsqrt((centered * centered).mean(all_but_channels, true) + eps);
+  } else {
+    centered = xf - mean.reshape(channel_shape);
+    r = rstd.reshape(channel_shape);
+  }
+  const Tensor xhat = centered * r;
+  Tensor dx, dw, db;
+  if (wanted[0]) {
+    const Tensor gh = weight.defined() ? g * weight.to(compute).reshape(channel_shape) : g;
+    dx = training ? r * (gh - gh.mean(all_but_channels, true) - xhat * (gh * xhat).mean(all_but_channels, true))
+                  : r * gh;
+  }
+  if (wanted[1]) dw = (g * xhat).sum(all_but_channels);
+  if (wanted[2]) db = g.sum(all_but_channels);
+  return {dx, dw, db};
+}
+
 }  // namespace
 
 TensorTriple autograd::native_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t num_groups,
@@ -99,6 +128,34 @@ TensorTriple autograd::native_group_norm(const Tensor& x, const Tensor& weight, 
           auto [dx, dw, db] = building_graph()
                                   ? group_norm_backward_composed(g[0], x, w, num_groups, eps, wanted)
                                   : native::native_group_norm_backward(g[0], x, mean, rstd, w, num_groups, wanted);
+          return std::vector<Tensor>{dx.defined() ? dx.to(x.dtype()) : dx, dw.defined() ? dw.to(lw) : dw,
+                                     db.defined() ? db.to(lb) : db};
+        },
+        kDifferentiable);
+  return {out, mean, rstd};
+}
+
+// The running statistics are moved in place in training; their versions say so.
+TensorTriple autograd::native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                                         double momentum, double eps) {
+  auto [out, mean, rstd] = forward(
+      [&] { return native::native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps); });
+  if (training && running_mean.defined()) {
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
+  if (needs_grad({&x, &weight, &bias}))
+    record_fn(
+        "NativeBatchNormBackward", {&x, &weight, &bias}, {&out},
+        [sx = SavedTensor(x), sw = SavedTensor(weight), mean = mean, rstd = rstd, training, eps,
+         lw = weight.defined() ? weight.dtype() : kFloat32, lb = bias.defined() ? bias.dtype() : kFloat32,
+         wanted = std::array<bool, 3>{x.requires_grad(), weight.defined() && weight.requires_grad(),
+                                      bias.defined() && bias.requires_grad()}](std::vector<Tensor>& g) {
+          const Tensor x = sx.unpack("batch_norm"), w = sw.unpack("batch_norm");
+          auto [dx, dw, db] = building_graph()
+                                  ? batch_norm_backward_composed(g[0], x, w, mean, rstd, training, eps, wanted)
+                                  : native::native_batch_norm_backward(g[0], x, mean, rstd, w, training, wanted);
           return std::vector<Tensor>{dx.defined() ? dx.to(x.dtype()) : dx, dw.defined() ? dw.to(lw) : dw,
                                      db.defined() ? db.to(lb) : db};
         },

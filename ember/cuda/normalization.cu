@@ -1,9 +1,11 @@
-// Layer and group normalization on CUDA (tensor/cpu/normalization.cpp on the CPU; Note [Fused
-// layer_norm] in tensor/ops/normalization.cpp): one block per row (a layer_norm row; a group_norm
-// sample's group of channels) for the forward and for the input's gradient, sums in
+// Layer, group and batch normalization on CUDA (tensor/cpu/normalization.cpp on the CPU; Note
+// [Fused layer_norm] in tensor/ops/normalization.cpp): one block per row (a layer_norm row; a
+// group_norm sample's group of channels) for the forward and for the input's gradient, sums in
 // M = opmath_t<T>; the weight's and bias's gradients are sums over the rows in a fixed order
 // (layer_norm: column sums in a fixed number of row runs, then over the runs; group_norm: each
 // sample's and channel's sums, then over the samples), so that they do not depend on the launch.
+// batch_norm sums a channel in a block per (channel, run of samples), then adds the runs in order;
+// its output and input gradient are elementwise.
 #include <algorithm>
 
 #include "ember/cuda/block_reduce.cuh"
@@ -107,13 +109,13 @@ __global__ void layer_norm_affine_partials(const T* dy, const T* x, const M* mea
   if (partial_b) partial_b[c * D + j] = sb;
 }
 
-// out [D] = Σ over runs of partial [runs, D]
+// out [D] = scale Σ over runs of partial [runs, D]
 template <class M>
-__global__ void sum_runs(const M* partial, M* out, int64_t D, int64_t runs) {
+__global__ void sum_runs(const M* partial, M* out, int64_t D, int64_t runs, M scale = M(1)) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < D; j += int64_t{gridDim.x} * blockDim.x) {
     M s = 0;
     for (int64_t c = 0; c < runs; ++c) s += partial[c * D + j];
-    out[j] = s;
+    out[j] = s * scale;
   }
 }
 
@@ -187,6 +189,71 @@ __global__ void sum_samples(const M* sums, M* out, int64_t N, int64_t C) {
     M s = 0;
     for (int64_t n = 0; n < N; ++n) s += sums[n * C + c];
     out[c] = s;
+  }
+}
+
+// ---- batch_norm: x [N, C, HW], a channel's N planes of HW values; the samples in fixed runs ----
+
+// At most 32 runs of samples (a count that depends on N alone): a block per (channel, run) sums
+// its planes, then sum_runs adds the runs in order.
+constexpr int64_t kSampleRuns = 32;
+
+// partial [runs, C]: Σ x (mean null) or Σ (x - mean[c])² over run r's planes of channel c
+template <class T, class M = opmath_t<T>>
+__global__ void batch_norm_run_sums(const T* x, const M* mean, M* partial, int64_t N, int64_t C, int64_t HW,
+                                    int64_t runs) {
+  __shared__ M shared;
+  const int64_t c = blockIdx.x, run = blockIdx.y, n0 = N * run / runs, n1 = N * (run + 1) / runs;
+  const M mu = mean ? mean[c] : M(0);
+  M s = 0;
+  for (int64_t i = threadIdx.x; i < (n1 - n0) * HW; i += blockDim.x) {
+    const M v = convert<M>(x[((n0 + i / HW) * C + c) * HW + i % HW]);
+    s += mean ? (v - mu) * (v - mu) : v;
+  }
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) partial[run * C + c] = s;
+}
+
+// partial_dy, partial_dyx [runs, C]: Σ dy and Σ dy x̂ over run r's planes of channel c
+template <class T, class M = opmath_t<T>>
+__global__ void batch_norm_run_grad_sums(const T* dy, const T* x, const M* mean, const M* rstd, M* partial_dy,
+                                         M* partial_dyx, int64_t N, int64_t C, int64_t HW, int64_t runs) {
+  __shared__ M shared;
+  const int64_t c = blockIdx.x, run = blockIdx.y, n0 = N * run / runs, n1 = N * (run + 1) / runs;
+  const M mu = mean[c], rs = rstd[c];
+  M a = 0, b = 0;
+  for (int64_t i = threadIdx.x; i < (n1 - n0) * HW; i += blockDim.x) {
+    const int64_t at = ((n0 + i / HW) * C + c) * HW + i % HW;
+    const M g = convert<M>(dy[at]);
+    a += g;
+    b += g * (convert<M>(x[at]) - mu) * rs;
+  }
+  a = block_sum(a, shared);
+  b = block_sum(b, shared);
+  if (threadIdx.x == 0) partial_dy[run * C + c] = a, partial_dyx[run * C + c] = b;
+}
+
+// y [N, C, HW] = (x - mean[c]) rstd[c] w[c] + b[c]
+template <class T, class M = opmath_t<T>>
+__global__ void batch_norm_apply(const T* x, const M* mean, const M* rstd, const M* w, const M* b, T* y, int64_t n,
+                                 int64_t C, int64_t HW) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i / HW % C;
+    y[i] = convert<T>((convert<M>(x[i]) - mean[c]) * (w ? rstd[c] * w[c] : rstd[c]) + (b ? b[c] : M(0)));
+  }
+}
+
+// dx [N, C, HW] = rstd (ĝ - Σ ĝ / count - x̂ Σ ĝ x̂ / count) in training (sums of the channel), ĝ rstd in eval
+template <class T, class M = opmath_t<T>>
+__global__ void batch_norm_input_grad(const T* dy, const T* x, const M* mean, const M* rstd, const M* w,
+                                      const M* sum_dy, const M* sum_dyx, T* dx, int64_t n, int64_t C, int64_t HW,
+                                      M inv_count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i / HW % C;
+    const M wc = w ? w[c] : M(1), rs = rstd[c];
+    M g = convert<M>(dy[i]) * wc;
+    if (sum_dy) g -= wc * sum_dy[c] * inv_count + (convert<M>(x[i]) - mean[c]) * rs * wc * sum_dyx[c] * inv_count;
+    dx[i] = convert<T>(rs * g);
   }
 }
 
@@ -301,6 +368,89 @@ void CudaBackend::group_norm_backward(const Tensor& grad_out, const Tensor& x, c
       sum_samples<M><<<grid_for(C), kBlock, 0, stream>>>(sums, static_cast<M*>(out->data_ptr()), N, C);
       EMBER_KERNEL_CHECK();
     }
+  });
+}
+
+void CudaBackend::batch_norm_statistics(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  DeviceGuard guard(x.device().index);
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
+  if (N == 0 || C == 0 || HW == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const cudaStream_t stream = stream_of(x);
+    const int64_t runs = std::min(N, kSampleRuns);
+    const Tensor partial = empty({runs, C}, TensorOptions(mean.dtype()).device(x.device()));
+    M* pp = static_cast<M*>(partial.data_ptr());
+    M* mp = static_cast<M*>(mean.data_ptr());
+    const M inv_count = M(1) / M(N * HW);
+    const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(runs));
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    batch_norm_run_sums<T><<<grid, kBlock, 0, stream>>>(xp, static_cast<const M*>(nullptr), pp, N, C, HW, runs);
+    EMBER_KERNEL_CHECK();
+    sum_runs<M><<<grid_for(C), kBlock, 0, stream>>>(pp, mp, C, runs, inv_count);
+    EMBER_KERNEL_CHECK();
+    batch_norm_run_sums<T><<<grid, kBlock, 0, stream>>>(xp, mp, pp, N, C, HW, runs);
+    EMBER_KERNEL_CHECK();
+    sum_runs<M><<<grid_for(C), kBlock, 0, stream>>>(pp, static_cast<M*>(var.data_ptr()), C, runs, inv_count);
+    EMBER_KERNEL_CHECK();
+  });
+}
+
+void CudaBackend::batch_norm(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                             const Tensor& bias, const Tensor& out) {
+  DeviceGuard guard(out.device().index);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    batch_norm_apply<T><<<grid_for(n), kBlock, 0, stream_of(out)>>>(
+        static_cast<const T*>(x.data_ptr()), static_cast<const M*>(mean.data_ptr()),
+        static_cast<const M*>(rstd.data_ptr()), data_or_null<M>(weight), data_or_null<M>(bias),
+        static_cast<T*>(out.data_ptr()), n, x.size(1), x.size(2));
+    EMBER_KERNEL_CHECK();
+  });
+}
+
+void CudaBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                      const Tensor& weight, bool training, const Tensor& grad_input,
+                                      const Tensor& grad_weight, const Tensor& grad_bias) {
+  DeviceGuard guard(x.device().index);
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
+  if (N == 0 || C == 0 || HW == 0) return;
+  EMBER_CUDA_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&] {
+    using T = scalar_t;
+    using M = opmath_t<T>;
+    const cudaStream_t stream = stream_of(x);
+    const T* dy = static_cast<const T*>(grad_out.data_ptr());
+    const T* xp = static_cast<const T*>(x.data_ptr());
+    const M* mp = static_cast<const M*>(mean.data_ptr());
+    const M* rp = static_cast<const M*>(rstd.data_ptr());
+    const bool sums_needed = training || grad_weight.defined() || grad_bias.defined();
+    // Σ dy and Σ dy x̂ per channel: grad_bias and grad_weight themselves, or buffers of their own
+    const TensorOptions options = TensorOptions(mean.dtype()).device(x.device());
+    const Tensor sum_dy = grad_bias.defined() ? grad_bias : sums_needed ? empty({C}, options) : Tensor();
+    const Tensor sum_dyx = grad_weight.defined() ? grad_weight : sums_needed ? empty({C}, options) : Tensor();
+    if (sums_needed) {
+      const int64_t runs = std::min(N, kSampleRuns);
+      const Tensor partial = empty({2, runs, C}, options);
+      M* pp = static_cast<M*>(partial.data_ptr());
+      const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(runs));
+      batch_norm_run_grad_sums<T><<<grid, kBlock, 0, stream>>>(dy, xp, mp, rp, pp, pp + runs * C, N, C, HW, runs);
+      EMBER_KERNEL_CHECK();
+      sum_runs<M><<<grid_for(C), kBlock, 0, stream>>>(pp, static_cast<M*>(sum_dy.data_ptr()), C, runs);
+      EMBER_KERNEL_CHECK();
+      sum_runs<M><<<grid_for(C), kBlock, 0, stream>>>(pp + runs * C, static_cast<M*>(sum_dyx.data_ptr()), C, runs);
+      EMBER_KERNEL_CHECK();
+    }
+    if (!grad_input.defined()) return;
+    const int64_t n = x.numel();
+    batch_norm_input_grad<T><<<grid_for(n), kBlock, 0, stream>>>(
+        dy, xp, mp, rp, data_or_null<M>(weight), training ? data_or_null<M>(sum_dy) : nullptr,
+        training ? data_or_null<M>(sum_dyx) : nullptr, static_cast<T*>(grad_input.data_ptr()), n, C, HW,
+        M(1) / M(N * HW));
+    EMBER_KERNEL_CHECK();
   });
 }
 

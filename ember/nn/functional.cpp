@@ -151,22 +151,6 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
   return reduce(loss, reduction, "kl_div");
 }
 
-namespace {
-
-// batch_norm computes a 16-bit input in float32 and rounds once at the end, as the fused kernels
-// of PyTorch's CUDA (and newer CPU) back end accumulate in float (and as layer_norm's and
-// group_norm's kernels do): in 16 bits the mean and the centered values are rounded themselves,
-// so bfloat16 [8, 8.0625] normalized to [0, 1.41] instead of [-0.99, 0.99]. Under autocast the
-// output stays float32: its reductions are on the float32 list already.
-template <class Normalize>
-Tensor normalize_in_float32(const Tensor& x, const Normalize& normalize) {
-  if (!x.defined() || (x.dtype() != kFloat16 && x.dtype() != kBFloat16)) return normalize(x);
-  const Tensor y = normalize(x.to(kFloat32));
-  return autocast::is_enabled(x.device().type) ? y : y.to(x.dtype());
-}
-
-}  // namespace
-
 // One fused kernel each (Note [Fused layer_norm] in tensor/ops/normalization.cpp).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   return std::get<0>(::ember::native_group_norm(x, weight, bias, num_groups, eps));
@@ -179,41 +163,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  EMBER_CHECK(x.dim() >= 2, "batch_norm: expected input of shape [N, C, ...], got ", shape_str(x.sizes()));
-  const int64_t C = x.size(1);
-  Shape channel_shape(static_cast<size_t>(x.dim()), 1);
-  channel_shape[1] = C;
-  Shape dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  int64_t count = x.size(0);  // values per channel (not numel / C: C may be 0)
-  for (int64_t d = 2; d < x.dim(); ++d) count *= x.size(d);
-  if (training)
-    EMBER_CHECK(count > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-                shape_str(x.sizes()));
-  else
-    EMBER_CHECK(running_mean.defined() && running_var.defined(),
-                "batch_norm: running_mean and running_var are needed in eval mode");
-  return normalize_in_float32(x, [&](const Tensor& xf) {
-    Tensor mean_c, var_c;
-    if (training) {
-      mean_c = xf.mean(dims, true);
-      const Tensor centered = xf - mean_c;
-      var_c = (centered * centered).mean(dims, true);
-      if (running_mean.defined() && running_var.defined()) {
-        NoGradGuard no_grad;
-        Tensor rm = running_mean, rv = running_var;
-        rm.mul_(1.0 - momentum).add_(mean_c.reshape({C}).to(rm.dtype()), momentum);
-        rv.mul_(1.0 - momentum).add_(var_c.reshape({C}).to(rv.dtype()), momentum * count / (count - 1.0));
-      }
-    } else {
-      mean_c = running_mean.reshape(channel_shape);
-      var_c = running_var.reshape(channel_shape);
-    }
-    Tensor y = (xf - mean_c) * rsqrt(var_c + eps);
-    if (weight.defined()) y = y * weight.reshape(channel_shape);
-    if (bias.defined()) y = y + bias.reshape(channel_shape);
-    return y;
-  });
+  return std::get<0>(::ember::native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

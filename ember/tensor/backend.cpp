@@ -76,6 +76,14 @@ void Backend::group_norm_backward(const Tensor&, const Tensor&, const Tensor&, c
                                   const Tensor&, const Tensor&, const Tensor&) {
   unsupported("group_norm_backward");
 }
+void Backend::batch_norm_statistics(const Tensor&, const Tensor&, const Tensor&) { unsupported("batch_norm"); }
+void Backend::batch_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("batch_norm");
+}
+void Backend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool,
+                                  const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("batch_norm_backward");
+}
 void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }

@@ -175,7 +175,7 @@ class Backend {
   // out = softmax(in) or log_softmax(in) along dim; in, out contiguous, same shape.
   virtual void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log);
 
-  // ---- layer and group normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp) ----
+  // ---- layer, group and batch normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp) ----
   // Rows of x [R, D] (contiguous, floating T) -> out [R, D] (T) = (x - mean) * rstd * weight + bias,
   // with the row's mean [R] and rstd [R] = 1 / sqrt(biased variance + eps) kept for backward.
   // M = opmath_t<T> (float32 for 16-bit T): mean, rstd, weight and bias [D] (each undefined when
@@ -195,6 +195,17 @@ class Backend {
   // grad_input [N, C, HW] (T), grad_weight and grad_bias [C] (M), as layer_norm_backward's.
   virtual void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, int64_t groups, const Tensor& grad_input,
+                                   const Tensor& grad_weight, const Tensor& grad_bias);
+  // batch_norm over x [N, C, HW] (contiguous, floating T), per channel over N and HW, M as
+  // layer_norm's: each channel's mean and biased variance into mean, var [C] (M), ...
+  virtual void batch_norm_statistics(const Tensor& x, const Tensor& mean, const Tensor& var);
+  // ... out (T) = (x - mean[c]) * rstd[c] * weight[c] + bias[c] from the statistics given, ...
+  virtual void batch_norm(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                          const Tensor& bias, const Tensor& out);
+  // ... and the gradients: grad_input (T; `training`: through the statistics too, which were
+  // x's), grad_weight = Σ dy x̂ and grad_bias = Σ dy [C] (M), each undefined when not wanted.
+  virtual void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, bool training, const Tensor& grad_input,
                                    const Tensor& grad_weight, const Tensor& grad_bias);
 
   // ---- indexing (index: int64, validated by the kernel against the indexed size) ----
@@ -280,6 +291,12 @@ class Backend {
                   const Tensor& out, const Tensor& mean, const Tensor& rstd) override;                                 \
   void group_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,            \
                            const Tensor& weight, int64_t groups, const Tensor& grad_input, const Tensor& grad_weight,  \
+                           const Tensor& grad_bias) override;                                                          \
+  void batch_norm_statistics(const Tensor& x, const Tensor& mean, const Tensor& var) override;                         \
+  void batch_norm(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias,   \
+                  const Tensor& out) override;                                                                         \
+  void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,            \
+                           const Tensor& weight, bool training, const Tensor& grad_input, const Tensor& grad_weight,   \
                            const Tensor& grad_bias) override;                                                          \
   void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta) override;                    \
   void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& out, const Conv2dParams& p) \

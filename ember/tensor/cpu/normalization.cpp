@@ -1,9 +1,11 @@
-// Layer and group normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp): a
-// row (a layer_norm row; a group_norm sample's group of channels) is read three times forward
-// (its sum, its centered squares, the output) and twice backward (its sums, then the gradient),
-// every sum in M = opmath_t<T>; float32, float16 and bfloat16 go 8 values at a time, 16-bit ones
-// widened on load and rounded once on store.
+// Layer, group and batch normalization (Note [Fused layer_norm] in tensor/ops/normalization.cpp):
+// a row (a layer_norm row; a group_norm sample's group of channels; a batch_norm channel's
+// planes) is read three times forward (its sum, its centered squares, the output) and twice
+// backward (its sums, then the gradient), every sum in M = opmath_t<T> (batch_norm's planes then
+// added in double); float32, float16 and bfloat16 go 8 values at a time, 16-bit ones widened on
+// load and rounded once on store.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -361,6 +363,106 @@ void group_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Te
   }
 }
 
+// ---- batch_norm: a channel is its N planes of HW contiguous values, plane p = n C + c ----
+
+// Each channel's K sums over its planes, each plane's from plane_sums(p, c): the samples go in
+// at most kChunks runs (a count that depends on N alone), a run's planes are added in order, and
+// then the runs, so the bits do not depend on the thread count. In double: a channel may hold
+// millions of values. Runs and channels are the parallel tasks, a run's channels side by side,
+// so that planes of one value (BatchNorm1d) are read in memory order.
+template <size_t K, class PlaneSums>
+std::vector<std::array<double, K>> channel_sums(int64_t N, int64_t C, int64_t HW, const PlaneSums& plane_sums) {
+  const int64_t runs = std::max<int64_t>(1, std::min(N, kChunks));
+  std::vector<std::array<double, K>> partial(static_cast<size_t>(runs * C));
+  const int64_t per_task = std::max<int64_t>(1, N / runs * HW);
+  parallel_for(0, runs * C, std::max<int64_t>(1, kGrainSize / per_task), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t run = t / C, c = t % C;
+      std::array<double, K> s{};
+      for (int64_t n = N * run / runs; n < N * (run + 1) / runs; ++n) {
+        const auto plane = plane_sums(n * C + c, c);
+        for (size_t k = 0; k < K; ++k) s[k] += static_cast<double>(plane[k]);
+      }
+      partial[static_cast<size_t>(t)] = s;
+    }
+  });
+  std::vector<std::array<double, K>> sums(static_cast<size_t>(C));
+  for (int64_t run = 0; run < runs; ++run)
+    for (int64_t c = 0; c < C; ++c)
+      for (size_t k = 0; k < K; ++k) sums[static_cast<size_t>(c)][k] += partial[static_cast<size_t>(run * C + c)][k];
+  return sums;
+}
+
+template <class T, class M = opmath_t<T>>
+void batch_norm_statistics_typed(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
+  const double count = static_cast<double>(N * HW);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  M* mp = static_cast<M*>(mean.data_ptr());
+  M* vp = static_cast<M*>(var.data_ptr());
+  const auto sums = channel_sums<1>(N, C, HW, [&](int64_t p, int64_t) { return std::array{row_sum(xp + p * HW, HW)}; });
+  for (int64_t c = 0; c < C; ++c) mp[c] = M(sums[static_cast<size_t>(c)][0] / count);
+  const auto squares = channel_sums<1>(
+      N, C, HW, [&](int64_t p, int64_t c) { return std::array{row_centered_squares(xp + p * HW, HW, mp[c])}; });
+  for (int64_t c = 0; c < C; ++c) vp[c] = M(squares[static_cast<size_t>(c)][0] / count);
+}
+
+template <class T, class M = opmath_t<T>>
+void batch_norm_typed(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias,
+                      const Tensor& out) {
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  T* yp = static_cast<T*>(out.data_ptr());
+  const M* mp = static_cast<const M*>(mean.data_ptr());
+  const M* rp = static_cast<const M*>(rstd.data_ptr());
+  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
+  const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
+  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, HW)), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % C;
+      run_scale_shift(xp + p * HW, HW, mp[c], w ? rp[c] * w[c] : rp[c], b ? b[c] : M(0), yp + p * HW);
+    }
+  });
+}
+
+// Each channel's Σ dy and Σ dy x̂ (dw and db themselves), then dx per plane: in training through
+// the batch's statistics, rstd (ĝ - mean ĝ - x̂ mean ĝ x̂) with ĝ = dy w; in eval ĝ rstd.
+template <class T, class M = opmath_t<T>>
+void batch_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& weight, bool training, const Tensor& grad_input, const Tensor& grad_weight,
+                               const Tensor& grad_bias) {
+  const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
+  const double count = static_cast<double>(N * HW);
+  const T* dy = static_cast<const T*>(grad_out.data_ptr());
+  const T* xp = static_cast<const T*>(x.data_ptr());
+  const M* mp = static_cast<const M*>(mean.data_ptr());
+  const M* rp = static_cast<const M*>(rstd.data_ptr());
+  const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
+  std::vector<std::array<double, 2>> sums(static_cast<size_t>(C));  // Σ dy, Σ dy x̂
+  if (training || grad_weight.defined() || grad_bias.defined()) {
+    sums = channel_sums<2>(N, C, HW, [&](int64_t p, int64_t c) {
+      const auto [s_dy, s_dyx] = run_grad_sums(dy + p * HW, xp + p * HW, HW, mp[c], rp[c]);
+      return std::array{s_dy, s_dyx};
+    });
+  }
+  for (auto [k, out] : {std::pair{1, &grad_weight}, std::pair{0, &grad_bias}}) {
+    if (!out->defined()) continue;
+    M* o = static_cast<M*>(out->data_ptr());
+    for (int64_t c = 0; c < C; ++c) o[c] = M(sums[static_cast<size_t>(c)][static_cast<size_t>(k)]);
+  }
+  if (!grad_input.defined()) return;
+  T* dx = static_cast<T*>(grad_input.data_ptr());
+  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, HW)), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % C;
+      const M wc = w ? w[c] : M(1);
+      const auto& [s_dy, s_dyx] = sums[static_cast<size_t>(c)];
+      const M mean_g = training ? M(wc * s_dy / count) : M(0), mean_gx = training ? M(wc * s_dyx / count) : M(0);
+      run_input_grad(dy + p * HW, xp + p * HW, HW, mp[c], rp[c], wc, mean_g, mean_gx, dx + p * HW);
+    }
+  });
+}
+
 }  // namespace
 
 // out [R, D] = layer_norm(x [R, D]), with mean and rstd [R]
@@ -392,6 +494,27 @@ void CpuBackend::group_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& grad_weight, const Tensor& grad_bias) {
   EMBER_DISPATCH_FLOATING(x.dtype(), "group_norm_backward", [&] {
     group_norm_backward_typed<scalar_t>(grad_out, x, mean, rstd, weight, groups, grad_input, grad_weight, grad_bias);
+  });
+}
+
+// mean, var [C] = each channel's statistics of x [N, C, HW]
+void CpuBackend::batch_norm_statistics(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  EMBER_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] { batch_norm_statistics_typed<scalar_t>(x, mean, var); });
+}
+
+// out [N, C, HW] = batch_norm(x [N, C, HW]) with mean and rstd [C]
+void CpuBackend::batch_norm(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                            const Tensor& bias, const Tensor& out) {
+  EMBER_DISPATCH_FLOATING(x.dtype(), "batch_norm",
+                          [&] { batch_norm_typed<scalar_t>(x, mean, rstd, weight, bias, out); });
+}
+
+// grad_input [N, C, HW], grad_weight, grad_bias [C] from grad_out [N, C, HW]
+void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor& weight, bool training, const Tensor& grad_input,
+                                     const Tensor& grad_weight, const Tensor& grad_bias) {
+  EMBER_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&] {
+    batch_norm_backward_typed<scalar_t>(grad_out, x, mean, rstd, weight, training, grad_input, grad_weight, grad_bias);
   });
 }
 

@@ -1,4 +1,5 @@
-// native_layer_norm, native_group_norm and their backward: checks, the rows, one kernel call.
+// native_layer_norm, native_group_norm, native_batch_norm and their backward: checks, the rows,
+// then the kernels.
 //
 // Note [Fused layer_norm]: layer_norm is one kernel that reads each row, keeps its mean and
 // rstd = 1 / sqrt(biased variance + eps), and writes (x - mean) * rstd * weight + bias, as
@@ -10,7 +11,13 @@
 // models' layer_norm"). Under autocast layer_norm is on the float32 list, as in PyTorch.
 // group_norm is the same with a sample's group of C / G channels for a row and the affine per
 // channel; its backward keeps each sample's and channel's two sums, so the weight's and bias's
-// gradients are their sums over the samples, in order.
+// gradients are their sums over the samples, in order. batch_norm normalizes a channel over the
+// samples and positions: each sample's plane of the channel is summed on its own and the planes
+// are added in sample order, so the bits do not depend on the thread count; in eval it uses the
+// running statistics. Its node keeps the input and two values per channel. batch_norm is on no
+// autocast list (PyTorch's neither): a 16-bit input gives a 16-bit output, its sums float32.
+#include <limits>
+
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
@@ -18,6 +25,7 @@ namespace {
 
 constexpr const char* kOp = "layer_norm";
 constexpr const char* kGroupOp = "group_norm";
+constexpr const char* kBatchOp = "batch_norm";
 
 bool is_16_bit(DType d) { return d == kFloat16 || d == kBFloat16; }
 
@@ -58,32 +66,41 @@ Tensor affine_of(const Tensor& t, const Shape& normalized_shape, DType compute, 
   return view(contiguous(to(t, compute)), {-1});
 }
 
-// group_norm's input as [N, C, HW] (the trailing dims flattened) of its computing dtype's rows.
-struct Groups {
+// group_norm's and batch_norm's input as [N, C, HW] (the trailing dims flattened), of its
+// computing dtype's rows.
+struct Channels {
   Tensor x;  // [N, C, HW]
   int64_t N, C, HW;
   DType compute;
 };
 
-Groups groups_of(const Tensor& self, int64_t num_groups) {
-  ops::check_defined(self, kGroupOp);
-  EMBER_CHECK(self.dim() >= 2, kGroupOp, ": expects input [N, C, ...], got shape ", shape_str(self.sizes()));
-  Groups g;
+Channels channels_of(const Tensor& self, const char* op) {
+  ops::check_defined(self, op);
+  EMBER_CHECK(self.dim() >= 2, op, ": expects input [N, C, ...], got shape ", shape_str(self.sizes()));
+  Channels g;
   g.N = self.size(0);
   g.C = self.size(1);
-  EMBER_CHECK(num_groups > 0 && g.C % num_groups == 0, kGroupOp, ": ", g.C, " channels are not divisible into ",
-              num_groups, " groups");
-  g.HW = checked_numel(Shape(self.sizes().begin() + 2, self.sizes().end()), kGroupOp);
+  g.HW = checked_numel(Shape(self.sizes().begin() + 2, self.sizes().end()), op);
   g.x = view(contiguous(self.is_floating_point() ? self : to(self, default_float_dtype())), {g.N, g.C, g.HW});
   g.compute = is_16_bit(g.x.dtype()) ? kFloat32 : g.x.dtype();
   return g;
 }
 
-Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor& self, const char* what) {
+Channels groups_of(const Tensor& self, int64_t num_groups) {
+  const Channels g = channels_of(self, kGroupOp);
+  EMBER_CHECK(num_groups > 0 && g.C % num_groups == 0, kGroupOp, ": ", g.C, " channels are not divisible into ",
+              num_groups, " groups");
+  return g;
+}
+
+// A per-channel tensor (weight, bias, running statistics) as the kernel reads it: C values of
+// the computing dtype (undefined stays so).
+Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor& self, const char* what,
+                         const char* op = kGroupOp) {
   if (!t.defined()) return t;
-  EMBER_CHECK(t.sizes() == Shape{C}, kGroupOp, ": ", what, " must have shape [", C, "], got ", shape_str(t.sizes()));
-  EMBER_CHECK(t.is_floating_point(), kGroupOp, ": ", what, " must be floating point, got ", t.dtype());
-  EMBER_CHECK(t.device() == self.device(), kGroupOp, ": expected all tensors to be on the same device, but found ",
+  EMBER_CHECK(t.sizes() == Shape{C}, op, ": ", what, " must have shape [", C, "], got ", shape_str(t.sizes()));
+  EMBER_CHECK(t.is_floating_point(), op, ": ", what, " must be floating point, got ", t.dtype());
+  EMBER_CHECK(t.device() == self.device(), op, ": expected all tensors to be on the same device, but found ",
               self.device(), " (input) and ", t.device(), " (", what, ")");
   return contiguous(to(t, compute));
 }
@@ -92,7 +109,7 @@ Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor
 
 TensorTriple native_group_norm(const Tensor& self, const Tensor& weight, const Tensor& bias, int64_t num_groups,
                                double eps) {
-  const Groups g = groups_of(self, num_groups);
+  const Channels g = groups_of(self, num_groups);
   const Tensor w = channel_affine_of(weight, g.C, g.compute, self, "weight");
   const Tensor b = channel_affine_of(bias, g.C, g.compute, self, "bias");
   Tensor out = empty_like(g.x);
@@ -105,7 +122,7 @@ TensorTriple native_group_norm(const Tensor& self, const Tensor& weight, const T
 TensorTriple native_group_norm_backward(const Tensor& grad_out, const Tensor& self, const Tensor& mean,
                                         const Tensor& rstd, const Tensor& weight, int64_t num_groups,
                                         std::array<bool, 3> wanted) {
-  const Groups g = groups_of(self, num_groups);
+  const Channels g = groups_of(self, num_groups);
   ops::check_defined(grad_out, kGroupOp, "gradient");
   EMBER_CHECK(grad_out.sizes() == self.sizes(), kGroupOp, ": gradient of shape ", shape_str(grad_out.sizes()),
               " for input of shape ", shape_str(self.sizes()));
@@ -171,6 +188,86 @@ TensorTriple native_layer_norm_backward(const Tensor& grad_out, const Tensor& se
   }
   return {dx.defined() ? view(dx, self.sizes()) : dx, dw.defined() ? view(dw, normalized_shape) : dw,
           db.defined() ? view(db, normalized_shape) : db};
+}
+
+namespace {
+
+// running = (1 - momentum) running + momentum value, in place in running's dtype, computed in the
+// wider of running's and value's.
+void move_toward(const Tensor& running, const Tensor& value, double momentum) {
+  const DType acc = running.dtype() == kFloat64 ? kFloat64 : value.dtype();
+  Tensor target = running;
+  copy_(target, add(mul(to(running, acc), Scalar(1.0 - momentum)), to(value, acc), momentum));
+}
+
+}  // namespace
+
+TensorTriple native_batch_norm(const Tensor& self, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                               const Tensor& running_var, bool training, double momentum, double eps) {
+  const Channels g = channels_of(self, kBatchOp);
+  const Tensor w = channel_affine_of(weight, g.C, g.compute, self, "weight", kBatchOp);
+  const Tensor b = channel_affine_of(bias, g.C, g.compute, self, "bias", kBatchOp);
+  EMBER_CHECK(running_mean.defined() == running_var.defined(), kBatchOp,
+              ": running_mean and running_var must be given together");
+  EMBER_CHECK(training || running_mean.defined(), kBatchOp, ": running_mean and running_var are needed in eval mode");
+  const Tensor stored_mean = channel_affine_of(running_mean, g.C, g.compute, self, "running_mean", kBatchOp);
+  const Tensor stored_var = channel_affine_of(running_var, g.C, g.compute, self, "running_var", kBatchOp);
+  const int64_t count = ops::size_mul(g.N, g.HW, kBatchOp);  // values per channel
+  EMBER_CHECK(!training || count != 1, kBatchOp,
+              ": expected more than 1 value per channel when training, got input of shape ", shape_str(self.sizes()));
+  const Device device = self.device();
+  Tensor mean, rstd;
+  if (training) {
+    mean = ops::empty_on({g.C}, g.compute, device);
+    Tensor var = ops::empty_on({g.C}, g.compute, device);
+    if (count > 0 && g.C > 0) {
+      backend(device).batch_norm_statistics(g.x, mean, var);
+      if (running_mean.defined()) {  // toward the unbiased variance, as PyTorch's
+        move_toward(running_mean, mean, momentum);
+        move_toward(running_var, mul(var, Scalar(static_cast<double>(count) / static_cast<double>(count - 1))),
+                    momentum);
+      }
+    } else {  // an empty batch: no statistics, the running ones untouched (PyTorch's)
+      fill_(mean, std::numeric_limits<double>::quiet_NaN());
+      fill_(var, std::numeric_limits<double>::quiet_NaN());
+    }
+    rstd = rsqrt(add(var, Scalar(eps)));
+  } else {
+    mean = clone(stored_mean);  // not an alias: a later training step moves the running mean in place
+    rstd = rsqrt(add(stored_var, Scalar(eps)));
+  }
+  Tensor out = empty_like(g.x);
+  if (out.numel() > 0) backend(device).batch_norm(g.x, mean, rstd, w, b, out);
+  return {view(out, self.sizes()), mean, rstd};
+}
+
+TensorTriple native_batch_norm_backward(const Tensor& grad_out, const Tensor& self, const Tensor& mean,
+                                        const Tensor& rstd, const Tensor& weight, bool training,
+                                        std::array<bool, 3> wanted) {
+  const Channels g = channels_of(self, kBatchOp);
+  ops::check_defined(grad_out, kBatchOp, "gradient");
+  EMBER_CHECK(grad_out.sizes() == self.sizes(), kBatchOp, ": gradient of shape ", shape_str(grad_out.sizes()),
+              " for input of shape ", shape_str(self.sizes()));
+  for (const Tensor* s : {&mean, &rstd}) {
+    ops::check_defined(*s, kBatchOp, "saved statistics");
+    EMBER_CHECK(s->numel() == g.C && s->dtype() == g.compute, kBatchOp, ": statistics of shape ", shape_str(s->sizes()),
+                " and dtype ", s->dtype(), " for ", g.C, " channels of ", g.compute);
+  }
+  ops::check_same_device({&grad_out, &self, &mean, &rstd}, kBatchOp);
+  const Tensor w = channel_affine_of(weight, g.C, g.compute, self, "weight", kBatchOp);
+  const Tensor dy = view(contiguous(to(grad_out, g.x.dtype())), {g.N, g.C, g.HW});
+  const Device device = self.device();
+  Tensor dx = wanted[0] ? empty_like(g.x) : Tensor();
+  Tensor dw = wanted[1] ? ops::empty_on({g.C}, g.compute, device) : Tensor();
+  Tensor db = wanted[2] ? ops::empty_on({g.C}, g.compute, device) : Tensor();
+  if (g.N == 0 || g.HW == 0) {
+    for (Tensor* t : {&dw, &db})
+      if (t->defined()) fill_(*t, 0);
+  } else if (g.C > 0 && (wanted[0] || wanted[1] || wanted[2])) {
+    backend(device).batch_norm_backward(dy, g.x, view(contiguous(mean), {-1}), view(contiguous(rstd), {-1}), w,
+                                        training, dx, dw, db);
+  }
+  return {dx.defined() ? view(dx, self.sizes()) : dx, dw, db};
 }
 
 }  // namespace ember::native
