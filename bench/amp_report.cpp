@@ -193,15 +193,18 @@ Tensor group_norm_composed(const Tensor& x, int64_t groups, const Tensor& w, con
 // batch_norm as it was composed before its kernel (training, with running statistics).
 Tensor batch_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& running_mean,
                            Tensor& running_var) {
-  const Tensor mean = x.mean({0, 2, 3}, true), centered = x - mean;
-  const Tensor var = (centered * centered).mean({0, 2, 3}, true);
+  Shape dims{0}, channel_shape(static_cast<size_t>(x.dim()), 1);
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  channel_shape[1] = x.size(1);
+  const Tensor mean = x.mean(dims, true), centered = x - mean;
+  const Tensor var = (centered * centered).mean(dims, true);
   {
     NoGradGuard no_grad;
     const double count = static_cast<double>(x.numel() / x.size(1));
     running_mean.mul_(0.9).add_(mean.reshape({-1}), 0.1);
     running_var.mul_(0.9).add_(var.reshape({-1}), 0.1 * count / (count - 1));
   }
-  return (x - mean) * rsqrt(var + 1e-5) * w.reshape({1, -1, 1, 1}) + b.reshape({1, -1, 1, 1});
+  return (x - mean) * rsqrt(var + 1e-5) * w.reshape(channel_shape) + b.reshape(channel_shape);
 }
 
 struct NormRow {
@@ -279,6 +282,20 @@ void normalization_report() {
         [&](const Tensor& x) { return nn::functional::batch_norm(x, rm, rv, cw, cb, true); }},
        {"bfloat16, composed in float32 on a copy", kBFloat16,
         [&](const Tensor& x) { return batch_norm_composed(x.to(kFloat32), cw, cb, rm, rv).to(kBFloat16); }}},
+      [](const Tensor& x) { return nn::functional::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true); });
+  // BatchNorm1d after a Linear: planes of one value, read across the channels
+  const Tensor features = randn({1, 1024}, kFloat64) * 4 + randn({4096, 1024}, kFloat64) * 0.1;
+  Tensor fm = zeros({1024}), fv = ones({1024});
+  const Tensor fw = ones({1024}), fb = zeros({1024});
+  normalization_table(
+      "batch_norm [4096, 1024], training", features,
+      {{"float32, fused (ember)", kFloat32,
+        [&](const Tensor& x) { return nn::functional::batch_norm(x, fm, fv, fw, fb, true); }},
+       {"float32, composed of ops", kFloat32, [&](const Tensor& x) { return batch_norm_composed(x, fw, fb, fm, fv); }},
+       {"bfloat16, fused (ember)", kBFloat16,
+        [&](const Tensor& x) { return nn::functional::batch_norm(x, fm, fv, fw, fb, true); }},
+       {"bfloat16, composed in float32 on a copy", kBFloat16,
+        [&](const Tensor& x) { return batch_norm_composed(x.to(kFloat32), fw, fb, fm, fv).to(kBFloat16); }}},
       [](const Tensor& x) { return nn::functional::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true); });
 }
 

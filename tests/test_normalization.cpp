@@ -327,10 +327,11 @@ Reference batch_reference(const std::vector<double>& x, const std::vector<double
 
 // Training and eval, every dtype and affine combination, the running statistics moved toward the
 // batch's mean and unbiased variance. 70 samples make more runs than the CPU's 64 and the GPU's
-// 32; [37, 3] is BatchNorm1d's planes of one value.
+// 32; [37, 3] and [300, 11] are BatchNorm1d's planes of one value, which the CPU reads along the
+// rows (11 channels: 8 at a time, then a tail).
 TEST(BatchNorm, ValuesStatisticsRunningStatisticsAndGradientsMatchALoopInEveryDtype) {
   manual_seed(15);
-  const std::vector<Shape> shapes{{4, 3, 5}, {37, 3}, {2, 3, 4, 5}, {70, 2, 3}, {1, 2, 37}};
+  const std::vector<Shape> shapes{{4, 3, 5}, {37, 3}, {300, 11}, {2, 3, 4, 5}, {70, 2, 3}, {1, 2, 37}};
   for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
     const double rounding = dt == kBFloat16 ? 0x1p-8 : dt == kFloat16 ? 0x1p-11 : dt == kFloat32 ? 0x1p-24 : 0x1p-53;
     const double compute = dt == kFloat64 ? 0x1p-53 : 0x1p-24;
@@ -399,10 +400,11 @@ TEST(BatchNorm, AForwardWithGradAllocatesTheOutputAndTwoValuesPerChannel) {
 
 // Each sample's plane is summed on its own and the planes added in fixed runs: the statistics,
 // the running ones and all three gradients are the same bits with one thread or two, for planes
-// of 50 values and of one (BatchNorm1d); and float32's gradients match float64's.
+// of 50 values and of one (BatchNorm1d: runs of at most 256 rows, so 67 for 17 000 samples, and
+// blocks of 256 channels, so three for 600); and float32's gradients match float64's.
 TEST(BatchNorm, StatisticsAndGradientsDoNotDependOnTheThreadCount) {
   manual_seed(16);
-  for (const Shape& sizes : {Shape{33, 12, 50}, Shape{1000, 24}}) {
+  for (const Shape& sizes : {Shape{33, 12, 50}, Shape{1000, 24}, Shape{17000, 20}, Shape{40, 600}}) {
     SCOPED_TRACE(shape_str(sizes));
     const int64_t C = sizes[1];
     const Tensor x = randn(sizes) * 3 + 1, w = randn({C}), b = randn({C}), dy = randn(sizes);

@@ -393,6 +393,109 @@ std::vector<std::array<double, K>> channel_sums(int64_t N, int64_t C, int64_t HW
   return sums;
 }
 
+// ---- planes of one value (BatchNorm1d's [N, C]): a sample is a row of C channels ----
+// There the per-plane loops above would spend their time on the calls and read across the rows,
+// so these go along a row, 8 channels at a time, with per-channel coefficients.
+
+// acc[j] += x[j], or (x[j] - mean[j])² where mean is given, over n channels
+template <class T, class M>
+void add_row(const T* x, int64_t n, const M* mean, M* acc) {
+  int64_t j = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    for (; j + 8 <= n; j += 8) {
+      __m256 v = load_floats(x + j);
+      if (mean) {
+        v = _mm256_sub_ps(v, _mm256_loadu_ps(mean + j));
+        v = _mm256_mul_ps(v, v);
+      }
+      _mm256_storeu_ps(acc + j, _mm256_add_ps(_mm256_loadu_ps(acc + j), v));
+    }
+  }
+#endif
+  for (; j < n; ++j) acc[j] += mean ? (M(x[j]) - mean[j]) * (M(x[j]) - mean[j]) : M(x[j]);
+}
+
+// sum_dy[j] += dy[j] and sum_dyx[j] += dy[j] (x[j] - mean[j]) rstd[j] over n channels
+template <class T, class M>
+void add_grad_row(const T* dy, const T* x, int64_t n, const M* mean, const M* rstd, M* sum_dy, M* sum_dyx) {
+  int64_t j = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    for (; j + 8 <= n; j += 8) {
+      const __m256 g = load_floats(dy + j);
+      const __m256 xhat =
+          _mm256_mul_ps(_mm256_sub_ps(load_floats(x + j), _mm256_loadu_ps(mean + j)), _mm256_loadu_ps(rstd + j));
+      _mm256_storeu_ps(sum_dy + j, _mm256_add_ps(_mm256_loadu_ps(sum_dy + j), g));
+      _mm256_storeu_ps(sum_dyx + j, _mm256_fmadd_ps(g, xhat, _mm256_loadu_ps(sum_dyx + j)));
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    sum_dy[j] += M(dy[j]);
+    sum_dyx[j] += M(dy[j]) * (M(x[j]) - mean[j]) * rstd[j];
+  }
+}
+
+// y[j] = (x[j] - mean[j]) scale[j] + shift[j] over n channels
+template <class T, class M>
+void row_scale_shift(const T* x, int64_t n, const M* mean, const M* scale, const M* shift, T* y) {
+  int64_t j = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    for (; j + 8 <= n; j += 8) {
+      const __m256 centered = _mm256_sub_ps(load_floats(x + j), _mm256_loadu_ps(mean + j));
+      store_floats(y + j, _mm256_fmadd_ps(centered, _mm256_loadu_ps(scale + j), _mm256_loadu_ps(shift + j)));
+    }
+  }
+#endif
+  for (; j < n; ++j) y[j] = T((M(x[j]) - mean[j]) * scale[j] + shift[j]);
+}
+
+// dx[j] = a[j] dy[j] - e[j] - (x[j] - mean[j]) f[j] over n channels
+template <class T, class M>
+void row_input_grad(const T* dy, const T* x, int64_t n, const M* mean, const M* a, const M* e, const M* f, T* dx) {
+  int64_t j = 0;
+#ifdef EMBER_HAVE_VEC_HALF
+  if constexpr (kVectorized<T>) {
+    for (; j + 8 <= n; j += 8) {
+      const __m256 centered = _mm256_sub_ps(load_floats(x + j), _mm256_loadu_ps(mean + j));
+      const __m256 g = _mm256_fmsub_ps(load_floats(dy + j), _mm256_loadu_ps(a + j), _mm256_loadu_ps(e + j));
+      store_floats(dx + j, _mm256_fnmadd_ps(centered, _mm256_loadu_ps(f + j), g));
+    }
+  }
+#endif
+  for (; j < n; ++j) dx[j] = T(M(dy[j]) * a[j] - e[j] - (M(x[j]) - mean[j]) * f[j]);
+}
+
+// Each channel's K sums over the rows, as channel_sums's: a task is a run of samples and a block
+// of kColumns channels, its rows added by add_rows(n, c0, width, sums) into M lanes; the runs,
+// at most 256 rows each (their count depends on N alone), are then added in order, in double.
+constexpr int64_t kColumns = 256;
+
+template <size_t K, class M, class AddRow>
+std::vector<std::array<double, K>> column_sums(int64_t N, int64_t C, const AddRow& add_row) {
+  const int64_t runs = std::max<int64_t>({1, std::min(N, kChunks), (N + 255) / 256});
+  const int64_t blocks = (C + kColumns - 1) / kColumns;
+  std::vector<M> partial(static_cast<size_t>(runs * int64_t{K} * C));  // [runs][K][C]
+  parallel_for(0, runs * blocks, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N / runs * kColumns)),
+               [&](int64_t t0, int64_t t1) {
+                 for (int64_t t = t0; t < t1; ++t) {
+                   const int64_t run = t / blocks, c0 = t % blocks * kColumns, width = std::min(kColumns, C - c0);
+                   std::array<M*, K> sums;
+                   for (size_t k = 0; k < K; ++k) sums[k] = partial.data() + (run * int64_t{K} + int64_t(k)) * C + c0;
+                   for (int64_t n = N * run / runs; n < N * (run + 1) / runs; ++n) add_row(n, c0, width, sums);
+                 }
+               });
+  std::vector<std::array<double, K>> sums(static_cast<size_t>(C));
+  for (int64_t run = 0; run < runs; ++run)
+    for (size_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < C; ++c)
+        sums[static_cast<size_t>(c)][k] +=
+            static_cast<double>(partial[static_cast<size_t>((run * int64_t{K} + int64_t(k)) * C + c)]);
+  return sums;
+}
+
 template <class T, class M = opmath_t<T>>
 void batch_norm_statistics_typed(const Tensor& x, const Tensor& mean, const Tensor& var) {
   const int64_t N = x.size(0), C = x.size(1), HW = x.size(2);
@@ -400,10 +503,19 @@ void batch_norm_statistics_typed(const Tensor& x, const Tensor& mean, const Tens
   const T* xp = static_cast<const T*>(x.data_ptr());
   M* mp = static_cast<M*>(mean.data_ptr());
   M* vp = static_cast<M*>(var.data_ptr());
-  const auto sums = channel_sums<1>(N, C, HW, [&](int64_t p, int64_t) { return std::array{row_sum(xp + p * HW, HW)}; });
+  // Σ x, then Σ (x - mean)², per channel
+  auto sums_of = [&](const M* centered_on) {
+    if (HW == 1)
+      return column_sums<1, M>(N, C, [&](int64_t n, int64_t c0, int64_t width, std::array<M*, 1> sums) {
+        add_row(xp + n * C + c0, width, centered_on ? centered_on + c0 : nullptr, sums[0]);
+      });
+    return channel_sums<1>(N, C, HW, [&](int64_t p, int64_t c) {
+      return std::array{centered_on ? row_centered_squares(xp + p * HW, HW, centered_on[c]) : row_sum(xp + p * HW, HW)};
+    });
+  };
+  const auto sums = sums_of(nullptr);
   for (int64_t c = 0; c < C; ++c) mp[c] = M(sums[static_cast<size_t>(c)][0] / count);
-  const auto squares = channel_sums<1>(
-      N, C, HW, [&](int64_t p, int64_t c) { return std::array{row_centered_squares(xp + p * HW, HW, mp[c])}; });
+  const auto squares = sums_of(mp);
   for (int64_t c = 0; c < C; ++c) vp[c] = M(squares[static_cast<size_t>(c)][0] / count);
 }
 
@@ -417,10 +529,21 @@ void batch_norm_typed(const Tensor& x, const Tensor& mean, const Tensor& rstd, c
   const M* rp = static_cast<const M*>(rstd.data_ptr());
   const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
   const M* b = bias.defined() ? static_cast<const M*>(bias.data_ptr()) : nullptr;
-  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, HW)), [&](int64_t p0, int64_t p1) {
+  std::vector<M> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    scale[static_cast<size_t>(c)] = w ? rp[c] * w[c] : rp[c];
+    shift[static_cast<size_t>(c)] = b ? b[c] : M(0);
+  }
+  if (HW == 1) {
+    parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) row_scale_shift(xp + n * C, C, mp, scale.data(), shift.data(), yp + n * C);
+    });
+    return;
+  }
+  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / HW), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t c = p % C;
-      run_scale_shift(xp + p * HW, HW, mp[c], w ? rp[c] * w[c] : rp[c], b ? b[c] : M(0), yp + p * HW);
+      const size_t c = static_cast<size_t>(p % C);
+      run_scale_shift(xp + p * HW, HW, mp[c], scale[c], shift[c], yp + p * HW);
     }
   });
 }
@@ -439,7 +562,11 @@ void batch_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Te
   const M* rp = static_cast<const M*>(rstd.data_ptr());
   const M* w = weight.defined() ? static_cast<const M*>(weight.data_ptr()) : nullptr;
   std::vector<std::array<double, 2>> sums(static_cast<size_t>(C));  // Σ dy, Σ dy x̂
-  if (training || grad_weight.defined() || grad_bias.defined()) {
+  if ((training || grad_weight.defined() || grad_bias.defined()) && HW == 1) {
+    sums = column_sums<2, M>(N, C, [&](int64_t n, int64_t c0, int64_t width, std::array<M*, 2> s) {
+      add_grad_row(dy + n * C + c0, xp + n * C + c0, width, mp + c0, rp + c0, s[0], s[1]);
+    });
+  } else if (training || grad_weight.defined() || grad_bias.defined()) {
     sums = channel_sums<2>(N, C, HW, [&](int64_t p, int64_t c) {
       const auto [s_dy, s_dyx] = run_grad_sums(dy + p * HW, xp + p * HW, HW, mp[c], rp[c]);
       return std::array{s_dy, s_dyx};
@@ -452,13 +579,30 @@ void batch_norm_backward_typed(const Tensor& grad_out, const Tensor& x, const Te
   }
   if (!grad_input.defined()) return;
   T* dx = static_cast<T*>(grad_input.data_ptr());
-  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, HW)), [&](int64_t p0, int64_t p1) {
+  // per channel: ĝ = dy w's means (zero in eval: the statistics did not come from x)
+  std::vector<M> mean_g(static_cast<size_t>(C)), mean_gx(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const M wc = w ? w[c] : M(1);
+    const auto& [s_dy, s_dyx] = sums[static_cast<size_t>(c)];
+    mean_g[static_cast<size_t>(c)] = training ? M(wc * s_dy / count) : M(0);
+    mean_gx[static_cast<size_t>(c)] = training ? M(wc * s_dyx / count) : M(0);
+  }
+  if (HW == 1) {  // dx = a dy - e - (x - mean) f with a = rstd w, e = rstd mean_g, f = rstd² mean_gx
+    std::vector<M> a(static_cast<size_t>(C)), e(static_cast<size_t>(C)), f(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const size_t i = static_cast<size_t>(c);
+      a[i] = rp[c] * (w ? w[c] : M(1)), e[i] = rp[c] * mean_g[i], f[i] = rp[c] * rp[c] * mean_gx[i];
+    }
+    parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        row_input_grad(dy + n * C, xp + n * C, C, mp, a.data(), e.data(), f.data(), dx + n * C);
+    });
+    return;
+  }
+  parallel_for(0, N * C, std::max<int64_t>(1, kGrainSize / HW), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t c = p % C;
-      const M wc = w ? w[c] : M(1);
-      const auto& [s_dy, s_dyx] = sums[static_cast<size_t>(c)];
-      const M mean_g = training ? M(wc * s_dy / count) : M(0), mean_gx = training ? M(wc * s_dyx / count) : M(0);
-      run_input_grad(dy + p * HW, xp + p * HW, HW, mp[c], rp[c], wc, mean_g, mean_gx, dx + p * HW);
+      const size_t c = static_cast<size_t>(p % C);
+      run_input_grad(dy + p * HW, xp + p * HW, HW, mp[c], rp[c], w ? w[c] : M(1), mean_g[c], mean_gx[c], dx + p * HW);
     }
   });
 }
