@@ -115,6 +115,45 @@ void cnn_rows() {
   std::printf("\nprediction agreement with float32 on random inputs: %.3f\n", agree);
 }
 
+// A CNN with BatchNorm after each layer (as examples/libtorch/mnist_cnn's), batch 500 in eval:
+// its BatchNorms as layers of their own, folded into the layers before them
+// (nn::utils::fuse_batch_norms, Note [Folding batch_norm]), and the folded model in static int8,
+// which it needs (int8 has no BatchNorm).
+nn::Sequential batch_norm_cnn() {
+  using namespace nn;
+  return Sequential(Conv2d(Conv2dOptions(1, 16, 3).padding(1)), BatchNorm2d(16), ReLU(), MaxPool2d(2),
+                    Conv2d(Conv2dOptions(16, 32, 3).padding(1)), BatchNorm2d(32), ReLU(), MaxPool2d(2), Flatten(),
+                    Linear(32 * 7 * 7, 128), BatchNorm1d(128), ReLU(), Linear(128, 10));
+}
+
+void batch_norm_rows() {
+  manual_seed(0);
+  nn::Sequential net = batch_norm_cnn();
+  for (int i = 0; i < 4; ++i) net(randn({64, 1, 28, 28}) * 2 + 0.5);  // running statistics
+  net->eval();
+  const Tensor x = randn({500, 1, 28, 28});
+  NoGradGuard no_grad;
+  nn::Sequential folded = nn::utils::fuse_batch_norms(net);
+  nn::Sequential prepared = batch_norm_cnn();
+  prepared->load_state_dict(net->state_dict());
+  prepared->eval();
+  prepared = nn::utils::fuse_batch_norms(prepared);
+  q::prepare(*prepared);
+  for (int i = 0; i < 4; ++i) prepared(randn({500, 1, 28, 28}));
+  nn::Sequential int8 = q::convert(*prepared);
+  const Tensor y = net(x);
+  const double folded_error = ((folded(x) - y).abs().max() / y.abs().max()).item<double>();
+  const double agree = int8(x).argmax(1).eq(y.argmax(1)).to(kFloat32).mean().item<double>();
+  const auto t = ember::bench::interleaved_medians({[&] { net(x); }, [&] { folded(x); }, [&] { int8(x); }}, 7);
+  std::printf(
+      "\n| CNN with BatchNorm, batch 500, eval | forward | vs BatchNorm layers | largest difference (of the "
+      "largest output) | predictions agreeing |\n|---|---|---|---|---|\n");
+  std::printf("| float32, BatchNorm layers | %.1f ms | 1.00 | - | - |\n", t[0] * 1e3);
+  std::printf("| float32, folded (fuse_batch_norms) | %.1f ms | %.2fx faster | %.2g | - |\n", t[1] * 1e3, t[0] / t[1],
+              folded_error);
+  std::printf("| static int8, folded | %.1f ms | %.2fx faster | - | %.3f |\n", t[2] * 1e3, t[0] / t[2], agree);
+}
+
 // The int8 convolution's algorithms on the same operands (uint8 out, fused ReLU, 7 bits): the
 // direct kernels (Note [Direct int8 convolution]) against im2col + the int8 GEMM, with each
 // kernel the CPU has, and float32's convolution (its automatic choice) on the same shape. Every
@@ -239,6 +278,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(bytes(fp->state_dict())), static_cast<long long>(bytes(int8.state_dict())),
               static_cast<double>(bytes(fp->state_dict())) / static_cast<double>(bytes(int8.state_dict())));
   cnn_rows();
+  batch_norm_rows();
   int8_conv_rows();
   csr_rows();
   return 0;

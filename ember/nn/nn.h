@@ -2,6 +2,7 @@
 // Everything of ember::nn: modules, layers, losses, init, utils and parallel wrappers.
 #include "ember/nn/aten.h"
 #include "ember/nn/functional.h"
+#include "ember/nn/fusion.h"
 #include "ember/nn/init.h"
 #include "ember/nn/module.h"
 #include "ember/nn/modules/activation.h"

@@ -5,6 +5,7 @@
 
 #include "ember/autograd/grad_mode.h"
 #include "ember/nn/modules/activation.h"
+#include "ember/nn/modules/norm.h"
 
 namespace ember::quantization {
 namespace {
@@ -401,8 +402,9 @@ nn::Sequential convert(nn::SequentialImpl& model, const ConvertOptions& options)
     } else if (m.as<nn::DropoutImpl>() || m.as<nn::IdentityImpl>()) {
       continue;  // inference: identity
     } else {
-      throw Error(::ember::detail::concat("quantization.convert: ", where,
-                                          " has no int8 form (int8 layers: Linear, Conv2d, ReLU, MaxPool2d, Flatten)"));
+      throw Error(::ember::detail::concat(
+          "quantization.convert: ", where, " has no int8 form (int8 layers: Linear, Conv2d, ReLU, MaxPool2d, Flatten)",
+          m.as<nn::BatchNormImpl>() ? "; fold it into the layer before it first (nn::utils::fuse_batch_norms)" : ""));
     }
   }
   out->push_back(std::make_shared<DeQuantizeImpl>(current));
