@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,14 @@ std::vector<backends::cpu::Isa> cpu_isas();
 // (im2col + GEMM, the direct kernels) with each instruction set this machine has; `setting`
 // names them. The back end's switches are restored afterwards.
 void for_each_cpu_conv_algorithm(const std::function<void(const std::string& setting)>& f);
+
+// The integers of a seeded sweep over random shapes and arguments: in(lo, hi) draws from
+// [lo, hi], the same sequence for the same seed on every machine (mt19937_64 is specified).
+struct SeededInts {
+  explicit SeededInts(uint64_t seed) : rng(seed) {}
+  int64_t operator()(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+  std::mt19937_64 rng;
+};
 
 // The message of the ember::Error that f throws ("" when it throws none).
 template <class F>

@@ -374,8 +374,7 @@ namespace {
 // differences: the backward formulas on the shapes the fixed cases do not list.
 TEST(Gradcheck, RandomShapesViewsAndOpsMatchFiniteDifferences) {
   using X = const std::vector<Tensor>&;
-  std::mt19937_64 rng(2033);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2033);
   for (int draw = 0; draw < 200; ++draw) {
     Shape sizes(static_cast<size_t>(in(0, 3)));
     for (auto& v : sizes) v = in(1, 4);

@@ -75,8 +75,7 @@ TEST(LargeOps, SumSchedulesMatchDoubleLoop) {
 // expanded, dims any subset in either sign (none: all), keepdim or not; float32 and float64
 // against loops in double over the same values, gathered by moving the reduced dims last.
 TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
-  std::mt19937_64 rng(2029);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2029);
   for (int draw = 0; draw < 200; ++draw) {
     const int64_t rank = in(0, 4);
     Shape sizes(static_cast<size_t>(rank));
@@ -87,7 +86,7 @@ TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
     if (view == 1 && rank >= 2) {  // a permutation
       Shape perm(static_cast<size_t>(rank));
       for (int64_t d = 0; d < rank; ++d) perm[d] = d;
-      std::shuffle(perm.begin(), perm.end(), rng);
+      std::shuffle(perm.begin(), perm.end(), in.rng);
       x = randn(sizes, kFloat64).permute(perm);
     } else if (view == 2 && rank >= 1) {  // every other element of a wider tensor
       Shape wide = sizes;
@@ -185,8 +184,7 @@ TEST(Reductions, RandomShapesViewsAndDimsMatchALoop) {
 // loops); the result's dtype is promote_types' and its values a loop's in double over the
 // broadcast operands, rounded once to that dtype (integers wrapped).
 TEST(Elementwise, RandomBroadcastsViewsAndDtypesMatchALoop) {
-  std::mt19937_64 rng(2030);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2030);
   static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kInt32, kUInt8};
   auto operand = [&](Shape sizes, DType dt) {
     // drop leading dims (not all: a 0-dim operand takes part in promotion as a scalar does) or
@@ -268,8 +266,7 @@ TEST(Elementwise, RandomBroadcastsViewsAndDtypesMatchALoop) {
 // float64; bfloat16 and float16, accumulated in float32 and rounded once), seeded, against a
 // loop in double, within the result's rounding and the classic bound of the sum's.
 TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
-  std::mt19937_64 rng(2031);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2031);
   static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
   for (int draw = 0; draw < 150; ++draw) {
     const int64_t M = in(0, 3) == 0 ? in(17, 70) : in(1, 5), K = in(0, 3) == 0 ? in(17, 90) : in(1, 6),
@@ -354,8 +351,7 @@ TEST(Matmul, RandomRanksBroadcastsViewsAndDtypesMatchALoop) {
 // input's rounding in float32 times the row's condition); and in float64, on the
 // smaller draws, gradcheck of each.
 TEST(Normalizations, RandomShapesViewsAndDimsMatchALoop) {
-  std::mt19937_64 rng(2032);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2032);
   static const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
   for (int draw = 0; draw < 150; ++draw) {
     Shape sizes(static_cast<size_t>(in(1, 4)));
@@ -772,8 +768,7 @@ TEST(Pooling, WindowsOnlyInThePaddingAndKernelsNearInt64Max) {
 // only) and both gradient paths (autograd's uint8 taps, the int64 indices), and avg_pool2d's
 // values and gradients with either divisor rule.
 TEST(Pooling, RandomValidConfigurationsMatchLoopsFromTheDefinition) {
-  std::mt19937_64 rng(2028);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2028);
   int checked = 0;
   for (int draw = 0; draw < 300; ++draw) {
     const int64_t N = in(1, 2), C = in(1, 3), H = in(1, 9), W = in(1, 9);

@@ -492,8 +492,7 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
 // (the direct kernels, and im2col with each GEMM kernel) gives the portable im2col's bytes.
 TEST(Int8Conv2d, RandomShapesEveryPathEqualsThePortableIm2col) {
   using backends::cpu::ConvAlgorithm;
-  std::mt19937_64 rng(2034);
-  auto in = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  testing::SeededInts in(2034);
   int checked = 0;
   for (int draw = 0; draw < 120; ++draw) {
     const int64_t n = in(1, 3), c = in(0, 2) == 0 ? in(1, 40) : in(1, 9), o = in(0, 2) == 0 ? in(1, 70) : in(1, 9);
