@@ -1046,6 +1046,54 @@ TEST(Pooling, MaxPoolTapsAreChecked) {
 // floats, rounded 8 at a time): exactly the float32 op on the widened operands, rounded, for
 // runs shorter and longer than a chunk, operands broadcast on either side, and strided views
 // (which take the element-by-element path).
+// clamp and leaky_relu carry parameters in their functors, and their loops vectorize (Note
+// [Functor copies]): on runs long enough for the vector body and its tail, every dtype, against
+// a loop in double; NaN propagates, infinities pass a missing bound, min > max gives max
+// (PyTorch's min(max(x, min), max)), and integer types keep their extremes.
+TEST(Elementwise, ClampAndLeakyReluMatchALoopOnLongRunsAndTheirEdges) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> values;
+  for (int i = 0; i < 301; ++i) values.push_back(std::sin(i * 0.37) * 4);
+  values[3] = nan, values[150] = inf, values[151] = -inf, values[299] = nan;  // body and tail
+  auto clamp_of = [](double v, std::optional<double> lo, std::optional<double> hi) {
+    if (v != v) return v;
+    if (lo && v < *lo) v = *lo;
+    if (hi && v > *hi) v = *hi;
+    return v;
+  };
+  auto expect_equal = [](const Tensor& got, const std::vector<double>& want) {
+    const auto g = got.to(kFloat64).to_vector<double>();
+    ASSERT_EQ(g.size(), want.size());
+    for (size_t i = 0; i < g.size(); ++i)
+      EXPECT_TRUE(g[i] == want[i] || (g[i] != g[i] && want[i] != want[i])) << i << ": " << g[i] << " vs " << want[i];
+  };
+  const Tensor x64 = tensor(values);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = x64.to(dt);
+    const std::vector<double> xs = x.to(kFloat64).to_vector<double>();
+    for (const auto& [lo, hi] : std::vector<std::pair<std::optional<double>, std::optional<double>>>{
+             {-1.5, 2.0}, {std::nullopt, 0.5}, {-0.25, std::nullopt}, {2.0, -1.0}}) {
+      std::vector<double> want;
+      for (double v : xs) want.push_back(clamp_of(v, lo, hi));
+      const std::optional<Scalar> min = lo ? std::optional<Scalar>(*lo) : std::nullopt;
+      const std::optional<Scalar> max = hi ? std::optional<Scalar>(*hi) : std::nullopt;
+      expect_equal(x.clamp(min, max), want);
+    }
+    // leaky_relu in M (float32 for 16-bit dtypes), rounded once to dt
+    std::vector<double> computed;
+    for (double v : xs)
+      computed.push_back(dt == kFloat64
+                             ? (v > 0 ? v : v * 0.2)
+                             : static_cast<double>(v > 0 ? static_cast<float>(v) : static_cast<float>(v) * 0.2f));
+    expect_equal(nn::functional::leaky_relu(x, 0.2), tensor(computed).to(dt).to(kFloat64).to_vector<double>());
+  }
+  // integers: a missing bound leaves the type's extremes alone
+  const Tensor ints = tensor(std::vector<int8_t>{-128, -3, 0, 5, 127});
+  EXPECT_EQ(ints.clamp(std::nullopt, 4).to_vector<int8_t>(), (std::vector<int8_t>{-128, -3, 0, 4, 4}));
+  EXPECT_EQ(ints.clamp(-2).to_vector<int8_t>(), (std::vector<int8_t>{-2, -2, 0, 5, 127}));
+}
+
 TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
   manual_seed(12);
   auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };

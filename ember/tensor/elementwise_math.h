@@ -9,6 +9,7 @@
 // ops.def).
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #ifdef __CUDACC__
@@ -121,14 +122,11 @@ struct Relu {
   EMBER_HOST_DEVICE M operator()(M x) const { return x > M(0) || x != x ? x : M(0); }
 };
 template <class M>
-struct Clamp {  // NaN propagates; a missing bound is not applied
-  M lo, hi;
-  bool has_lo, has_hi;
+struct Clamp {  // min(max(x, lo), hi) without branches; NaN propagates (both comparisons are false)
+  M lo, hi;     // a missing bound is M's widest: -inf / inf, or the integer type's limits
   EMBER_HOST_DEVICE M operator()(M x) const {
-    if (x != x) return x;
-    if (has_lo && x < lo) x = lo;
-    if (has_hi && x > hi) x = hi;
-    return x;
+    const M y = x < lo ? lo : x;
+    return y > hi ? hi : y;
   }
 };
 template <class M>
@@ -230,9 +228,11 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
     switch (op) {
       case UnaryOp::neg:
         return f(Neg<M>{});
-      case UnaryOp::clamp: {
-        const bool has_lo = p0 == p0, has_hi = p1 == p1;
-        return f(Clamp<M>{has_lo ? M(p0) : M(0), has_hi ? M(p1) : M(0), has_lo, has_hi});
+      case UnaryOp::clamp: {  // p0, p1: the bounds, NaN where missing
+        using limits = std::numeric_limits<M>;
+        const M lowest = limits::has_infinity ? -limits::infinity() : limits::lowest();
+        const M highest = limits::has_infinity ? limits::infinity() : limits::max();
+        return f(Clamp<M>{p0 == p0 ? M(p0) : lowest, p1 == p1 ? M(p1) : highest});
       }
       default:
         break;
