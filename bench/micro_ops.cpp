@@ -43,6 +43,24 @@ static void BM_Clamp(benchmark::State& state) {
 }
 BENCHMARK(BM_Clamp)->Arg(64 * 64 * 14 * 14);
 
+// Unary ops that call a transcendental function: the float32 loops evaluate exp, expm1 and
+// tanh 8 at a time (tensor/cpu/vec_math.h); relu above is the memory-bound floor.
+static void unary_bench(benchmark::State& state, Tensor (*op)(const Tensor&), DType dtype = kFloat32) {
+  const Tensor a = randn({state.range(0)}).to(dtype);
+  for (auto _ : state) benchmark::DoNotOptimize(op(a));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 8);
+}
+BENCHMARK_CAPTURE(unary_bench, exp, [](const Tensor& x) { return exp(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, tanh, [](const Tensor& x) { return tanh(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, sigmoid, [](const Tensor& x) { return sigmoid(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, silu, [](const Tensor& x) { return silu(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, elu, [](const Tensor& x) { return elu(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, gelu_tanh, [](const Tensor& x) { return gelu(x, "tanh"); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, gelu, [](const Tensor& x) { return gelu(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(
+    unary_bench, tanh_bf16, [](const Tensor& x) { return tanh(x); }, kBFloat16)
+    ->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));

@@ -1094,6 +1094,89 @@ TEST(Elementwise, ClampAndLeakyReluMatchALoopOnLongRunsAndTheirEdges) {
   EXPECT_EQ(ints.clamp(-2).to_vector<int8_t>(), (std::vector<int8_t>{-2, -2, 0, 5, 127}));
 }
 
+// Note [Vector forms]: float32 exp, tanh, sigmoid, silu, elu and gelu(tanh) run 8 at a time
+// through tensor/cpu/vec_math.h. Their error in units of the last place against the function in
+// double, over [-20, 20] in steps of 1e-4, logarithmic sweeps of both signs from 1e-40 to 1e30,
+// and the edges (signed zeros, subnormals, the overflow and underflow thresholds, infinities,
+// NaN). gelu(tanh) adds x/2 and x/2 tanh(...), which cancel for x < 0 in any float evaluation
+// (the scalar one too): its error is counted in ulps of x/2. silu's x e^x for x < -87 multiplies
+// an e^x already rounded to a subnormal: its unit there is the spacing at x FLT_MIN. Each value's result is also that
+// of the value alone, in a strided view and in bfloat16's float32 chunks: the vector form serves every element, so a
+// result does not depend on its place.
+TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
+  std::vector<float> xs = {0.0f,   -0.0f,  tiny,    -tiny,  1e-38f,  -1e-38f,  inf,     -inf,    nan,   88.72f,
+                           88.73f, 89.0f,  -87.33f, -88.8f, -103.2f, -103.97f, -104.0f, -110.0f, 9.0f,  -9.0f,
+                           10.0f,  -10.0f, 1e30f,   -1e30f, big,     -big,     0.5f,    -0.5f,   0.35f, -0.35f};
+  for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
+  for (int i = -4000; i <= 3000; ++i) {
+    const float v = static_cast<float>(std::pow(10.0, i / 100.0));
+    xs.insert(xs.end(), {v, -v});
+  }
+  // Distance from `got` to the exact `want` in units of float's spacing at `scale` (subnormal
+  // spacing below the normal range); 0 where both are the same infinity or both NaN.
+  auto ulps = [](float got, double want, double scale) {
+    if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got) ? 0.0 : 1e30;
+    if (std::isinf(got) || std::isinf(static_cast<float>(want))) return got == static_cast<float>(want) ? 0.0 : 1e30;
+    const float s = std::fabs(static_cast<float>(scale));
+    const double spacing = s == std::numeric_limits<float>::max()
+                               ? static_cast<double>(s) - std::nextafter(s, 0.0f)
+                               : static_cast<double>(std::nextafter(s, std::numeric_limits<float>::infinity())) - s;
+    return std::fabs(static_cast<double>(got) - want) / spacing;
+  };
+  struct Case {
+    const char* name;
+    Tensor (*op)(const Tensor&);
+    double (*exact)(double);
+    double max_ulps;
+    double (*unit)(double x, double want);  // the value whose float spacing is the error's unit
+  };
+  auto result = [](double, double want) { return want; };
+  const Case cases[] = {
+      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, 2, result},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, 3, result},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, [](double x) { return 1 / (1 + std::exp(-x)); }, 3,
+       result},
+      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x / (1 + std::exp(-x)); }, 3,
+       [](double x, double want) { return x < -87 ? x * std::numeric_limits<float>::min() : want; }},
+      {"elu", [](const Tensor& x) { return elu(x, 1.5); }, [](double x) { return x > 0 ? x : 1.5 * std::expm1(x); }, 3,
+       result},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
+       [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }, 4,
+       [](double x, double) { return 0.5 * x; }},
+  };
+  const Tensor x = tensor(xs);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<float> got = c.op(x).to_vector<float>();
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double want = c.exact(xs[i]);
+      const double e = ulps(got[i], want, c.unit(xs[i], want));
+      if (e > worst) worst = e, worst_x = xs[i];
+    }
+    EXPECT_LE(worst, c.max_ulps) << "at x = " << worst_x;
+    // the same values one at a time (each a run's only, partial group), every third of a strided
+    // view, and through bfloat16's chunks (x rounded to bfloat16 first, the result rounded after)
+    for (size_t i = 0; i < xs.size(); i += 997) {
+      const float alone = c.op(tensor(std::vector<float>{xs[i]})).to_vector<float>()[0];
+      EXPECT_TRUE(alone == got[i] || (std::isnan(alone) && std::isnan(got[i]))) << "x = " << xs[i];
+    }
+    const int64_t n = static_cast<int64_t>(xs.size()) / 3 * 3;
+    const std::vector<float> strided = c.op(x.slice(0, 0, n).view({n / 3, 3}).t()[1]).to_vector<float>();
+    for (int64_t i = 0; i < n / 3; ++i) {
+      const float g = got[static_cast<size_t>(3 * i + 1)];
+      ASSERT_TRUE(strided[static_cast<size_t>(i)] == g ||
+                  (std::isnan(g) && std::isnan(strided[static_cast<size_t>(i)])))
+          << "x = " << xs[static_cast<size_t>(3 * i + 1)];
+    }
+    const Tensor xb = x.to(kBFloat16);
+    EXPECT_TRUE(testing::all_close(c.op(xb).to(kFloat32), c.op(xb.to(kFloat32)).to(kBFloat16).to(kFloat32), 0, 0));
+  }
+}
+
 TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
   manual_seed(12);
   auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };

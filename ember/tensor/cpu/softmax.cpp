@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "ember/tensor/cpu/cpu_backend.h"
-#include "ember/tensor/cpu/vec_exp.h"
+#include "ember/tensor/cpu/vec_math.h"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/parallel.h"
 
@@ -32,7 +32,7 @@ void softmax_row(const T* x, T* y, int64_t D, int64_t stride) {
   }
 }
 
-#ifdef EMBER_HAVE_VEC_EXP
+#ifdef EMBER_HAVE_VEC_MATH
 // The float fast path for a contiguous row: vector max, exp and sum (8 lanes at a time).
 template <bool kLog>
 void softmax_row_avx2(const float* x, float* y, int64_t D) {
@@ -80,7 +80,7 @@ void softmax_typed(const Tensor& in, const Tensor& out, int64_t dim) {
   parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t o = r / inner, i = r % inner;
-#ifdef EMBER_HAVE_VEC_EXP
+#ifdef EMBER_HAVE_VEC_MATH
       if constexpr (std::is_same_v<T, float>) {
         if (inner == 1) {
           softmax_row_avx2<kLog>(x + o * D, y + o * D, D);
