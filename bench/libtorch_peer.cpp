@@ -1,7 +1,7 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv]   (only that section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary]   (only that section)
 #include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
@@ -335,6 +335,53 @@ int quant_section() {
 
 }  // namespace
 
+// ---- unary ops that call exp or tanh: ember's vec_math.h against LibTorch's Sleef ----
+
+int unary_section() {
+  std::printf(
+      "| op, float32 | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
+      "|---|---|---|---|---|---|\n");
+  for (const int64_t n : {int64_t(64) * 64 * 14 * 14, int64_t(16) << 20}) {
+    const ember::Tensor x = ember::randn({n}) * 3.0;
+    const torch::Tensor tx = as_torch(x);
+    torch::Tensor out = torch::empty_like(tx);
+    const std::string size = n == (16 << 20) ? "16M" : "800K";
+    auto row = [&](const char* op, ember::Tensor (*ours)(const ember::Tensor&),
+                   torch::Tensor (*theirs)(const torch::Tensor&), const std::function<void()>& theirs_out) {
+      const ember::Tensor a = ours(x);
+      const torch::Tensor b = theirs(tx);
+      if (!((as_torch(a) - b).abs() <= 1e-5 * (1 + b.abs())).all().item<bool>()) {
+        std::printf("%s: ember and LibTorch disagree beyond 1e-5 (1 + |LibTorch's|)\n", op);
+        std::exit(1);
+      }
+      compare((std::string(op) + " of " + size + " floats").c_str(), [&] { (void)ours(x); }, [&] { (void)theirs(tx); },
+              theirs_out);
+    };
+    row(
+        "exp", [](const ember::Tensor& v) { return ember::exp(v); },
+        [](const torch::Tensor& v) { return torch::exp(v); }, [&] { torch::exp_out(out, tx); });
+    row(
+        "tanh", [](const ember::Tensor& v) { return ember::tanh(v); },
+        [](const torch::Tensor& v) { return torch::tanh(v); }, [&] { torch::tanh_out(out, tx); });
+    row(
+        "sigmoid", [](const ember::Tensor& v) { return ember::sigmoid(v); },
+        [](const torch::Tensor& v) { return torch::sigmoid(v); }, [&] { torch::sigmoid_out(out, tx); });
+    row(
+        "silu", [](const ember::Tensor& v) { return ember::silu(v); },
+        [](const torch::Tensor& v) { return torch::silu(v); }, [&] { torch::silu_out(out, tx); });
+    row(
+        "elu", [](const ember::Tensor& v) { return ember::elu(v); },
+        [](const torch::Tensor& v) { return torch::elu(v); }, [&] { torch::elu_out(out, tx); });
+    row(
+        "gelu(tanh)", [](const ember::Tensor& v) { return ember::gelu(v, "tanh"); },
+        [](const torch::Tensor& v) { return torch::gelu(v, "tanh"); }, [&] { torch::gelu_out(out, tx, "tanh"); });
+    row(
+        "gelu", [](const ember::Tensor& v) { return ember::gelu(v); },
+        [](const torch::Tensor& v) { return torch::gelu(v); }, [&] { torch::gelu_out(out, tx); });
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   // LibTorch's CPU allocator caches nothing: with glibc's default (dynamic) mmap threshold,
   // its large blocks go back to the OS on free and every training step page-faults them in
@@ -350,6 +397,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "optim") return optimizer_section();
   if (argc > 2 && std::string(argv[2]) == "quant") return quant_section();
   if (argc > 2 && std::string(argv[2]) == "conv") return conv_section();
+  if (argc > 2 && std::string(argv[2]) == "unary") return unary_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");
