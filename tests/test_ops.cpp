@@ -1094,12 +1094,13 @@ TEST(Elementwise, ClampAndLeakyReluMatchALoopOnLongRunsAndTheirEdges) {
   EXPECT_EQ(ints.clamp(-2).to_vector<int8_t>(), (std::vector<int8_t>{-2, -2, 0, 5, 127}));
 }
 
-// Note [Vector forms]: float32 exp, tanh, sigmoid, silu, elu and gelu(tanh) run 8 at a time
+// Note [Vector forms]: float32 exp, tanh, sigmoid, silu, elu and both gelus run 8 at a time
 // through tensor/cpu/vec_math.h. Their error in units of the last place against the function in
 // double, over [-20, 20] in steps of 1e-4, logarithmic sweeps of both signs from 1e-40 to 1e30,
 // and the edges (signed zeros, subnormals, the overflow and underflow thresholds, infinities,
 // NaN). gelu(tanh) adds x/2 and x/2 tanh(...), which cancel for x < 0 in any float evaluation
-// (the scalar one too): its error is counted in ulps of x/2. silu's x e^x for x < -87 multiplies
+// (the scalar one too): its error is counted in ulps of x/2, and so is gelu's where
+// x > -sqrt(2) (there, 1 + erf(z) cancels in its vector form). silu's x e^x for x < -87 multiplies
 // an e^x already rounded to a subnormal: its unit there is the spacing at x FLT_MIN. Each value's result is also that
 // of the value alone, in a strided view and in bfloat16's float32 chunks: the vector form serves every element, so a
 // result does not depend on its place.
@@ -1145,6 +1146,9 @@ TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
        [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }, 4,
        [](double x, double) { return 0.5 * x; }},
+      {"gelu", [](const Tensor& x) { return gelu(x); },
+       [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, 4,
+       [](double x, double want) { return x < -1.42 ? want : 0.5 * x; }},
   };
   const Tensor x = tensor(xs);
   for (const Case& c : cases) {

@@ -125,6 +125,7 @@ inline __m256 vec_form(const math::Sigmoid<float>&, __m256 x) { return sigmoid8(
 inline __m256 vec_form(const math::Silu<float>&, __m256 x) { return silu8(x); }
 inline __m256 vec_form(const math::Elu<float>& f, __m256 x) { return elu8(x, f.alpha); }
 inline __m256 vec_form(const math::GeluTanh<float>&, __m256 x) { return gelu_tanh8(x); }
+inline __m256 vec_form(const math::Gelu<float>&, __m256 x) { return gelu8(x); }
 // (GCC warns that __m256's alignment attribute is dropped in the template argument; only the
 // overload's existence is asked.)
 #pragma GCC diagnostic push

@@ -119,5 +119,53 @@ inline __m256 gelu_tanh8(__m256 x) {
   return _mm256_fmadd_ps(half_x, tanh8(inner), half_x);
 }
 
+// p[0] + p[1] t + ... + p[N-1] t^(N-1), by Horner's rule.
+template <int N>
+inline __m256 polynomial(const float (&p)[N], __m256 t) {
+  __m256 y = _mm256_set1_ps(p[N - 1]);
+  for (int i = N - 2; i >= 0; --i) y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(p[i]));
+  return y;
+}
+
+// PyTorch's gelu (approximate="none"): x Φ(x), with Φ(x) = (1 + erf(z)) / 2 and z = x / sqrt(2).
+// For |z| < 1, erf(z) = z P(z^2). Beyond, with erfc(a) = e^(-a^2) h(1/a) / a, gelu(x) is
+// x - t for z > 1 and t for z < -1, where t = x erfc(|z|) / 2 = ±e^(-a^2) h / sqrt(2) (x / a =
+// ±sqrt(2)): the left tail keeps its relative accuracy, where 1 + erf(z) would cancel. a^2 =
+// x^2 / 2 is taken from x, exact, as its rounded value and the rounding error (an FMA), whose
+// factor e^(-err) = 1 - err matters: the rounding of z or of a^2 alone would cost 1e-5 at a = 9.
+// P and h are Chebyshev interpolants (tools/fit_gelu.py), h in two pieces, 1/a in [0, 1/2] and
+// [1/2, 1]; relative errors 5e-8, 3e-8 and 2e-8.
+inline __m256 gelu8(__m256 x) {
+  static const float erf_p[] = {1.12837911f,    -0.376123428f,  0.112803169f,
+                                -0.0267150551f, 0.00492176181f, -0.000564805989f};  // erf(z) / z in z^2 on [0, 1]
+  static const float h_far[] = {0.547997832f,     -0.0298618823f, -0.0104866335f,  0.00343191484f,  -0.000109775159f,
+                                -0.000273884216f, 0.00010071943f, 4.72298461e-06f, -1.16744386e-05f};  // in 4/a - 1
+  static const float h_near[] = {0.468179584f,    -0.0422702432f,   0.00120924145f,  0.000629549439f, -0.00019712442f,
+                                 3.69189729e-05f, -4.44947818e-06f, -1.1431306e-07f, 2.04697244e-07f};  // in 4/a - 3
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+  const __m256 center =
+      _mm256_mul_ps(x, _mm256_fmadd_ps(half, _mm256_mul_ps(z, polynomial(erf_p, _mm256_mul_ps(z, z))), half));
+  // |x| clamped to [sqrt(2), 11 sqrt(2)], a to [1, 11]: e^(-121) is already 0 in float
+  const __m256 ax = _mm256_min_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, x), _mm256_set1_ps(1.41421356f)),
+                                  _mm256_set1_ps(15.5563492f));
+  const __m256 four_u = _mm256_div_ps(_mm256_set1_ps(5.65685425f), ax);  // 4 / a = 4 sqrt(2) / |x|
+  const __m256 h = _mm256_blendv_ps(polynomial(h_near, _mm256_sub_ps(four_u, _mm256_set1_ps(3.0f))),
+                                    polynomial(h_far, _mm256_sub_ps(four_u, one)),
+                                    _mm256_cmp_ps(four_u, _mm256_set1_ps(2.0f), _CMP_LT_OQ));
+  const __m256 x2 = _mm256_mul_ps(ax, ax);
+  const __m256 sq = _mm256_mul_ps(half, x2), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(ax, ax, x2));
+  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), sq));
+  const __m256 e_exact = _mm256_fnmadd_ps(e, sq_err, e);  // e^(-a^2) = e^(-sq) (1 - sq_err)
+  // the tiny factor last, so that nothing before it is subnormal
+  const __m256 t = _mm256_mul_ps(
+      _mm256_mul_ps(_mm256_or_ps(_mm256_and_ps(sign_bit, x), _mm256_set1_ps(0.70710678118654752f)), h), e_exact);
+  // (+ 0 x: NaN at x = -inf, as x (1 + erf(z)) / 2 gives there, PyTorch's kernels included)
+  const __m256 left = _mm256_add_ps(t, _mm256_mul_ps(_mm256_setzero_ps(), x));
+  const __m256 tails = _mm256_blendv_ps(left, _mm256_sub_ps(x, t), _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_GT_OQ));
+  const __m256 a = _mm256_andnot_ps(sign_bit, z);
+  return keep_nan(_mm256_blendv_ps(tails, center, _mm256_cmp_ps(a, one, _CMP_LT_OQ)), x);
+}
+
 }  // namespace ember::cpu
 #endif
