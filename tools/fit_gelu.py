@@ -3,9 +3,8 @@
 
 Prints Chebyshev interpolants, as float32 monomial coefficients, of
   erf(z) / z        in w = z^2 on [0, 1]                       (|z| < 1)
-  h(u) = a erfcx(a) in t = 4u - 1 for u = 1/a in [0, 1/2]      (a >= 2)
-                    in t = 4u - 3 for u in [1/2, 1]            (1 <= a <= 2)
-with erfc(a) = e^(-a^2) h(1/a) / a, and each one's largest relative error over a dense grid once
+  h = a erfcx(a)    in s = (a - 2) / (a + 2), s in [-1/3, 1)   (a >= 1)
+with erfc(a) = e^(-a^2) h / a, and each one's largest relative error over a dense grid once
 its coefficients are rounded to float32. Standard library only (math.erf, math.erfc in double).
   python3 tools/fit_gelu.py
 """
@@ -63,17 +62,6 @@ def h(u):
     return s / math.sqrt(math.pi)
 
 
-def fit(name, f, lo, hi, n):
-    """f on [lo, hi] in t = 2 (x - lo) / (hi - lo) - 1."""
-    def x_of(t):
-        return lo + (hi - lo) * (t + 1) / 2
-    p = [to_float32(v) for v in chebyshev_interpolant(lambda t: f(x_of(t)), n)]
-    grid = [-1 + 2 * i / 50000 for i in range(50001)]
-    err = max(abs(horner(p, t) / f(x_of(t)) - 1) for t in grid)
-    print(f"{name}: relative error {err:.2g}")
-    print("  {" + ", ".join(f"{v:.9g}f" for v in p) + "}")
-
-
 # erf's polynomial is evaluated in w = z^2 itself (w in [0, 1], no centering needed): the
 # interpolant in t = 2w - 1, re-expanded in w.
 p_t = chebyshev_interpolant(lambda t: erf_over_z((t + 1) / 2), 6)
@@ -85,5 +73,19 @@ p_w = [to_float32(v) for v in p_w]
 err = max(abs(horner(p_w, w) / erf_over_z(w) - 1) for w in [i / 50000 for i in range(50001)])
 print(f"erf(z) / z in w = z^2: relative error {err:.2g}")
 print("  {" + ", ".join(f"{v:.9g}f" for v in p_w) + "}")
-fit("h, 1/a in [0, 1/2] (t = 4/a - 1)", h, 0, 0.5, 9)
-fit("h, 1/a in [1/2, 1] (t = 4/a - 3)", h, 0.5, 1, 9)
+# h in s = (a - 2) / (a + 2), a = 2 (1 + s) / (1 - s): [1, inf) becomes [-1/3, 1), where h is
+# smooth enough for one polynomial (in 1/a it needed two); interpolated in t = 1.5 s - 0.5 and
+# re-expanded in s.
+def h_of_s(s):
+    return 1 / math.sqrt(math.pi) if s >= 1 else h((1 - s) / (2 * (1 + s)))
+
+
+p_t = chebyshev_interpolant(lambda t: h_of_s((t + 0.5) / 1.5), 10)
+p_s = [0.0] * 10
+for i, v in enumerate(p_t):
+    for k in range(i + 1):
+        p_s[k] += v * math.comb(i, k) * 1.5 ** k * (-0.5) ** (i - k)
+p_s = [to_float32(v) for v in p_s]
+err = max(abs(horner(p_s, s) / h_of_s(s) - 1) for s in [-1 / 3 + 4 / 3 * i / 50000 for i in range(50001)])
+print(f"h in s = (a - 2) / (a + 2): relative error {err:.2g}")
+print("  {" + ", ".join(f"{v:.9g}f" for v in p_s) + "}")

@@ -128,20 +128,18 @@ inline __m256 polynomial(const float (&p)[N], __m256 t) {
 }
 
 // PyTorch's gelu (approximate="none"): x Φ(x), with Φ(x) = (1 + erf(z)) / 2 and z = x / sqrt(2).
-// For |z| < 1, erf(z) = z P(z^2). Beyond, with erfc(a) = e^(-a^2) h(1/a) / a, gelu(x) is
-// x - t for z > 1 and t for z < -1, where t = x erfc(|z|) / 2 = ±e^(-a^2) h / sqrt(2) (x / a =
-// ±sqrt(2)): the left tail keeps its relative accuracy, where 1 + erf(z) would cancel. a^2 =
-// x^2 / 2 is taken from x, exact, as its rounded value and the rounding error (an FMA), whose
-// factor e^(-err) = 1 - err matters: the rounding of z or of a^2 alone would cost 1e-5 at a = 9.
-// P and h are Chebyshev interpolants (tools/fit_gelu.py), h in two pieces, 1/a in [0, 1/2] and
-// [1/2, 1]; relative errors 5e-8, 3e-8 and 2e-8.
+// For |z| < 1, erf(z) = z P(z^2). Beyond, with erfc(a) = e^(-a^2) h / a, gelu(x) is x - t for
+// z > 1 and t for z < -1, where t = x erfc(|z|) / 2 = ±e^(-a^2) h / sqrt(2) (x / a = ±sqrt(2)):
+// the left tail keeps its relative accuracy, where 1 + erf(z) would cancel. a^2 = x^2 / 2 is
+// taken from x, exact, as its rounded value and the rounding error (an FMA), whose factor
+// e^(-err) = 1 - err matters: the rounding of z or of a^2 alone would cost 1e-5 at a = 9. P and
+// h (a polynomial in (a - 2) / (a + 2)) are Chebyshev interpolants from tools/fit_gelu.py, of
+// relative error 5.5e-8 and 3e-8.
 inline __m256 gelu8(__m256 x) {
   static const float erf_p[] = {1.12837911f,    -0.376123428f,  0.112803169f,
                                 -0.0267150551f, 0.00492176181f, -0.000564805989f};  // erf(z) / z in z^2 on [0, 1]
-  static const float h_far[] = {0.547997832f,     -0.0298618823f, -0.0104866335f,  0.00343191484f,  -0.000109775159f,
-                                -0.000273884216f, 0.00010071943f, 4.72298461e-06f, -1.16744386e-05f};  // in 4/a - 1
-  static const float h_near[] = {0.468179584f,    -0.0422702432f,   0.00120924145f,  0.000629549439f, -0.00019712442f,
-                                 3.69189729e-05f, -4.44947818e-06f, -1.1431306e-07f, 2.04697244e-07f};  // in 4/a - 3
+  static const float h_p[] = {0.510791361f,    0.167210922f,  -0.203844652f, 0.121519499f,    -0.0289739612f,
+                              -0.00758348685f, 0.0048683621f, 0.0013731264f, -0.00145501073f, 0.000283416768f};
   const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign_bit = _mm256_set1_ps(-0.0f);
   const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
   const __m256 center =
@@ -149,10 +147,8 @@ inline __m256 gelu8(__m256 x) {
   // |x| clamped to [sqrt(2), 11 sqrt(2)], a to [1, 11]: e^(-121) is already 0 in float
   const __m256 ax = _mm256_min_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, x), _mm256_set1_ps(1.41421356f)),
                                   _mm256_set1_ps(15.5563492f));
-  const __m256 four_u = _mm256_div_ps(_mm256_set1_ps(5.65685425f), ax);  // 4 / a = 4 sqrt(2) / |x|
-  const __m256 h = _mm256_blendv_ps(polynomial(h_near, _mm256_sub_ps(four_u, _mm256_set1_ps(3.0f))),
-                                    polynomial(h_far, _mm256_sub_ps(four_u, one)),
-                                    _mm256_cmp_ps(four_u, _mm256_set1_ps(2.0f), _CMP_LT_OQ));
+  const __m256 two_sqrt2 = _mm256_set1_ps(2.82842712f);  // (a - 2) / (a + 2) = (|x| - 2 sqrt(2)) / (|x| + 2 sqrt(2))
+  const __m256 h = polynomial(h_p, _mm256_div_ps(_mm256_sub_ps(ax, two_sqrt2), _mm256_add_ps(ax, two_sqrt2)));
   const __m256 x2 = _mm256_mul_ps(ax, ax);
   const __m256 sq = _mm256_mul_ps(half, x2), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(ax, ax, x2));
   const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), sq));
