@@ -1098,12 +1098,13 @@ TEST(Elementwise, ClampAndLeakyReluMatchALoopOnLongRunsAndTheirEdges) {
 // through tensor/cpu/vec_math.h. Their error in units of the last place against the function in
 // double, over [-20, 20] in steps of 1e-4, logarithmic sweeps of both signs from 1e-40 to 1e30,
 // and the edges (signed zeros, subnormals, the overflow and underflow thresholds, infinities,
-// NaN). gelu(tanh) adds x/2 and x/2 tanh(...), which cancel for x < 0 in any float evaluation
-// (the scalar one too): its error is counted in ulps of x/2, and so is gelu's where
-// x > -sqrt(2) (there, 1 + erf(z) cancels in its vector form). silu's x e^x for x < -87 multiplies
-// an e^x already rounded to a subnormal: its unit there is the spacing at x FLT_MIN. Each value's result is also that
-// of the value alone, in a strided view and in bfloat16's float32 chunks: the vector form serves every element, so a
-// result does not depend on its place.
+// NaN). gelu(tanh) is x sigmoid(2u) in double as in float (x/2 (1 + tanh(u)) cancels for x < 0);
+// float's 2u carries a rounding of a few ulps, which e^(2u) turns into |2u| ulps: its unit is
+// the spacing at |2u| gelu(x) (beyond |2u| = 1). gelu's error is counted in ulps of x/2 where x > -sqrt(2) (there, 1/2
+// + erf(z)/2 cancels in its vector form). silu's x e^x for x < -87 multiplies an e^x already rounded to a subnormal:
+// its unit there is the spacing at x FLT_MIN. Each value's result is also that of the value
+// alone, in a strided view and in bfloat16's float32 chunks: the vector form serves every
+// element, so a result does not depend on its place.
 TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
@@ -1144,8 +1145,8 @@ TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
       {"elu", [](const Tensor& x) { return elu(x, 1.5); }, [](double x) { return x > 0 ? x : 1.5 * std::expm1(x); }, 3,
        result},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },
-       [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }, 4,
-       [](double x, double) { return 0.5 * x; }},
+       [](double x) { return x / (1 + std::exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x))); }, 8,
+       [](double x, double want) { return want * std::max(1.0, 1.6 * std::fabs(x + 0.044715 * x * x * x)); }},
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, 4,
        [](double x, double want) { return x < -1.42 ? want : 0.5 * x; }},
@@ -1179,6 +1180,62 @@ TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
     const Tensor xb = x.to(kBFloat16);
     EXPECT_TRUE(testing::all_close(c.op(xb).to(kFloat32), c.op(xb.to(kFloat32)).to(kBFloat16).to(kFloat32), 0, 0));
   }
+}
+
+// gelu_backward (PyTorch's op, what GeluBackward calls) in float32 runs through vector forms too
+// (tensor/cpu/vec_math.h): grad (Φ(x) + x φ(x)) and the tanh form's derivative, against double
+// in units of the larger of the two terms (they cancel near x = -0.75), or of 1/2 for |x| < sqrt(2)
+// where Φ = 1/2 + erf(z)/2 cancels near z = -1, and the tanh form's times |2u| (the forward's
+// test says why); broadcast and strided
+// grads give the same bits as contiguous ones; the errors name the op.
+TEST(Elementwise, GeluBackwardIsWithinAFewUlpsAndIndependentOfPlace) {
+  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, -1e-30f, 1.4142f, -1.4143f, 15.6f, -15.6f, 30.0f, -30.0f};
+  for (int i = -120000; i <= 120000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
+  const Tensor x = tensor(xs);
+  const double k = 0.7978845608028654, c = 0.044715;
+  struct Terms {
+    double value, scale;
+  };
+  auto exact_none = [](double v) {
+    const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0)), xpdf = v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    return Terms{cdf + xpdf, std::max({std::fabs(cdf), std::fabs(xpdf), std::fabs(v) < 1.42 ? 0.5 : 0.0})};
+  };
+  auto exact_tanh = [&](double v) {  // (1 + tanh(u)) / 2 = s = sigmoid(2u), 1 - tanh(u)^2 = 4 s (1 - s)
+    const double u = k * (v + c * v * v * v), s = 1 / (1 + std::exp(-2 * u)), rest = 1 / (1 + std::exp(2 * u));
+    const double a = s, b = 2 * v * s * rest * k * (1 + 3 * c * v * v);
+    // the result is s times a factor: where s is subnormal (2u < -87), the unit is at least that
+    // factor times FLT_MIN
+    return Terms{a + b, std::max(std::max(std::fabs(a), std::fabs(b)) * std::max(1.0, 2 * std::fabs(u)),
+                                 std::fabs((a + b) / s) * std::numeric_limits<float>::min())};
+  };
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    const Tensor d = full({static_cast<int64_t>(xs.size())}, 1.0);
+    const std::vector<float> got = native::gelu_backward(d, x, approximate).to_vector<float>();
+    double worst = 0;
+    float worst_x = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const Terms want = std::string(approximate) == "none" ? exact_none(xs[i]) : exact_tanh(xs[i]);
+      const float s = static_cast<float>(want.scale);
+      const double spacing = static_cast<double>(std::nextafter(s, 2 * s + 1)) - s;
+      const double e = std::fabs(got[i] - want.value) / spacing;
+      if (e > worst) worst = e, worst_x = xs[i];
+    }
+    EXPECT_LE(worst, 4) << "at x = " << worst_x;
+    // a broadcast grad of 2 (stride 0), and a strided x: the same values, doubled exactly
+    const Tensor two = native::gelu_backward(full({}, 2.0), x, approximate);
+    EXPECT_TRUE(testing::all_close(two, native::gelu_backward(d, x, approximate) * 2.0, 0, 0));
+    const int64_t n = static_cast<int64_t>(xs.size()) / 3 * 3;
+    const Tensor xt = x.slice(0, 0, n).view({n / 3, 3}).t();
+    EXPECT_TRUE(testing::all_close(native::gelu_backward(full({n / 3}, 1.0), xt[1], approximate),
+                                   native::gelu_backward(full({n / 3}, 1.0), xt[1].contiguous(), approximate), 0, 0));
+    // float64 takes the functor: agreeing with float32 to float32's precision
+    EXPECT_TRUE(testing::all_close(native::gelu_backward(d, x, approximate),
+                                   native::gelu_backward(d.to(kFloat64), x.to(kFloat64), approximate).to(kFloat32),
+                                   1e-6, 1e-6));
+  }
+  EXPECT_ERROR_CONTAINS(native::gelu_backward(x, x, "erf"), "gelu_backward: approximate must be 'none' or 'tanh'");
+  EXPECT_ERROR_CONTAINS(native::gelu_backward(x, arange(3), "none"), "gelu_backward: expects floating point");
 }
 
 TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {

@@ -319,6 +319,7 @@ Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
     return unary(
         "GeluBackward", [](const Tensor& v) { return native::gelu(v, "tanh"); }, x, kInput,
         [](const Tensor& d, const Tensor& v, const Tensor&) {
+          if (!building_graph()) return native::gelu_backward(d, v, "tanh");
           const double k = 0.7978845608028654, c = 0.044715;
           const Tensor inner = (v + v * v * v * c) * k;
           const Tensor t = ember::tanh(inner);
@@ -329,6 +330,7 @@ Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
   return unary(
       "GeluBackward", [](const Tensor& v) { return native::gelu(v, "none"); }, x, kInput,
       [](const Tensor& d, const Tensor& v, const Tensor&) {
+        if (!building_graph()) return native::gelu_backward(d, v, "none");
         const Tensor cdf = (1.0 + ember::erf(v * 0.7071067811865476)) * 0.5;
         return d * (cdf + v * normal_pdf(v));
       });

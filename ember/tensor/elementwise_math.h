@@ -57,10 +57,12 @@ enum class BinaryOp : int8_t {
   Div,
   Pow,
   Maximum,
-  Minimum,          // arithmetic: out has the inputs' dtype
-  TanhBackward,     // a = grad, b = tanh output: a * (1 - b^2)
-  SigmoidBackward,  // a = grad, b = sigmoid output: a * b * (1 - b)
-  ReluBackward,     // a = grad, b = relu output: b > 0 ? a : 0
+  Minimum,           // arithmetic: out has the inputs' dtype
+  TanhBackward,      // a = grad, b = tanh output: a * (1 - b^2)
+  SigmoidBackward,   // a = grad, b = sigmoid output: a * b * (1 - b)
+  ReluBackward,      // a = grad, b = relu output: b > 0 ? a : 0
+  GeluBackward,      // a = grad, b = gelu's input x: a (Φ(x) + x φ(x))
+  GeluTanhBackward,  // a = grad, b = x: the derivative of gelu(x, "tanh")
   Eq,
   Ne,
   Lt,
@@ -372,6 +374,22 @@ struct SigmoidBackward {  // d y (1 - y)
   EMBER_HOST_DEVICE M operator()(M d, M y) const { return d * y * (M(1) - y); }
 };
 template <class M>
+struct GeluBackward {  // d (Φ(x) + x φ(x)), Φ and φ the normal CDF and density
+  EMBER_HOST_DEVICE M operator()(M d, M x) const {
+    const M cdf = M(0.5) * (M(1) + std::erf(x * M(0.70710678118654752440)));
+    const M pdf = std::exp(M(-0.5) * x * x) * M(0.39894228040143267794);
+    return d * (cdf + x * pdf);
+  }
+};
+template <class M>
+struct GeluTanhBackward {  // d/dx of x/2 (1 + tanh(k (x + c x^3))), times d
+  EMBER_HOST_DEVICE M operator()(M d, M x) const {
+    const M k = M(0.79788456080286535588), c = M(0.044715);
+    const M t = std::tanh(k * (x + c * x * x * x));
+    return d * (M(0.5) * (M(1) + t) + M(0.5) * x * (M(1) - t * t) * k * (M(1) + M(3) * c * x * x));
+  }
+};
+template <class M>
 struct ReluBackward {  // y > 0 ? d : 0
   EMBER_HOST_DEVICE M operator()(M d, M y) const { return y > M(0) ? d : M(0); }
 };
@@ -387,7 +405,8 @@ EMBER_HOST_DEVICE constexpr bool binary_supported(BinaryOp op) {
     return op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
            op == BinaryOp::ReluBackward;
   } else if constexpr (!is_float_v<M>) {
-    return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward;
+    return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward &&
+           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward;
   } else {
     return true;
   }
@@ -427,6 +446,10 @@ EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
         return f(TanhBackward<M>{});
       case BinaryOp::SigmoidBackward:
         return f(SigmoidBackward<M>{});
+      case BinaryOp::GeluBackward:
+        return f(GeluBackward<M>{});
+      case BinaryOp::GeluTanhBackward:
+        return f(GeluTanhBackward<M>{});
       default:
         break;
     }

@@ -1,8 +1,8 @@
 // Elementwise kernels: binary ops, unary ops, where. Each op's math is its functor in
 // tensor/elementwise_math.h (Note [Elementwise math]), applied by one strided loop per op; the
 // contiguous and scalar-broadcast runs are plain loops that the compiler vectorizes (AVX2) for
-// float and double, float16/bfloat16 runs go through float32 chunks (binary_loop_16), and the
-// float32 ops that call libm have vector forms (Note [Vector forms]).
+// float and double, float16/bfloat16 runs go through float32 chunks (binary_loop_floats), and
+// the float32 ops that call libm have vector forms (Note [Vector forms]).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -50,51 +50,6 @@ void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out, const F& f
   });
 }
 
-// float16 / bfloat16 runs in float32 chunks: each contiguous (or broadcast) run of operands
-// widened 8 at a time (F16C, or bfloat16's shift), the op applied to floats (a loop that
-// vectorizes), the results rounded 8 at a time. The same bits as converting one element at a
-// time, which the compiler cannot vectorize for float16 (it ran 3x slower than bfloat16).
-template <class T>
-constexpr bool kHalf16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-constexpr int64_t kChunk = 256;  // floats per operand buffer, on the stack
-
-// One operand's chunk [i0, i0 + m) as floats: widened from a contiguous run, or its one value.
-template <class T>
-void chunk_of(const T* x, int64_t stride, int64_t i0, int64_t m, float* out) {
-  if (stride == 0)
-    std::fill(out, out + m, static_cast<float>(*x));
-  else
-    widen_run(x + i0, m, out);
-}
-
-// out[i] = T(fn(float(a[i]), float(b[i]))), a and b contiguous or broadcast along the run.
-template <class T, class Fn>
-void binary_loop_16(const Tensor& a, const Tensor& b, const Tensor& out, const Fn& op) {
-  StridedLoop<3> loop({&out, &a, &b});
-  loop.run([&op](const std::array<char*, 3>& p, const std::array<int64_t, 3>& st, int64_t n) {
-    const Fn fn = op;  // Note [Functor copies]
-    T* o = reinterpret_cast<T*>(p[0]);
-    const T* x = reinterpret_cast<const T*>(p[1]);
-    const T* y = reinterpret_cast<const T*>(p[2]);
-    constexpr int64_t s = sizeof(T);
-    if (st[0] == s && (st[1] == s || st[1] == 0) && (st[2] == s || st[2] == 0)) {
-      float xs[kChunk], ys[kChunk];
-      for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-        const int64_t m = std::min(kChunk, n - i0);
-        chunk_of(x, st[1], i0, m, xs);
-        chunk_of(y, st[2], i0, m, ys);
-        for (int64_t i = 0; i < m; ++i) xs[i] = fn(xs[i], ys[i]);
-        narrow_run(xs, m, o + i0);
-      }
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<T*>(p[0] + i * st[0]) =
-          T(fn(static_cast<float>(*reinterpret_cast<const T*>(p[1] + i * st[1])),
-               static_cast<float>(*reinterpret_cast<const T*>(p[2] + i * st[2]))));
-  });
-}
-
 // out[i] = f(a[i]) over a 2-operand loop.
 template <class T, class F>
 void unary_loop(const Tensor& a, const Tensor& out, const F& fn) {
@@ -126,6 +81,8 @@ inline __m256 vec_form(const math::Silu<float>&, __m256 x) { return silu8(x); }
 inline __m256 vec_form(const math::Elu<float>& f, __m256 x) { return elu8(x, f.alpha); }
 inline __m256 vec_form(const math::GeluTanh<float>&, __m256 x) { return gelu_tanh8(x); }
 inline __m256 vec_form(const math::Gelu<float>&, __m256 x) { return gelu8(x); }
+inline __m256 vec_form(const math::GeluBackward<float>&, __m256 d, __m256 x) { return gelu_backward8(d, x); }
+inline __m256 vec_form(const math::GeluTanhBackward<float>&, __m256 d, __m256 x) { return gelu_tanh_backward8(d, x); }
 // (GCC warns that __m256's alignment attribute is dropped in the template argument; only the
 // overload's existence is asked.)
 #pragma GCC diagnostic push
@@ -134,10 +91,16 @@ template <class F, class = void>
 constexpr bool kHasVecForm = false;
 template <class F>
 constexpr bool kHasVecForm<F, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256()))>> = true;
+template <class F, class = void>
+constexpr bool kHasVecForm2 = false;  // binary
+template <class F>
+constexpr bool kHasVecForm2<F, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256(), __m256()))>> = true;
 #pragma GCC diagnostic pop
 #else
 template <class F>
 constexpr bool kHasVecForm = false;
+template <class F>
+constexpr bool kHasVecForm2 = false;
 #endif
 
 // y[i] = f(x[i]) for n floats (y may be x): 8 at a time by the vector form where the op has one,
@@ -161,31 +124,94 @@ void map_floats(const F& op, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
-// out[i] = T(fn(float(a[i]))) for T float32, float16 or bfloat16, through float32 chunks: a
-// contiguous float32 run is mapped in place, a contiguous 16-bit run widened and narrowed 8 at a
-// time, strided elements gathered and scattered, so every element meets map_floats.
+// z[i] = f(x[i], y[i]) for n floats (z may be x): map_floats for binary ops.
+template <class F>
+void map_floats2(const F& op, const float* x, const float* y, float* z, int64_t n) {
+  const F f = op;  // Note [Functor copies]
+#ifdef EMBER_HAVE_VEC_MATH
+  if constexpr (kHasVecForm2<F>) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, vec_form(f, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    if (i < n) {
+      float gx[8] = {}, gy[8] = {};
+      std::copy(x + i, x + n, gx);
+      std::copy(y + i, y + n, gy);
+      _mm256_storeu_ps(gx, vec_form(f, _mm256_loadu_ps(gx), _mm256_loadu_ps(gy)));
+      std::copy(gx, gx + (n - i), z + i);
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+}
+
+// float16 / bfloat16 (and float32 ops with a vector form) run in float32 chunks: each operand's
+// chunk widened 8 at a time (F16C, or bfloat16's shift) where it is contiguous, the op applied
+// to floats (map_floats: a loop that vectorizes, or the vector form), the results rounded 8 at a
+// time. The same bits as converting one element at a time, which the compiler cannot vectorize
+// for float16 (it ran 3x slower than bfloat16).
+template <class T>
+constexpr bool kHalf16 = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+constexpr int64_t kChunk = 256;  // floats per operand buffer, on the stack
+
+// Elements [i0, i0 + m) of a strided run at p as floats: widened from a contiguous run, one
+// value repeated (stride 0), or gathered.
+template <class T>
+void gather_chunk(const char* p, int64_t stride, int64_t i0, int64_t m, float* out) {
+  if (stride == sizeof(T))
+    widen_run(reinterpret_cast<const T*>(p) + i0, m, out);
+  else if (stride == 0)
+    std::fill(out, out + m, static_cast<float>(*reinterpret_cast<const T*>(p)));
+  else
+    for (int64_t i = 0; i < m; ++i) out[i] = static_cast<float>(*reinterpret_cast<const T*>(p + (i0 + i) * stride));
+}
+
+// ... and back: floats rounded to T into elements [i0, i0 + m) of a strided run.
+template <class T>
+void scatter_chunk(const float* in, int64_t m, char* p, int64_t stride, int64_t i0) {
+  if (stride == sizeof(T))
+    narrow_run(in, m, reinterpret_cast<T*>(p) + i0);
+  else
+    for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p + (i0 + i) * stride) = T(in[i]);
+}
+
+// out[i] = T(fn(float(a[i]), float(b[i]))) for T float32, float16 or bfloat16; a contiguous
+// float32 run is mapped where it lies.
+template <class T, class Fn>
+void binary_loop_floats(const Tensor& a, const Tensor& b, const Tensor& out, const Fn& fn) {
+  StridedLoop<3> loop({&out, &a, &b});
+  loop.run([&fn](const std::array<char*, 3>& p, const std::array<int64_t, 3>& st, int64_t n) {
+    constexpr int64_t s = sizeof(T);
+    if constexpr (std::is_same_v<T, float>)
+      if (st[0] == s && st[1] == s && st[2] == s)
+        return map_floats2(fn, reinterpret_cast<const float*>(p[1]), reinterpret_cast<const float*>(p[2]),
+                           reinterpret_cast<float*>(p[0]), n);
+    float xs[kChunk], ys[kChunk];
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - i0);
+      gather_chunk<T>(p[1], st[1], i0, m, xs);
+      gather_chunk<T>(p[2], st[2], i0, m, ys);
+      map_floats2(fn, xs, ys, xs, m);
+      scatter_chunk<T>(xs, m, p[0], st[0], i0);
+    }
+  });
+}
+
+// out[i] = T(fn(float(a[i]))) for T float32, float16 or bfloat16, through float32 chunks, so
+// that every element meets map_floats; a contiguous float32 run is mapped where it lies.
 template <class T, class Fn>
 void unary_loop_floats(const Tensor& a, const Tensor& out, const Fn& fn) {
   StridedLoop<2> loop({&out, &a});
   loop.run([&fn](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
-    T* o = reinterpret_cast<T*>(p[0]);
-    const T* x = reinterpret_cast<const T*>(p[1]);
-    const bool contiguous = st[0] == sizeof(T) && st[1] == sizeof(T);
     if constexpr (std::is_same_v<T, float>)
-      if (contiguous) return map_floats(fn, x, o, n);
+      if (st[0] == sizeof(T) && st[1] == sizeof(T))
+        return map_floats(fn, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
     float xs[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t m = std::min(kChunk, n - i0);
-      if (contiguous)
-        widen_run(x + i0, m, xs);
-      else
-        for (int64_t i = 0; i < m; ++i)
-          xs[i] = static_cast<float>(*reinterpret_cast<const T*>(p[1] + (i0 + i) * st[1]));
+      gather_chunk<T>(p[1], st[1], i0, m, xs);
       map_floats(fn, xs, xs, m);
-      if (contiguous)
-        narrow_run(xs, m, o + i0);
-      else
-        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * st[0]) = T(xs[i]);
+      scatter_chunk<T>(xs, m, p[0], st[0], i0);
     }
   });
 }
@@ -199,8 +225,8 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
     return math::visit_comparison<M>(
         op, [&](auto fn) { binary_loop<bool, T>(a, b, out, [fn](T x, T y) { return fn(M(x), M(y)); }); });
   math::visit_binary<M>(op, alpha.to<M>(), [&](auto fn) {
-    if constexpr (kHalf16<T>)
-      binary_loop_16<T>(a, b, out, fn);
+    if constexpr (kHalf16<T> || (std::is_same_v<T, float> && kHasVecForm2<decltype(fn)>))
+      binary_loop_floats<T>(a, b, out, fn);
     else
       binary_loop<T, T>(a, b, out, [fn](T x, T y) { return T(fn(M(x), M(y))); });
   });

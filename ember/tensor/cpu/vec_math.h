@@ -86,23 +86,26 @@ inline __m256 tanh8(__m256 x) {
   return keep_nan(_mm256_or_ps(t, _mm256_and_ps(sign, x)), x);
 }
 
-// sigmoid(x) = 1 / (1 + e^-x), evaluated as n / (1 + e) with e = e^-|x| and n = 1 for x >= 0,
-// e for x < 0: e never overflows, so results far left of 0 are subnormal numbers, not 0.
-inline __m256 sigmoid_parts(__m256 x, __m256* numerator) {
+// sigmoid(x) = 1 / (1 + e^-x), evaluated as s / (1 + e) with e = e^-|x| and s = 1 for x >= 0,
+// e for x < 0: e never overflows, so results far left of 0 are subnormal numbers, not 0; and
+// 1 - sigmoid(x) = rest / (1 + e), rest the other of 1 and e, without cancellation.
+struct SigmoidParts {
+  __m256 den, s, rest;
+};
+inline SigmoidParts sigmoid_parts(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 e = exp8(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));  // e^-|x|
-  *numerator = _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-  return _mm256_add_ps(_mm256_set1_ps(1.0f), e);
+  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return {_mm256_add_ps(one, e), _mm256_blendv_ps(one, e, negative), _mm256_blendv_ps(e, one, negative)};
 }
 inline __m256 sigmoid8(__m256 x) {
-  __m256 n;
-  const __m256 d = sigmoid_parts(x, &n);
-  return _mm256_div_ps(n, d);
+  const SigmoidParts p = sigmoid_parts(x);
+  return _mm256_div_ps(p.s, p.den);
 }
 // silu(x) = x sigmoid(x).
 inline __m256 silu8(__m256 x) {
-  __m256 n;
-  const __m256 d = sigmoid_parts(x, &n);
-  return _mm256_div_ps(_mm256_mul_ps(x, n), d);
+  const SigmoidParts p = sigmoid_parts(x);
+  return _mm256_div_ps(_mm256_mul_ps(x, p.s), p.den);
 }
 
 // x for x > 0, alpha (e^x - 1) elsewhere.
@@ -111,13 +114,14 @@ inline __m256 elu8(__m256 x, float alpha) {
   return keep_nan(_mm256_blendv_ps(neg, x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)), x);
 }
 
-// PyTorch's gelu(approximate="tanh"): x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-inline __m256 gelu_tanh8(__m256 x) {
-  const __m256 k = _mm256_set1_ps(0.79788456080286535588f), c = _mm256_set1_ps(0.044715f);
-  const __m256 inner = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
-  const __m256 half_x = _mm256_mul_ps(_mm256_set1_ps(0.5f), x);
-  return _mm256_fmadd_ps(half_x, tanh8(inner), half_x);
+// PyTorch's gelu(approximate="tanh"): x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// evaluated as x sigmoid(2u) (the same function): sigmoid keeps the left tail's relative
+// accuracy, where 1 + tanh(u) cancels.
+inline __m256 gelu_tanh_inner2(__m256 x) {  // 2u
+  const __m256 k2 = _mm256_set1_ps(1.59576912160573071176f), c = _mm256_set1_ps(0.044715f);
+  return _mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
 }
+inline __m256 gelu_tanh8(__m256 x) { return _mm256_mul_ps(x, sigmoid8(gelu_tanh_inner2(x))); }
 
 // p[0] + p[1] t + ... + p[N-1] t^(N-1), by Horner's rule.
 template <int N>
@@ -127,40 +131,81 @@ inline __m256 polynomial(const float (&p)[N], __m256 t) {
   return y;
 }
 
-// PyTorch's gelu (approximate="none"): x Φ(x), with Φ(x) = (1 + erf(z)) / 2 and z = x / sqrt(2).
-// For |z| < 1, erf(z) = z P(z^2). Beyond, with erfc(a) = e^(-a^2) h / a, gelu(x) is x - t for
-// z > 1 and t for z < -1, where t = x erfc(|z|) / 2 = ±e^(-a^2) h / sqrt(2) (x / a = ±sqrt(2)):
-// the left tail keeps its relative accuracy, where 1 + erf(z) would cancel. a^2 = x^2 / 2 is
-// taken from x, exact, as its rounded value and the rounding error (an FMA), whose factor
-// e^(-err) = 1 - err matters: the rounding of z or of a^2 alone would cost 1e-5 at a = 9. P and
-// h (a polynomial in (a - 2) / (a + 2)) are Chebyshev interpolants from tools/fit_gelu.py, of
+// The normal distribution's pieces that gelu and its gradient share, with z = x / sqrt(2) and
+// a = |z|. For a < 1 (`center`), erf(z) = z P(z^2). Beyond, erfc(a) = e h / a with
+// e = e^(-a^2) = e^(-x^2/2), which is also the density's shape, and h = a erfcx(a), a polynomial
+// in (a - 2) / (a + 2). a^2 = x^2 / 2 is taken from x, exact, as its rounded value and the
+// rounding error (an FMA), whose factor e^(-err) = 1 - err matters: the rounding of z or of a^2
+// alone would cost 1e-5 at a = 9. P and h are Chebyshev interpolants from tools/fit_gelu.py, of
 // relative error 5.5e-8 and 3e-8.
-inline __m256 gelu8(__m256 x) {
+struct NormalParts {
+  __m256 center;       // a < 1
+  __m256 half_erf;     // erf(z) / 2 where a < 1
+  __m256 e;            // e^(-x^2/2), |x| clamped to 11 sqrt(2) (e^(-121) is already 0 in float)
+  __m256 h_over_ax;    // h / (sqrt(2) |x|) = h / (2a), |x| clamped to [sqrt(2), 11 sqrt(2)]: erfc(a) / 2 = e h / (2a)
+  __m256 h_sqrt_half;  // ±h / sqrt(2), x's sign: x erfc(a) / 2 = ±e h / sqrt(2), as x / a = ±sqrt(2)
+};
+inline NormalParts normal_parts(__m256 x) {
   static const float erf_p[] = {1.12837911f,    -0.376123428f,  0.112803169f,
                                 -0.0267150551f, 0.00492176181f, -0.000564805989f};  // erf(z) / z in z^2 on [0, 1]
   static const float h_p[] = {0.510791361f,    0.167210922f,  -0.203844652f, 0.121519499f,    -0.0289739612f,
                               -0.00758348685f, 0.0048683621f, 0.0013731264f, -0.00145501073f, 0.000283416768f};
-  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-  const __m256 center =
-      _mm256_mul_ps(x, _mm256_fmadd_ps(half, _mm256_mul_ps(z, polynomial(erf_p, _mm256_mul_ps(z, z))), half));
-  // |x| clamped to [sqrt(2), 11 sqrt(2)], a to [1, 11]: e^(-121) is already 0 in float
-  const __m256 ax = _mm256_min_ps(_mm256_max_ps(_mm256_andnot_ps(sign_bit, x), _mm256_set1_ps(1.41421356f)),
-                                  _mm256_set1_ps(15.5563492f));
+  const __m256 half = _mm256_set1_ps(0.5f), sign_bit = _mm256_set1_ps(-0.0f);
+  const __m256 sqrt_half = _mm256_set1_ps(0.70710678118654752f);
+  NormalParts p;
+  const __m256 z = _mm256_mul_ps(x, sqrt_half);
+  p.center = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, z), _mm256_set1_ps(1.0f), _CMP_LT_OQ);
+  p.half_erf = _mm256_mul_ps(half, _mm256_mul_ps(z, polynomial(erf_p, _mm256_mul_ps(z, z))));
+  const __m256 ag = _mm256_min_ps(_mm256_andnot_ps(sign_bit, x), _mm256_set1_ps(15.5563492f));
+  const __m256 x2 = _mm256_mul_ps(ag, ag);
+  const __m256 sq = _mm256_mul_ps(half, x2), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(ag, ag, x2));
+  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), sq));
+  p.e = _mm256_fnmadd_ps(e, sq_err, e);  // e^(-sq) (1 - sq_err)
+  const __m256 ax = _mm256_max_ps(ag, _mm256_set1_ps(1.41421356f));
   const __m256 two_sqrt2 = _mm256_set1_ps(2.82842712f);  // (a - 2) / (a + 2) = (|x| - 2 sqrt(2)) / (|x| + 2 sqrt(2))
   const __m256 h = polynomial(h_p, _mm256_div_ps(_mm256_sub_ps(ax, two_sqrt2), _mm256_add_ps(ax, two_sqrt2)));
-  const __m256 x2 = _mm256_mul_ps(ax, ax);
-  const __m256 sq = _mm256_mul_ps(half, x2), sq_err = _mm256_mul_ps(half, _mm256_fmsub_ps(ax, ax, x2));
-  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), sq));
-  const __m256 e_exact = _mm256_fnmadd_ps(e, sq_err, e);  // e^(-a^2) = e^(-sq) (1 - sq_err)
-  // the tiny factor last, so that nothing before it is subnormal
-  const __m256 t = _mm256_mul_ps(
-      _mm256_mul_ps(_mm256_or_ps(_mm256_and_ps(sign_bit, x), _mm256_set1_ps(0.70710678118654752f)), h), e_exact);
+  p.h_over_ax = _mm256_div_ps(_mm256_mul_ps(h, sqrt_half), ax);
+  p.h_sqrt_half = _mm256_mul_ps(_mm256_or_ps(_mm256_and_ps(sign_bit, x), sqrt_half), h);
+  return p;
+}
+
+// PyTorch's gelu (approximate="none"): x Φ(x), Φ(x) = 1/2 + erf(z) / 2. In the tails, gelu(x) =
+// x - t for z > 1 and t for z < -1, t = x erfc(a) / 2 = ±e h / sqrt(2), the tiny factor e last
+// so that nothing before it is subnormal: the left tail keeps its relative accuracy, where
+// 1 + erf(z) would cancel.
+inline __m256 gelu8(__m256 x) {
+  const NormalParts p = normal_parts(x);
+  const __m256 center = _mm256_mul_ps(x, _mm256_add_ps(_mm256_set1_ps(0.5f), p.half_erf));
+  const __m256 t = _mm256_mul_ps(p.h_sqrt_half, p.e);
   // (+ 0 x: NaN at x = -inf, as x (1 + erf(z)) / 2 gives there, PyTorch's kernels included)
   const __m256 left = _mm256_add_ps(t, _mm256_mul_ps(_mm256_setzero_ps(), x));
-  const __m256 tails = _mm256_blendv_ps(left, _mm256_sub_ps(x, t), _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_GT_OQ));
-  const __m256 a = _mm256_andnot_ps(sign_bit, z);
-  return keep_nan(_mm256_blendv_ps(tails, center, _mm256_cmp_ps(a, one, _CMP_LT_OQ)), x);
+  const __m256 tails = _mm256_blendv_ps(left, _mm256_sub_ps(x, t), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+  return keep_nan(_mm256_blendv_ps(tails, center, p.center), x);
+}
+
+// gelu's gradient: d (Φ(x) + x φ(x)), φ(x) = e^(-x^2/2) / sqrt(2 pi).
+inline __m256 gelu_backward8(__m256 d, __m256 x) {
+  const NormalParts p = normal_parts(x);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 tail = _mm256_mul_ps(p.h_over_ax, p.e);  // erfc(a) / 2
+  const __m256 tails = _mm256_blendv_ps(tail, _mm256_sub_ps(_mm256_set1_ps(1.0f), tail),
+                                        _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+  const __m256 cdf = _mm256_blendv_ps(tails, _mm256_add_ps(half, p.half_erf), p.center);
+  const __m256 pdf = _mm256_mul_ps(p.e, _mm256_set1_ps(0.39894228040143267794f));
+  return keep_nan(_mm256_mul_ps(d, _mm256_fmadd_ps(x, pdf, cdf)), x);
+}
+
+// gelu(x, "tanh")'s gradient: with s = sigmoid(2u) = (1 + tanh(u)) / 2, 1 - tanh(u)^2 =
+// 4 s (1 - s), so d (s + x/2 4 s (1 - s) u') = d s (1 + 2x (1 - s) u'), u' = k (1 + 3c x^2);
+// s and 1 - s each come from e^-|2u| without cancellation.
+inline __m256 gelu_tanh_backward8(__m256 d, __m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const SigmoidParts p = sigmoid_parts(gelu_tanh_inner2(x));
+  const __m256 s = _mm256_div_ps(p.s, p.den), rest = _mm256_div_ps(p.rest, p.den);
+  const __m256 k = _mm256_set1_ps(0.79788456080286535588f), c3 = _mm256_set1_ps(3 * 0.044715f);
+  const __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c3, x), x, one));
+  const __m256 x2 = _mm256_add_ps(x, x);
+  return _mm256_mul_ps(d, _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(x2, rest), du, one)));
 }
 
 }  // namespace ember::cpu

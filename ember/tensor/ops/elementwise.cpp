@@ -66,6 +66,9 @@ const char* binary_name(BinaryOp op) {
       return "sigmoid_backward";
     case BinaryOp::ReluBackward:
       return "relu_backward";
+    case BinaryOp::GeluBackward:
+    case BinaryOp::GeluTanhBackward:
+      return "gelu_backward";
     case BinaryOp::Eq:
       return "eq";
     case BinaryOp::Ne:
@@ -193,6 +196,15 @@ Tensor logical_not(const Tensor& a) { return eq(a, Scalar(0)); }
 Tensor tanh_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::TanhBackward, grad, out); }
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::SigmoidBackward, grad, out); }
 Tensor relu_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::ReluBackward, grad, out); }
+Tensor gelu_backward(const Tensor& grad, const Tensor& self, const std::string& approximate) {
+  EMBER_CHECK(approximate == "none" || approximate == "tanh",
+              "gelu_backward: approximate must be 'none' or 'tanh', got '", approximate, "'");
+  ops::check_defined(grad, "gelu_backward");
+  ops::check_defined(self, "gelu_backward");
+  EMBER_CHECK(grad.is_floating_point() && self.is_floating_point(),
+              "gelu_backward: expects floating point tensors, got grad ", grad.dtype(), " and self ", self.dtype());
+  return binary(approximate == "tanh" ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad, self);
+}
 
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return binary(BinaryOp::Add, a, b, alpha); }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return binary(BinaryOp::Sub, a, b, alpha); }
