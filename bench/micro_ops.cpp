@@ -61,6 +61,24 @@ BENCHMARK_CAPTURE(
     unary_bench, tanh_bf16, [](const Tensor& x) { return tanh(x); }, kBFloat16)
     ->Arg(64 * 64 * 14 * 14);
 
+// gelu's gradient: the fused gelu_backward against what GeluBackward composed before it
+// (erf, exp and six elementwise passes).
+static void BM_GeluBackward(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)}) * 3.0, d = randn({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(native::gelu_backward(d, x));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 12);
+}
+BENCHMARK(BM_GeluBackward)->Arg(64 * 64 * 14 * 14);
+static void BM_GeluBackwardComposed(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)}) * 3.0, d = randn({state.range(0)});
+  for (auto _ : state) {
+    const Tensor cdf = (1.0 + erf(x * 0.7071067811865476)) * 0.5;
+    benchmark::DoNotOptimize(d * (cdf + x * (exp(x * x * -0.5) * 0.3989422804014327)));
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 12);
+}
+BENCHMARK(BM_GeluBackwardComposed)->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));
