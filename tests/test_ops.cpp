@@ -1238,6 +1238,32 @@ TEST(Elementwise, GeluBackwardIsWithinAFewUlpsAndIndependentOfPlace) {
   EXPECT_ERROR_CONTAINS(native::gelu_backward(x, arange(3), "none"), "gelu_backward: expects floating point");
 }
 
+// leaky_relu_backward (what LeakyReluBackward calls; it was where, gt and mul): grad where x > 0,
+// grad times the slope elsewhere, 0 and NaN included, as PyTorch; in every floating dtype, with a
+// broadcast grad; and its errors.
+TEST(Elementwise, LeakyReluBackwardMatchesALoop) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {-2.0f, -0.0f, 0.0f, 1e-30f, -1e-30f, 3.0f, nan}, ds;
+  for (int i = 0; i < 300; ++i) xs.push_back(static_cast<float>(i % 17) - 8.5f);
+  for (size_t i = 0; i < xs.size(); ++i) ds.push_back(static_cast<float>(i % 5) - 1.5f);
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = tensor(xs).to(dt), d = tensor(ds).to(dt);
+    const std::vector<float> xr = x.to(kFloat32).to_vector<float>(), dr = d.to(kFloat32).to_vector<float>();
+    std::vector<float> want(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) want[i] = xr[i] > 0 ? dr[i] : dr[i] * 0.25f;  // exact in every dtype
+    const Tensor got = native::leaky_relu_backward(d, x, 0.25);
+    EXPECT_EQ(got.dtype(), dt);
+    EXPECT_EQ(got.to(kFloat32).to_vector<float>(), want);
+    const std::vector<float> two =
+        native::leaky_relu_backward(full({}, 2.0, dt), x, 0.25).to(kFloat32).to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(two[i], xr[i] > 0 ? 2.0f : 0.5f) << "x = " << xr[i];
+  }
+  EXPECT_ERROR_CONTAINS(native::leaky_relu_backward(arange(3), arange(3), 0.1),
+                        "leaky_relu_backward: expects floating point tensors");
+  EXPECT_ERROR_CONTAINS(native::leaky_relu_backward(ones({2}), ones({3}), 0.1), "leaky_relu_backward");
+}
+
 TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
   manual_seed(12);
   auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };

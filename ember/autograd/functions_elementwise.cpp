@@ -358,7 +358,9 @@ Tensor autograd::leaky_relu(const Tensor& x, const Scalar& negative_slope) {
     record_fn(
         "LeakyReluBackward", {&x}, {&out},
         [lx = Like(x), sx = SavedTensor(x), negative_slope](std::vector<Tensor>& d) {
-          const Tensor g = ember::where(sx.unpack("leaky_relu") > 0.0, d[0], d[0] * negative_slope);
+          const Tensor v = sx.unpack("leaky_relu");
+          const Tensor g = building_graph() ? ember::where(v > 0.0, d[0], d[0] * negative_slope)
+                                            : native::leaky_relu_backward(d[0], v, negative_slope);
           return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
         },
         kDifferentiable);

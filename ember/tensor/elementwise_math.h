@@ -57,12 +57,13 @@ enum class BinaryOp : int8_t {
   Div,
   Pow,
   Maximum,
-  Minimum,           // arithmetic: out has the inputs' dtype
-  TanhBackward,      // a = grad, b = tanh output: a * (1 - b^2)
-  SigmoidBackward,   // a = grad, b = sigmoid output: a * b * (1 - b)
-  ReluBackward,      // a = grad, b = relu output: b > 0 ? a : 0
-  GeluBackward,      // a = grad, b = gelu's input x: a (Φ(x) + x φ(x))
-  GeluTanhBackward,  // a = grad, b = x: the derivative of gelu(x, "tanh")
+  Minimum,            // arithmetic: out has the inputs' dtype
+  TanhBackward,       // a = grad, b = tanh output: a * (1 - b^2)
+  SigmoidBackward,    // a = grad, b = sigmoid output: a * b * (1 - b)
+  ReluBackward,       // a = grad, b = relu output: b > 0 ? a : 0
+  GeluBackward,       // a = grad, b = gelu's input x: a (Φ(x) + x φ(x))
+  GeluTanhBackward,   // a = grad, b = x: the derivative of gelu(x, "tanh")
+  LeakyReluBackward,  // a = grad, b = x, alpha = negative_slope: b > 0 ? a : a alpha
   Eq,
   Ne,
   Lt,
@@ -390,6 +391,11 @@ struct GeluTanhBackward {  // d/dx of x/2 (1 + tanh(k (x + c x^3))), times d
   }
 };
 template <class M>
+struct LeakyReluBackward {  // x > 0 ? d : d slope (at 0 too, as PyTorch)
+  M negative_slope;
+  EMBER_HOST_DEVICE M operator()(M d, M x) const { return x > M(0) ? d : d * negative_slope; }
+};
+template <class M>
 struct ReluBackward {  // y > 0 ? d : 0
   EMBER_HOST_DEVICE M operator()(M d, M y) const { return y > M(0) ? d : M(0); }
 };
@@ -406,7 +412,7 @@ EMBER_HOST_DEVICE constexpr bool binary_supported(BinaryOp op) {
            op == BinaryOp::ReluBackward;
   } else if constexpr (!is_float_v<M>) {
     return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward &&
-           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward;
+           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward && op != BinaryOp::LeakyReluBackward;
   } else {
     return true;
   }
@@ -450,6 +456,8 @@ EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
         return f(GeluBackward<M>{});
       case BinaryOp::GeluTanhBackward:
         return f(GeluTanhBackward<M>{});
+      case BinaryOp::LeakyReluBackward:
+        return f(LeakyReluBackward<M>{alpha});
       default:
         break;
     }

@@ -69,6 +69,8 @@ const char* binary_name(BinaryOp op) {
     case BinaryOp::GeluBackward:
     case BinaryOp::GeluTanhBackward:
       return "gelu_backward";
+    case BinaryOp::LeakyReluBackward:
+      return "leaky_relu_backward";
     case BinaryOp::Eq:
       return "eq";
     case BinaryOp::Ne:
@@ -196,6 +198,14 @@ Tensor logical_not(const Tensor& a) { return eq(a, Scalar(0)); }
 Tensor tanh_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::TanhBackward, grad, out); }
 Tensor sigmoid_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::SigmoidBackward, grad, out); }
 Tensor relu_backward(const Tensor& grad, const Tensor& out) { return binary(BinaryOp::ReluBackward, grad, out); }
+Tensor leaky_relu_backward(const Tensor& grad, const Tensor& self, const Scalar& negative_slope) {
+  ops::check_defined(grad, "leaky_relu_backward");
+  ops::check_defined(self, "leaky_relu_backward");
+  EMBER_CHECK(grad.is_floating_point() && self.is_floating_point(),
+              "leaky_relu_backward: expects floating point tensors, got grad ", grad.dtype(), " and self ",
+              self.dtype());
+  return binary(BinaryOp::LeakyReluBackward, grad, self, negative_slope);
+}
 Tensor gelu_backward(const Tensor& grad, const Tensor& self, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh",
               "gelu_backward: approximate must be 'none' or 'tanh', got '", approximate, "'");
