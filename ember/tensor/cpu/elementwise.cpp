@@ -83,66 +83,47 @@ inline __m256 vec_form(const math::GeluTanh<float>&, __m256 x) { return gelu_tan
 inline __m256 vec_form(const math::Gelu<float>&, __m256 x) { return gelu8(x); }
 inline __m256 vec_form(const math::GeluBackward<float>&, __m256 d, __m256 x) { return gelu_backward8(d, x); }
 inline __m256 vec_form(const math::GeluTanhBackward<float>&, __m256 d, __m256 x) { return gelu_tanh_backward8(d, x); }
-// (GCC warns that __m256's alignment attribute is dropped in the template argument; only the
-// overload's existence is asked.)
+// kHasVecForm<F, N>: whether op F has a vector form of N operands. (GCC warns that __m256's
+// alignment attribute is dropped in the template argument; only the overload's existence is
+// asked.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
-template <class F, class = void>
+template <class F, int N, class = void>
 constexpr bool kHasVecForm = false;
 template <class F>
-constexpr bool kHasVecForm<F, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256()))>> = true;
-template <class F, class = void>
-constexpr bool kHasVecForm2 = false;  // binary
+constexpr bool kHasVecForm<F, 1, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256()))>> = true;
 template <class F>
-constexpr bool kHasVecForm2<F, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256(), __m256()))>> = true;
+constexpr bool kHasVecForm<F, 2, std::void_t<decltype(vec_form(std::declval<const F&>(), __m256(), __m256()))>> = true;
 #pragma GCC diagnostic pop
-#else
-template <class F>
-constexpr bool kHasVecForm = false;
-template <class F>
-constexpr bool kHasVecForm2 = false;
-#endif
 
-// y[i] = f(x[i]) for n floats (y may be x): 8 at a time by the vector form where the op has one,
-// the last partial group through an 8-float buffer; else the functor.
-template <class F>
-void map_floats(const F& op, const float* x, float* y, int64_t n) {
-  const F f = op;  // Note [Functor copies]
-#ifdef EMBER_HAVE_VEC_MATH
-  if constexpr (kHasVecForm<F>) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, vec_form(f, _mm256_loadu_ps(x + i)));
-    if (i < n) {
-      float group[8] = {};
-      std::copy(x + i, x + n, group);
-      _mm256_storeu_ps(group, vec_form(f, _mm256_loadu_ps(group)));
-      std::copy(group, group + (n - i), y + i);
-    }
-    return;
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+// The first m of 8 lanes (0 <= m <= 8), for a masked load or store.
+inline __m256i first_lanes(int64_t m) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+#else
+template <class F, int N>
+constexpr bool kHasVecForm = false;
+#endif
 
-// z[i] = f(x[i], y[i]) for n floats (z may be x): map_floats for binary ops.
-template <class F>
-void map_floats2(const F& op, const float* x, const float* y, float* z, int64_t n) {
+// y[i] = f(x[i]...) for n floats and one or two operands x (y may be the first): 8 at a time
+// by the vector form where the op has one, the last partial group through masked loads and
+// stores (its missing lanes read as 0, and are not written); else the functor.
+template <class F, class... In>
+void map_floats(const F& op, float* y, int64_t n, const In*... x) {
+  static_assert((std::is_same_v<In, float> && ...), "map_floats maps floats");
   const F f = op;  // Note [Functor copies]
 #ifdef EMBER_HAVE_VEC_MATH
-  if constexpr (kHasVecForm2<F>) {
+  if constexpr (kHasVecForm<F, sizeof...(In)>) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(z + i, vec_form(f, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, vec_form(f, _mm256_loadu_ps(x + i)...));
     if (i < n) {
-      float gx[8] = {}, gy[8] = {};
-      std::copy(x + i, x + n, gx);
-      std::copy(y + i, y + n, gy);
-      _mm256_storeu_ps(gx, vec_form(f, _mm256_loadu_ps(gx), _mm256_loadu_ps(gy)));
-      std::copy(gx, gx + (n - i), z + i);
+      const __m256i lanes = first_lanes(n - i);
+      _mm256_maskstore_ps(y + i, lanes, vec_form(f, _mm256_maskload_ps(x + i, lanes)...));
     }
     return;
   }
 #endif
-  for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]...);
 }
 
 // float16 / bfloat16 (and float32 ops with a vector form) run in float32 chunks: each operand's
@@ -184,14 +165,14 @@ void binary_loop_floats(const Tensor& a, const Tensor& b, const Tensor& out, con
     constexpr int64_t s = sizeof(T);
     if constexpr (std::is_same_v<T, float>)
       if (st[0] == s && st[1] == s && st[2] == s)
-        return map_floats2(fn, reinterpret_cast<const float*>(p[1]), reinterpret_cast<const float*>(p[2]),
-                           reinterpret_cast<float*>(p[0]), n);
+        return map_floats(fn, reinterpret_cast<float*>(p[0]), n, reinterpret_cast<const float*>(p[1]),
+                          reinterpret_cast<const float*>(p[2]));
     float xs[kChunk], ys[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t m = std::min(kChunk, n - i0);
       gather_chunk<T>(p[1], st[1], i0, m, xs);
       gather_chunk<T>(p[2], st[2], i0, m, ys);
-      map_floats2(fn, xs, ys, xs, m);
+      map_floats(fn, xs, m, xs, ys);
       scatter_chunk<T>(xs, m, p[0], st[0], i0);
     }
   });
@@ -205,12 +186,12 @@ void unary_loop_floats(const Tensor& a, const Tensor& out, const Fn& fn) {
   loop.run([&fn](const std::array<char*, 2>& p, const std::array<int64_t, 2>& st, int64_t n) {
     if constexpr (std::is_same_v<T, float>)
       if (st[0] == sizeof(T) && st[1] == sizeof(T))
-        return map_floats(fn, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+        return map_floats(fn, reinterpret_cast<float*>(p[0]), n, reinterpret_cast<const float*>(p[1]));
     float xs[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t m = std::min(kChunk, n - i0);
       gather_chunk<T>(p[1], st[1], i0, m, xs);
-      map_floats(fn, xs, xs, m);
+      map_floats(fn, xs, m, xs);
       scatter_chunk<T>(xs, m, p[0], st[0], i0);
     }
   });
@@ -225,7 +206,7 @@ void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& o
     return math::visit_comparison<M>(
         op, [&](auto fn) { binary_loop<bool, T>(a, b, out, [fn](T x, T y) { return fn(M(x), M(y)); }); });
   math::visit_binary<M>(op, alpha.to<M>(), [&](auto fn) {
-    if constexpr (kHalf16<T> || (std::is_same_v<T, float> && kHasVecForm2<decltype(fn)>))
+    if constexpr (kHalf16<T> || (std::is_same_v<T, float> && kHasVecForm<decltype(fn), 2>))
       binary_loop_floats<T>(a, b, out, fn);
     else
       binary_loop<T, T>(a, b, out, [fn](T x, T y) { return T(fn(M(x), M(y))); });
@@ -238,7 +219,7 @@ void unary_typed(UnaryOp op, const Tensor& a, const Tensor& out, double p0, doub
   if (!math::unary_supported<M>(op))
     throw InternalError(detail::concat("unary: op ", static_cast<int>(op), " not defined for ", dtype_of<T>::value));
   math::visit_unary<M>(op, p0, p1, [&](auto fn) {
-    if constexpr (kHalf16<T> || (std::is_same_v<T, float> && kHasVecForm<decltype(fn)>))
+    if constexpr (kHalf16<T> || (std::is_same_v<T, float> && kHasVecForm<decltype(fn), 1>))
       unary_loop_floats<T>(a, out, fn);
     else
       unary_loop<T>(a, out, [fn](T v) { return T(fn(M(v))); });

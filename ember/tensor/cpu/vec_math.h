@@ -138,12 +138,13 @@ inline __m256 polynomial(const float (&p)[N], __m256 t) {
 // rounding error (an FMA), whose factor e^(-err) = 1 - err matters: the rounding of z or of a^2
 // alone would cost 1e-5 at a = 9. P and h are Chebyshev interpolants from tools/fit_gelu.py, of
 // relative error 5.5e-8 and 3e-8.
+constexpr float kSqrtHalf = 0.70710678118654752f;
 struct NormalParts {
-  __m256 center;       // a < 1
-  __m256 half_erf;     // erf(z) / 2 where a < 1
-  __m256 e;            // e^(-x^2/2), |x| clamped to 11 sqrt(2) (e^(-121) is already 0 in float)
-  __m256 h_over_ax;    // h / (sqrt(2) |x|) = h / (2a), |x| clamped to [sqrt(2), 11 sqrt(2)]: erfc(a) / 2 = e h / (2a)
-  __m256 h_sqrt_half;  // ±h / sqrt(2), x's sign: x erfc(a) / 2 = ±e h / sqrt(2), as x / a = ±sqrt(2)
+  __m256 center;    // a < 1
+  __m256 half_erf;  // erf(z) / 2 where a < 1
+  __m256 e;         // e^(-x^2/2), |x| clamped to 11 sqrt(2) (e^(-121) is already 0 in float)
+  __m256 h;         // a erfcx(a) where a >= 1, so that erfc(a) = e h / a
+  __m256 ax;        // |x| clamped to [sqrt(2), 11 sqrt(2)], the tails' sqrt(2) a
 };
 inline NormalParts normal_parts(__m256 x) {
   static const float erf_p[] = {1.12837911f,    -0.376123428f,  0.112803169f,
@@ -151,7 +152,7 @@ inline NormalParts normal_parts(__m256 x) {
   static const float h_p[] = {0.510791361f,    0.167210922f,  -0.203844652f, 0.121519499f,    -0.0289739612f,
                               -0.00758348685f, 0.0048683621f, 0.0013731264f, -0.00145501073f, 0.000283416768f};
   const __m256 half = _mm256_set1_ps(0.5f), sign_bit = _mm256_set1_ps(-0.0f);
-  const __m256 sqrt_half = _mm256_set1_ps(0.70710678118654752f);
+  const __m256 sqrt_half = _mm256_set1_ps(kSqrtHalf);
   NormalParts p;
   const __m256 z = _mm256_mul_ps(x, sqrt_half);
   p.center = _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, z), _mm256_set1_ps(1.0f), _CMP_LT_OQ);
@@ -163,9 +164,8 @@ inline NormalParts normal_parts(__m256 x) {
   p.e = _mm256_fnmadd_ps(e, sq_err, e);  // e^(-sq) (1 - sq_err)
   const __m256 ax = _mm256_max_ps(ag, _mm256_set1_ps(1.41421356f));
   const __m256 two_sqrt2 = _mm256_set1_ps(2.82842712f);  // (a - 2) / (a + 2) = (|x| - 2 sqrt(2)) / (|x| + 2 sqrt(2))
-  const __m256 h = polynomial(h_p, _mm256_div_ps(_mm256_sub_ps(ax, two_sqrt2), _mm256_add_ps(ax, two_sqrt2)));
-  p.h_over_ax = _mm256_div_ps(_mm256_mul_ps(h, sqrt_half), ax);
-  p.h_sqrt_half = _mm256_mul_ps(_mm256_or_ps(_mm256_and_ps(sign_bit, x), sqrt_half), h);
+  p.h = polynomial(h_p, _mm256_div_ps(_mm256_sub_ps(ax, two_sqrt2), _mm256_add_ps(ax, two_sqrt2)));
+  p.ax = ax;
   return p;
 }
 
@@ -176,7 +176,8 @@ inline NormalParts normal_parts(__m256 x) {
 inline __m256 gelu8(__m256 x) {
   const NormalParts p = normal_parts(x);
   const __m256 center = _mm256_mul_ps(x, _mm256_add_ps(_mm256_set1_ps(0.5f), p.half_erf));
-  const __m256 t = _mm256_mul_ps(p.h_sqrt_half, p.e);
+  const __m256 signed_sqrt_half = _mm256_or_ps(_mm256_and_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(kSqrtHalf));
+  const __m256 t = _mm256_mul_ps(_mm256_mul_ps(signed_sqrt_half, p.h), p.e);
   // (+ 0 x: NaN at x = -inf, as x (1 + erf(z)) / 2 gives there, PyTorch's kernels included)
   const __m256 left = _mm256_add_ps(t, _mm256_mul_ps(_mm256_setzero_ps(), x));
   const __m256 tails = _mm256_blendv_ps(left, _mm256_sub_ps(x, t), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
@@ -187,7 +188,9 @@ inline __m256 gelu8(__m256 x) {
 inline __m256 gelu_backward8(__m256 d, __m256 x) {
   const NormalParts p = normal_parts(x);
   const __m256 half = _mm256_set1_ps(0.5f);
-  const __m256 tail = _mm256_mul_ps(p.h_over_ax, p.e);  // erfc(a) / 2
+  // erfc(a) / 2 = e h / (2a) = e h / (sqrt(2) |x|)
+  const __m256 h_over_ax = _mm256_div_ps(_mm256_mul_ps(p.h, _mm256_set1_ps(kSqrtHalf)), p.ax);
+  const __m256 tail = _mm256_mul_ps(h_over_ax, p.e);
   const __m256 tails = _mm256_blendv_ps(tail, _mm256_sub_ps(_mm256_set1_ps(1.0f), tail),
                                         _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
   const __m256 cdf = _mm256_blendv_ps(tails, _mm256_add_ps(half, p.half_erf), p.center);
