@@ -94,6 +94,21 @@ static void BM_LeakyReluBackwardComposed(benchmark::State& state) {
 }
 BENCHMARK(BM_LeakyReluBackwardComposed)->Arg(64 * 64 * 14 * 14);
 
+// elu's gradient: the fused elu_backward against the where(x > 0, d, d * exp(x) * alpha) it
+// replaced.
+static void BM_EluBackward(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)}), d = randn({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(native::elu_backward(d, x, 1.0));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 12);
+}
+BENCHMARK(BM_EluBackward)->Arg(64 * 64 * 14 * 14);
+static void BM_EluBackwardComposed(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)}), d = randn({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(where(x > 0.0, d, d * exp(x) * 1.0));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 12);
+}
+BENCHMARK(BM_EluBackwardComposed)->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));

@@ -1264,6 +1264,59 @@ TEST(Elementwise, LeakyReluBackwardMatchesALoop) {
   EXPECT_ERROR_CONTAINS(native::leaky_relu_backward(ones({2}), ones({3}), 0.1), "leaky_relu_backward");
 }
 
+// elu_backward (what EluBackward calls; it was where, gt, exp and two muls): grad where x > 0,
+// grad alpha e^x elsewhere (0 included, as PyTorch), within 3 units of float's spacing at the
+// result (where e^x is subnormal, the unit of FLT_MIN |d alpha|); every
+// value the same alone, strided, broadcast and through the 16-bit chunks; and its errors.
+TEST(Elementwise, EluBackwardIsWithinAFewUlpsAndIndependentOfPlace) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {0.0f, -0.0f, 1e-30f, -1e-30f, -87.5f, -103.0f, -104.0f, -200.0f, 88.0f, 89.0f, inf, -inf};
+  for (int i = -110000; i <= 10000; ++i) xs.push_back(static_cast<float>(i) * 1e-3f);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> ds(xs.size());
+  for (int64_t i = 0; i < n; ++i) ds[i] = static_cast<float>(i % 7) - 3.25f;
+  const double alpha = 1.5;
+  const Tensor x = tensor(xs), d = tensor(ds);
+  const std::vector<float> got = native::elu_backward(d, x, alpha).to_vector<float>();
+  double worst = 0;
+  float worst_x = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xs[i], want = v > 0 ? ds[i] : ds[i] * alpha * std::exp(v);
+    // below x = -87, e^x is subnormal before it meets d alpha: its rounding is scaled by |d alpha|
+    const double subnormal_scale = std::max(1.0, std::fabs(ds[i] * alpha));
+    const float s = static_cast<float>(std::max(std::fabs(want), std::numeric_limits<float>::min() * subnormal_scale));
+    const double e = std::fabs(got[i] - want) / (static_cast<double>(std::nextafter(s, inf)) - s);
+    if (e > worst) worst = e, worst_x = xs[i];
+  }
+  EXPECT_LE(worst, 3) << "at x = " << worst_x;  // 2.4 measured: e^x's 0.9 and two roundings
+  EXPECT_EQ(got[10], ds[10]);                   // x = inf
+  EXPECT_EQ(got[11], 0.0f);                     // x = -inf: e^x = 0
+  EXPECT_TRUE(std::isnan(native::elu_backward(tensor({1.0f}), tensor({nan}), alpha).item<float>()));
+  EXPECT_TRUE(std::isnan(native::elu_backward(tensor({nan}), tensor({-1.0f}), alpha).item<float>()));
+  // a broadcast grad of 2 (stride 0) doubles exactly; a strided x gives what its copy gives
+  EXPECT_TRUE(testing::all_close(native::elu_backward(full({}, 2.0), x, alpha),
+                                 native::elu_backward(full({n}, 1.0), x, alpha) * 2.0, 0, 0));
+  const int64_t m = n / 3 * 3;
+  const Tensor xt = x.slice(0, 0, m).view({m / 3, 3}).t();
+  EXPECT_TRUE(testing::all_close(native::elu_backward(d.slice(0, 0, m / 3), xt[1], alpha),
+                                 native::elu_backward(d.slice(0, 0, m / 3), xt[1].contiguous(), alpha), 0, 0));
+  // 16-bit dtypes: the float32 result of the widened values, rounded once
+  for (DType dt : {kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor xh = x.to(dt), dh = d.to(dt);
+    const Tensor want = native::elu_backward(dh.to(kFloat32), xh.to(kFloat32), alpha).to(dt);
+    EXPECT_EQ(native::elu_backward(dh, xh, alpha).to(kFloat32).to_vector<float>(),
+              want.to(kFloat32).to_vector<float>());
+  }
+  // float64 takes the functor: agreeing with float32 to float32's precision
+  EXPECT_TRUE(testing::all_close(native::elu_backward(d, x, alpha),
+                                 native::elu_backward(d.to(kFloat64), x.to(kFloat64), alpha).to(kFloat32), 1e-6,
+                                 1e-30));
+  EXPECT_ERROR_CONTAINS(native::elu_backward(arange(3), arange(3), 1.0),
+                        "elu_backward: expects floating point tensors");
+  EXPECT_ERROR_CONTAINS(native::elu_backward(ones({2}), ones({3}), 1.0), "elu_backward");
+}
+
 TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
   manual_seed(12);
   auto bits = [](const Tensor& t) { return t.to(kFloat32).to_vector<float>(); };

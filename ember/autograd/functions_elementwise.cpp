@@ -375,7 +375,8 @@ Tensor autograd::elu(const Tensor& x, const Scalar& alpha) {
         "EluBackward", {&x}, {&out},
         [lx = Like(x), sx = SavedTensor(x), alpha](std::vector<Tensor>& d) {
           const Tensor v = sx.unpack("elu");
-          const Tensor g = ember::where(v > 0.0, d[0], d[0] * ember::exp(v) * alpha);
+          const Tensor g = building_graph() ? ember::where(v > 0.0, d[0], d[0] * ember::exp(v) * alpha)
+                                            : native::elu_backward(d[0], v, alpha);
           return std::vector<Tensor>{fit(g, lx.sizes, lx.dtype)};
         },
         kDifferentiable);

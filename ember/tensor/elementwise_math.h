@@ -64,6 +64,7 @@ enum class BinaryOp : int8_t {
   GeluBackward,       // a = grad, b = gelu's input x: a (Φ(x) + x φ(x))
   GeluTanhBackward,   // a = grad, b = x: the derivative of gelu(x, "tanh")
   LeakyReluBackward,  // a = grad, b = x, alpha = negative_slope: b > 0 ? a : a alpha
+  EluBackward,        // a = grad, b = x, alpha: b > 0 ? a : a alpha e^b
   Eq,
   Ne,
   Lt,
@@ -396,6 +397,11 @@ struct LeakyReluBackward {  // x > 0 ? d : d slope (at 0 too, as PyTorch)
   EMBER_HOST_DEVICE M operator()(M d, M x) const { return x > M(0) ? d : d * negative_slope; }
 };
 template <class M>
+struct EluBackward {  // x > 0 ? d : d alpha e^x (at 0 too, as PyTorch)
+  M alpha;
+  EMBER_HOST_DEVICE M operator()(M d, M x) const { return x > M(0) ? d : d * (alpha * std::exp(x)); }
+};
+template <class M>
 struct ReluBackward {  // y > 0 ? d : 0
   EMBER_HOST_DEVICE M operator()(M d, M y) const { return y > M(0) ? d : M(0); }
 };
@@ -412,7 +418,8 @@ EMBER_HOST_DEVICE constexpr bool binary_supported(BinaryOp op) {
            op == BinaryOp::ReluBackward;
   } else if constexpr (!is_float_v<M>) {
     return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward &&
-           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward && op != BinaryOp::LeakyReluBackward;
+           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward && op != BinaryOp::LeakyReluBackward &&
+           op != BinaryOp::EluBackward;
   } else {
     return true;
   }
@@ -458,6 +465,8 @@ EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
         return f(GeluTanhBackward<M>{});
       case BinaryOp::LeakyReluBackward:
         return f(LeakyReluBackward<M>{alpha});
+      case BinaryOp::EluBackward:
+        return f(EluBackward<M>{alpha});
       default:
         break;
     }

@@ -81,6 +81,7 @@ inline __m256 vec_form(const math::Silu<float>&, __m256 x) { return silu8(x); }
 inline __m256 vec_form(const math::Elu<float>& f, __m256 x) { return elu8(x, f.alpha); }
 inline __m256 vec_form(const math::GeluTanh<float>&, __m256 x) { return gelu_tanh8(x); }
 inline __m256 vec_form(const math::Gelu<float>&, __m256 x) { return gelu8(x); }
+inline __m256 vec_form(const math::EluBackward<float>& f, __m256 d, __m256 x) { return elu_backward8(d, x, f.alpha); }
 inline __m256 vec_form(const math::GeluBackward<float>&, __m256 d, __m256 x) { return gelu_backward8(d, x); }
 inline __m256 vec_form(const math::GeluTanhBackward<float>&, __m256 d, __m256 x) { return gelu_tanh_backward8(d, x); }
 // kHasVecForm<F, N>: whether op F has a vector form of N operands. (GCC warns that __m256's

@@ -114,6 +114,12 @@ inline __m256 elu8(__m256 x, float alpha) {
   return keep_nan(_mm256_blendv_ps(neg, x, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)), x);
 }
 
+// elu's gradient: d where x > 0, d alpha e^x elsewhere (NaN for NaN x: e^x keeps it).
+inline __m256 elu_backward8(__m256 d, __m256 x, float alpha) {
+  const __m256 neg = _mm256_mul_ps(d, _mm256_mul_ps(_mm256_set1_ps(alpha), exp8(x)));
+  return _mm256_blendv_ps(neg, d, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+}
+
 // PyTorch's gelu(approximate="tanh"): x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
 // evaluated as x sigmoid(2u) (the same function): sigmoid keeps the left tail's relative
 // accuracy, where 1 + tanh(u) cancels.

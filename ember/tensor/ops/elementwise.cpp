@@ -71,6 +71,8 @@ const char* binary_name(BinaryOp op) {
       return "gelu_backward";
     case BinaryOp::LeakyReluBackward:
       return "leaky_relu_backward";
+    case BinaryOp::EluBackward:
+      return "elu_backward";
     case BinaryOp::Eq:
       return "eq";
     case BinaryOp::Ne:
@@ -205,6 +207,13 @@ Tensor leaky_relu_backward(const Tensor& grad, const Tensor& self, const Scalar&
               "leaky_relu_backward: expects floating point tensors, got grad ", grad.dtype(), " and self ",
               self.dtype());
   return binary(BinaryOp::LeakyReluBackward, grad, self, negative_slope);
+}
+Tensor elu_backward(const Tensor& grad, const Tensor& self, const Scalar& alpha) {
+  ops::check_defined(grad, "elu_backward");
+  ops::check_defined(self, "elu_backward");
+  EMBER_CHECK(grad.is_floating_point() && self.is_floating_point(),
+              "elu_backward: expects floating point tensors, got grad ", grad.dtype(), " and self ", self.dtype());
+  return binary(BinaryOp::EluBackward, grad, self, alpha);
 }
 Tensor gelu_backward(const Tensor& grad, const Tensor& self, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh",
