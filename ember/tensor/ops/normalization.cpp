@@ -93,16 +93,22 @@ Channels groups_of(const Tensor& self, int64_t num_groups) {
   return g;
 }
 
-// A per-channel tensor (weight, bias, running statistics) as the kernel reads it: C values of
-// the computing dtype (undefined stays so).
-Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor& self, const char* what,
-                         const char* op = kGroupOp) {
-  if (!t.defined()) return t;
+// Checks a per-channel tensor (weight, bias, running statistics; undefined passes): C floating
+// point values on self's device.
+void check_channel_tensor(const Tensor& t, int64_t C, const Tensor& self, const char* what, const char* op) {
+  if (!t.defined()) return;
   EMBER_CHECK(t.sizes() == Shape{C}, op, ": ", what, " must have shape [", C, "], got ", shape_str(t.sizes()));
   EMBER_CHECK(t.is_floating_point(), op, ": ", what, " must be floating point, got ", t.dtype());
   EMBER_CHECK(t.device() == self.device(), op, ": expected all tensors to be on the same device, but found ",
               self.device(), " (input) and ", t.device(), " (", what, ")");
-  return contiguous(to(t, compute));
+}
+
+// A per-channel tensor as the kernel reads it: C contiguous values of the computing dtype
+// (undefined stays so).
+Tensor channel_affine_of(const Tensor& t, int64_t C, DType compute, const Tensor& self, const char* what,
+                         const char* op = kGroupOp) {
+  check_channel_tensor(t, C, self, what, op);
+  return t.defined() ? contiguous(to(t, compute)) : t;
 }
 
 }  // namespace
@@ -210,8 +216,8 @@ TensorTriple native_batch_norm(const Tensor& self, const Tensor& weight, const T
   EMBER_CHECK(running_mean.defined() == running_var.defined(), kBatchOp,
               ": running_mean and running_var must be given together");
   EMBER_CHECK(training || running_mean.defined(), kBatchOp, ": running_mean and running_var are needed in eval mode");
-  const Tensor stored_mean = channel_affine_of(running_mean, g.C, g.compute, self, "running_mean", kBatchOp);
-  const Tensor stored_var = channel_affine_of(running_var, g.C, g.compute, self, "running_var", kBatchOp);
+  check_channel_tensor(running_mean, g.C, self, "running_mean", kBatchOp);
+  check_channel_tensor(running_var, g.C, self, "running_var", kBatchOp);
   const int64_t count = ops::size_mul(g.N, g.HW, kBatchOp);  // values per channel
   EMBER_CHECK(!training || count != 1, kBatchOp,
               ": expected more than 1 value per channel when training, got input of shape ", shape_str(self.sizes()));
@@ -233,8 +239,10 @@ TensorTriple native_batch_norm(const Tensor& self, const Tensor& weight, const T
     }
     rstd = rsqrt(add(var, Scalar(eps)));
   } else {
-    mean = clone(stored_mean);  // not an alias: a later training step moves the running mean in place
-    rstd = rsqrt(add(stored_var, Scalar(eps)));
+    // the running statistics as the kernel reads them; the mean not an alias (a later training
+    // step moves the running mean in place)
+    mean = clone(channel_affine_of(running_mean, g.C, g.compute, self, "running_mean", kBatchOp));
+    rstd = rsqrt(add(channel_affine_of(running_var, g.C, g.compute, self, "running_var", kBatchOp), Scalar(eps)));
   }
   Tensor out = empty_like(g.x);
   if (out.numel() > 0) backend(device).batch_norm(g.x, mean, rstd, w, b, out);
