@@ -335,7 +335,7 @@ int quant_section() {
 
 }  // namespace
 
-// ---- unary ops that call exp or tanh: ember's vec_math.h against LibTorch's Sleef ----
+// ---- unary ops that call exp, tanh or log: ember's vec_math.h against LibTorch's Sleef ----
 
 int unary_section() {
   std::printf(
@@ -346,16 +346,21 @@ int unary_section() {
     const torch::Tensor tx = as_torch(x);
     torch::Tensor out = torch::empty_like(tx);
     const std::string size = n == (16 << 20) ? "16M" : "800K";
+    const ember::Tensor positive = x.abs();  // log's and log1p's input
+    const torch::Tensor tpositive = as_torch(positive);
     auto row = [&](const char* op, ember::Tensor (*ours)(const ember::Tensor&),
-                   torch::Tensor (*theirs)(const torch::Tensor&), const std::function<void()>& theirs_out) {
-      const ember::Tensor a = ours(x);
-      const torch::Tensor b = theirs(tx);
+                   torch::Tensor (*theirs)(const torch::Tensor&), const std::function<void()>& theirs_out,
+                   bool positive_input = false) {
+      const ember::Tensor& in = positive_input ? positive : x;
+      const torch::Tensor& tin = positive_input ? tpositive : tx;
+      const ember::Tensor a = ours(in);
+      const torch::Tensor b = theirs(tin);
       if (!((as_torch(a) - b).abs() <= 1e-5 * (1 + b.abs())).all().item<bool>()) {
         std::printf("%s: ember and LibTorch disagree beyond 1e-5 (1 + |LibTorch's|)\n", op);
         std::exit(1);
       }
-      compare((std::string(op) + " of " + size + " floats").c_str(), [&] { (void)ours(x); }, [&] { (void)theirs(tx); },
-              theirs_out);
+      compare((std::string(op) + " of " + size + " floats").c_str(), [&] { (void)ours(in); },
+              [&] { (void)theirs(tin); }, theirs_out);
     };
     row(
         "exp", [](const ember::Tensor& v) { return ember::exp(v); },
@@ -378,6 +383,15 @@ int unary_section() {
     row(
         "gelu", [](const ember::Tensor& v) { return ember::gelu(v); },
         [](const torch::Tensor& v) { return torch::gelu(v); }, [&] { torch::gelu_out(out, tx); });
+    row(
+        "log", [](const ember::Tensor& v) { return ember::log(v); },
+        [](const torch::Tensor& v) { return torch::log(v); }, [&] { torch::log_out(out, tpositive); }, true);
+    row(
+        "log1p", [](const ember::Tensor& v) { return ember::log1p(v); },
+        [](const torch::Tensor& v) { return torch::log1p(v); }, [&] { torch::log1p_out(out, tpositive); }, true);
+    row(
+        "softplus", [](const ember::Tensor& v) { return ember::softplus(v); },
+        [](const torch::Tensor& v) { return torch::softplus(v); }, [&] { torch::softplus_out(out, tx, 1, 20); });
   }
   // What gelu's speed buys or costs in accuracy: the largest relative error of each float32
   // gelu against x erfc(-x / sqrt(2)) / 2 in float64 on the left tail, where 1 + erf(z) cancels

@@ -43,10 +43,11 @@ static void BM_Clamp(benchmark::State& state) {
 }
 BENCHMARK(BM_Clamp)->Arg(64 * 64 * 14 * 14);
 
-// Unary ops that call a transcendental function: the float32 loops evaluate exp, expm1 and
-// tanh 8 at a time (tensor/cpu/vec_math.h); relu above is the memory-bound floor.
-static void unary_bench(benchmark::State& state, Tensor (*op)(const Tensor&), DType dtype = kFloat32) {
-  const Tensor a = randn({state.range(0)}).to(dtype);
+// Unary ops that call a transcendental function: the float32 loops evaluate exp, expm1, tanh,
+// log and log1p 8 at a time (tensor/cpu/vec_math.h); relu above is the memory-bound floor.
+static void unary_bench(benchmark::State& state, Tensor (*op)(const Tensor&), DType dtype = kFloat32,
+                        bool positive = false) {
+  const Tensor a = (positive ? randn({state.range(0)}).abs() : randn({state.range(0)})).to(dtype);
   for (auto _ : state) benchmark::DoNotOptimize(op(a));
   state.SetBytesProcessed(state.iterations() * state.range(0) * 8);
 }
@@ -57,6 +58,13 @@ BENCHMARK_CAPTURE(unary_bench, silu, [](const Tensor& x) { return silu(x); })->A
 BENCHMARK_CAPTURE(unary_bench, elu, [](const Tensor& x) { return elu(x); })->Arg(64 * 64 * 14 * 14);
 BENCHMARK_CAPTURE(unary_bench, gelu_tanh, [](const Tensor& x) { return gelu(x, "tanh"); })->Arg(64 * 64 * 14 * 14);
 BENCHMARK_CAPTURE(unary_bench, gelu, [](const Tensor& x) { return gelu(x); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(
+    unary_bench, log, [](const Tensor& x) { return log(x); }, kFloat32, true)
+    ->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(
+    unary_bench, log1p, [](const Tensor& x) { return log1p(x); }, kFloat32, true)
+    ->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(unary_bench, softplus, [](const Tensor& x) { return softplus(x); })->Arg(64 * 64 * 14 * 14);
 BENCHMARK_CAPTURE(
     unary_bench, tanh_bf16, [](const Tensor& x) { return tanh(x); }, kBFloat16)
     ->Arg(64 * 64 * 14 * 14);

@@ -1108,9 +1108,10 @@ TEST(Elementwise, ClampAndLeakyReluMatchALoopOnLongRunsAndTheirEdges) {
 TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
-  std::vector<float> xs = {0.0f,   -0.0f,  tiny,    -tiny,  1e-38f,  -1e-38f,  inf,     -inf,    nan,   88.72f,
-                           88.73f, 89.0f,  -87.33f, -88.8f, -103.2f, -103.97f, -104.0f, -110.0f, 9.0f,  -9.0f,
-                           10.0f,  -10.0f, 1e30f,   -1e30f, big,     -big,     0.5f,    -0.5f,   0.35f, -0.35f};
+  std::vector<float> xs = {0.0f,   -0.0f,  tiny,   -tiny,   1e-38f,      -1e-38f,      inf,        -inf,      nan,
+                           88.72f, 88.73f, 89.0f,  -87.33f, -88.8f,      -103.2f,      -103.97f,   -104.0f,   -110.0f,
+                           9.0f,   -9.0f,  10.0f,  -10.0f,  1e30f,       -1e30f,       big,        -big,      0.5f,
+                           -0.5f,  0.35f,  -0.35f, -1.0f,   -1.0000001f, -0.99999994f, 1.4142135f, 1.4142137f};
   for (int i = -200000; i <= 200000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
   for (int i = -4000; i <= 3000; ++i) {
     const float v = static_cast<float>(std::pow(10.0, i / 100.0));
@@ -1150,6 +1151,12 @@ TEST(Elementwise, VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace) {
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, 4,
        [](double x, double want) { return x < -1.42 ? want : 0.5 * x; }},
+      {"log", [](const Tensor& x) { return log(x); }, [](double x) { return std::log(x); }, 2, result},
+      {"log1p", [](const Tensor& x) { return log1p(x); }, [](double x) { return std::log1p(x); }, 2, result},
+      {"softplus", [](const Tensor& x) { return softplus(x, 1.0, 20.0); },
+       [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); }, 3, result},  // e^-|z|'s error, then log1p's
+      {"softplus_beta", [](const Tensor& x) { return softplus(x, 0.5, 3.0); },
+       [](double x) { return x * 0.5 > 3 ? x : std::log1p(std::exp(0.5 * x)) / 0.5; }, 3, result},
   };
   const Tensor x = tensor(xs);
   for (const Case& c : cases) {

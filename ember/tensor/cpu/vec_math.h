@@ -9,9 +9,13 @@
 // against double in tests/test_vec_math.cpp; NaN gives NaN.
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
+#include <limits>
 #define EMBER_HAVE_VEC_MATH 1
 
 namespace ember::cpu {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // n = round(x / ln2) and r = x - n ln2 (ln2 in two parts, so that r keeps its low bits).
 inline __m256 reduce_ln2(__m256 x, __m256* n) {
@@ -39,6 +43,14 @@ inline __m256 pow2(__m256i n) {
 }
 
 inline __m256 keep_nan(__m256 y, __m256 x) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
+
+// p[0] + p[1] t + ... + p[N-1] t^(N-1), by Horner's rule.
+template <int N>
+inline __m256 polynomial(const float (&p)[N], __m256 t) {
+  __m256 y = _mm256_set1_ps(p[N - 1]);
+  for (int i = N - 2; i >= 0; --i) y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(p[i]));
+  return y;
+}
 
 // e^x for x <= 0 (softmax's x - max): below -87.3, where e^x leaves float's normal range, 0.
 inline __m256 exp_nonpositive(__m256 x) {
@@ -74,6 +86,63 @@ inline __m256 expm1_8(__m256 x) {
   const __m256 s = pow2(_mm256_cvtps_epi32(n));
   const __m256 y = _mm256_fmadd_ps(s, _mm256_mul_ps(r, expm1_quotient(r)), _mm256_sub_ps(s, _mm256_set1_ps(1.0f)));
   return keep_nan(y, x);
+}
+
+// log(x): x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormal x scaled by 2^23 first), then
+// log(x) = k ln2 + log(1 + f), f = m - 1 exact, and log(1 + f) = f - (f^2/2 - s (f^2/2 + R)) with
+// s = f / (2 + f) and R = 2s^2/3 + 2s^4/5 + ... (|s| < 0.172: five terms leave 2e-9 relative),
+// fdlibm's arrangement, where the small corrections carry the rounding errors. 0 gives -inf,
+// x < 0 NaN, inf inf.
+inline __m256 log8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 subnormal = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), subnormal);  // 2^23
+  const __m256i bits = _mm256_castps_si256(xs);
+  // m in [1, 2) from the mantissa; halved, with k one more, where it is above sqrt(2)
+  __m256 m = _mm256_castsi256_ps(
+      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f800000)));
+  __m256i k = _mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127));
+  k = _mm256_sub_epi32(k, _mm256_and_si256(_mm256_castps_si256(subnormal), _mm256_set1_epi32(23)));
+  const __m256 above = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
+  m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), above);
+  k = _mm256_sub_epi32(k, _mm256_castps_si256(above));  // the mask is -1 where above
+  const __m256 f = _mm256_sub_ps(m, one);
+  const __m256 s = _mm256_div_ps(f, _mm256_add_ps(_mm256_set1_ps(2.0f), f)), t = _mm256_mul_ps(s, s);
+  static const float r_p[] = {2.0f / 3, 2.0f / 5, 2.0f / 7, 2.0f / 9, 2.0f / 11};  // R / t in t
+  const __m256 r = _mm256_mul_ps(t, polynomial(r_p, t));
+  const __m256 hfsq = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_mul_ps(f, f));
+  const __m256 log1pf = _mm256_sub_ps(f, _mm256_fnmadd_ps(s, _mm256_add_ps(hfsq, r), hfsq));
+  const __m256 kf = _mm256_cvtepi32_ps(k);
+  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+  __m256 y = _mm256_fmadd_ps(kf, ln2_hi, _mm256_fmadd_ps(kf, ln2_lo, log1pf));
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(-kInf), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
+  y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, _mm256_set1_ps(kInf), _CMP_EQ_OQ));
+  // x < 0 and NaN: NaN
+  return _mm256_blendv_ps(y, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()),
+                          _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ));
+}
+
+// log(1 + x): u = 1 + x rounded, and c its rounding error (exact, by Knuth's two-sum); then
+// log(1 + x) = log(u) + log(1 + c/u) = log(u) + c/u to float's precision. x tiny gives u = 1 and
+// c = x; -1 gives -inf, below NaN, inf inf.
+inline __m256 log1p8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 u = _mm256_add_ps(one, x), x_part = _mm256_sub_ps(u, one);
+  const __m256 c = _mm256_add_ps(_mm256_sub_ps(one, _mm256_sub_ps(u, x_part)), _mm256_sub_ps(x, x_part));
+  // c / u where it is a number: not at u = 0 (x = -1) or x = ±inf
+  const __m256 finite = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(kInf), _CMP_LT_OQ);
+  const __m256 used = _mm256_and_ps(finite, _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+  return _mm256_add_ps(log8(u), _mm256_and_ps(used, _mm256_div_ps(c, u)));
+}
+
+// PyTorch's softplus: x where beta x > threshold, else log(1 + e^(beta x)) / beta, evaluated as
+// max(z, 0) + log(1 + e^-|z|) with z = beta x, the same function, whose e^-|z| never overflows.
+inline __m256 softplus8(__m256 x, float beta, float threshold) {
+  const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(beta));
+  const __m256 e = exp8(_mm256_or_ps(z, _mm256_set1_ps(-0.0f)));  // e^-|z|
+  const __m256 soft =
+      _mm256_div_ps(_mm256_add_ps(_mm256_max_ps(z, _mm256_setzero_ps()), log1p8(e)), _mm256_set1_ps(beta));
+  return keep_nan(_mm256_blendv_ps(soft, x, _mm256_cmp_ps(z, _mm256_set1_ps(threshold), _CMP_GT_OQ)), x);
 }
 
 // tanh(x) = e / (e + 2) with e = e^(2|x|) - 1, and x's sign put back (tanh(-0) = -0). |x| is
@@ -128,14 +197,6 @@ inline __m256 gelu_tanh_inner2(__m256 x) {  // 2u
   return _mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(c, x), _mm256_mul_ps(x, x), x));
 }
 inline __m256 gelu_tanh8(__m256 x) { return _mm256_mul_ps(x, sigmoid8(gelu_tanh_inner2(x))); }
-
-// p[0] + p[1] t + ... + p[N-1] t^(N-1), by Horner's rule.
-template <int N>
-inline __m256 polynomial(const float (&p)[N], __m256 t) {
-  __m256 y = _mm256_set1_ps(p[N - 1]);
-  for (int i = N - 2; i >= 0; --i) y = _mm256_fmadd_ps(y, t, _mm256_set1_ps(p[i]));
-  return y;
-}
 
 // The normal distribution's pieces that gelu and its gradient share, with z = x / sqrt(2) and
 // a = |z|. For a < 1 (`center`), erf(z) = z P(z^2). Beyond, erfc(a) = e h / a with
