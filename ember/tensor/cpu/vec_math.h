@@ -88,13 +88,26 @@ inline __m256 expm1_8(__m256 x) {
   return keep_nan(y, x);
 }
 
-// log(x): x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormal x scaled by 2^23 first), then
-// log(x) = k ln2 + log(1 + f), f = m - 1 exact, and log(1 + f) = f - (f^2/2 - s (f^2/2 + R)) with
-// s = f / (2 + f) and R = 2s^2/3 + 2s^4/5 + ... (|s| < 0.172: five terms leave 2e-9 relative),
-// fdlibm's arrangement, where the small corrections carry the rounding errors. 0 gives -inf,
-// x < 0 NaN, inf inf.
+// log(1 + f) for |f| <= 1/2: f - (f^2/2 - s (f^2/2 + R)) with s = f / (2 + f) and R = 2s^2/3 +
+// 2s^4/5 + ... (|s| <= 1/5: six terms leave 1e-10 relative), fdlibm's arrangement, in which the
+// small corrections carry the rounding errors.
+inline __m256 log1p_small(__m256 f) {
+  static const float r_p[] = {2.0f / 3, 2.0f / 5, 2.0f / 7, 2.0f / 9, 2.0f / 11, 2.0f / 13};  // R / s^2 in s^2
+  const __m256 s = _mm256_div_ps(f, _mm256_add_ps(_mm256_set1_ps(2.0f), f)), t = _mm256_mul_ps(s, s);
+  const __m256 r = _mm256_mul_ps(t, polynomial(r_p, t));
+  const __m256 hfsq = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_mul_ps(f, f));
+  return _mm256_sub_ps(f, _mm256_fnmadd_ps(s, _mm256_add_ps(hfsq, r), hfsq));
+}
+
+// k ln2 + y, with ln2 in two parts (k ln2_hi is exact for |k| < 2^15).
+inline __m256 add_k_ln2(__m256 k, __m256 y) {
+  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+  return _mm256_fmadd_ps(k, ln2_hi, _mm256_fmadd_ps(k, ln2_lo, y));
+}
+
+// log(x) = k ln2 + log(1 + f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2)) (subnormal x
+// scaled by 2^23 first; f exact). 0 gives -inf, x < 0 NaN, inf inf.
 inline __m256 log8(__m256 x) {
-  const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 subnormal = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
   const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), subnormal);  // 2^23
   const __m256i bits = _mm256_castps_si256(xs);
@@ -106,15 +119,7 @@ inline __m256 log8(__m256 x) {
   const __m256 above = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
   m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), above);
   k = _mm256_sub_epi32(k, _mm256_castps_si256(above));  // the mask is -1 where above
-  const __m256 f = _mm256_sub_ps(m, one);
-  const __m256 s = _mm256_div_ps(f, _mm256_add_ps(_mm256_set1_ps(2.0f), f)), t = _mm256_mul_ps(s, s);
-  static const float r_p[] = {2.0f / 3, 2.0f / 5, 2.0f / 7, 2.0f / 9, 2.0f / 11};  // R / t in t
-  const __m256 r = _mm256_mul_ps(t, polynomial(r_p, t));
-  const __m256 hfsq = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_mul_ps(f, f));
-  const __m256 log1pf = _mm256_sub_ps(f, _mm256_fnmadd_ps(s, _mm256_add_ps(hfsq, r), hfsq));
-  const __m256 kf = _mm256_cvtepi32_ps(k);
-  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f), ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
-  __m256 y = _mm256_fmadd_ps(kf, ln2_hi, _mm256_fmadd_ps(kf, ln2_lo, log1pf));
+  __m256 y = add_k_ln2(_mm256_cvtepi32_ps(k), log1p_small(_mm256_sub_ps(m, _mm256_set1_ps(1.0f))));
   y = _mm256_blendv_ps(y, _mm256_set1_ps(-kInf), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
   y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, _mm256_set1_ps(kInf), _CMP_EQ_OQ));
   // x < 0 and NaN: NaN
@@ -135,13 +140,22 @@ inline __m256 log1p8(__m256 x) {
   return _mm256_add_ps(log8(u), _mm256_and_ps(used, _mm256_div_ps(c, u)));
 }
 
+// log(1 + e) for e in [0, 1], with no rounding before the kernel: f = e below 1/2, and above,
+// log(1 + e) = ln2 + log(1 + f) with f = (e - 1) / 2 (exact: e - 1 by Sterbenz's lemma).
+inline __m256 log1p_unit(__m256 e) {
+  const __m256 upper = _mm256_cmp_ps(e, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 f =
+      _mm256_blendv_ps(e, _mm256_mul_ps(_mm256_sub_ps(e, _mm256_set1_ps(1.0f)), _mm256_set1_ps(0.5f)), upper);
+  return add_k_ln2(_mm256_and_ps(upper, _mm256_set1_ps(1.0f)), log1p_small(f));
+}
+
 // PyTorch's softplus: x where beta x > threshold, else log(1 + e^(beta x)) / beta, evaluated as
 // max(z, 0) + log(1 + e^-|z|) with z = beta x, the same function, whose e^-|z| never overflows.
 inline __m256 softplus8(__m256 x, float beta, float threshold) {
   const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(beta));
   const __m256 e = exp8(_mm256_or_ps(z, _mm256_set1_ps(-0.0f)));  // e^-|z|
   const __m256 soft =
-      _mm256_div_ps(_mm256_add_ps(_mm256_max_ps(z, _mm256_setzero_ps()), log1p8(e)), _mm256_set1_ps(beta));
+      _mm256_div_ps(_mm256_add_ps(_mm256_max_ps(z, _mm256_setzero_ps()), log1p_unit(e)), _mm256_set1_ps(beta));
   return keep_nan(_mm256_blendv_ps(soft, x, _mm256_cmp_ps(z, _mm256_set1_ps(threshold), _CMP_GT_OQ)), x);
 }
 
