@@ -65,6 +65,15 @@ BENCHMARK_CAPTURE(
     unary_bench, log1p, [](const Tensor& x) { return log1p(x); }, kFloat32, true)
     ->Arg(64 * 64 * 14 * 14);
 BENCHMARK_CAPTURE(unary_bench, softplus, [](const Tensor& x) { return softplus(x); })->Arg(64 * 64 * 14 * 14);
+// pow with the exponents that have a cheaper op (PyTorch's shortcuts): x^2 is square, x^0.5
+// sqrt, x^-0.5 rsqrt, x^-1 reciprocal; x^2.5 is the general pow
+BENCHMARK_CAPTURE(unary_bench, pow_2, [](const Tensor& x) { return pow(x, 2.0); })->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(
+    unary_bench, pow_half, [](const Tensor& x) { return pow(x, 0.5); }, kFloat32, true)
+    ->Arg(64 * 64 * 14 * 14);
+BENCHMARK_CAPTURE(
+    unary_bench, pow_2_5, [](const Tensor& x) { return pow(x, 2.5); }, kFloat32, true)
+    ->Arg(64 * 64 * 14 * 14);
 BENCHMARK_CAPTURE(
     unary_bench, tanh_bf16, [](const Tensor& x) { return tanh(x); }, kBFloat16)
     ->Arg(64 * 64 * 14 * 14);

@@ -2,6 +2,7 @@
 // naive oracles, NaN propagation, in-place behaviour and integer wrap-around.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -1243,6 +1244,49 @@ TEST(Elementwise, GeluBackwardIsWithinAFewUlpsAndIndependentOfPlace) {
   }
   EXPECT_ERROR_CONTAINS(native::gelu_backward(x, x, "erf"), "gelu_backward: approximate must be 'none' or 'tanh'");
   EXPECT_ERROR_CONTAINS(native::gelu_backward(x, arange(3), "none"), "gelu_backward: expects floating point");
+}
+
+// pow of a floating tensor to 2, 0.5, -0.5, -1 and 1 takes the cheaper op, as PyTorch's kernel
+// does: the same bits as x x, sqrt, rsqrt, 1/x and a copy in every floating dtype, -0 and -inf
+// included (sqrt(-0) = -0 and sqrt(-inf) = NaN, PyTorch's values, where std::pow gives +0 and
+// inf); other exponents and integer tensors keep std::pow and the integer power.
+TEST(Elementwise, PowTakesPyTorchsShortcutsForCommonExponents) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> xs = {-3.5f, -1.0f, -0.0f, 0.0f, 1e-30f, 0.25f, 2.0f, 7.0f, 1e30f, inf, -inf, nan};
+  auto bits = [](const Tensor& t) { return t.to(kFloat64).to_vector<double>(); };
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::isnan(a[i]) && std::isnan(b[i])) && std::memcmp(&a[i], &b[i], sizeof(double)) != 0) return false;
+    return true;
+  };
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = tensor(xs).to(dt);
+    EXPECT_TRUE(same(bits(pow(x, 2.0)), bits(x * x)));
+    EXPECT_TRUE(same(bits(pow(x, 2)), bits(x * x)));
+    EXPECT_TRUE(same(bits(pow(x, 0.5)), bits(sqrt(x))));
+    EXPECT_TRUE(same(bits(pow(x, -0.5)), bits(rsqrt(x))));
+    EXPECT_TRUE(same(bits(pow(x, -1.0)), bits(reciprocal(x))));
+    const Tensor one = pow(x, 1.0);
+    EXPECT_TRUE(same(bits(one), bits(x)));
+    EXPECT_NE(one.data_ptr(), x.data_ptr());
+    EXPECT_EQ(pow(x, 2.0).dtype(), dt);
+  }
+  const std::vector<float> half = pow(tensor(xs), 0.5).to_vector<float>();
+  EXPECT_TRUE(std::signbit(half[2]) && half[2] == 0.0f);  // -0
+  EXPECT_TRUE(std::isnan(half[10]));                      // -inf
+  // 2.5 and 3 are std::pow's
+  const std::vector<float> p25 = pow(tensor(xs), 2.5).to_vector<float>(), p3 = pow(tensor(xs), 3).to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_TRUE(p25[i] == std::pow(xs[i], 2.5f) || (std::isnan(p25[i]) && std::isnan(std::pow(xs[i], 2.5f))));
+    EXPECT_TRUE(p3[i] == std::pow(xs[i], 3.0f) || (std::isnan(p3[i]) && std::isnan(std::pow(xs[i], 3.0f))));
+  }
+  // integer tensors: the integer power, and to 0.5 the default float dtype
+  EXPECT_EQ(pow(arange(5), 2).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 4, 9, 16}));
+  EXPECT_EQ(pow(arange(5), 0.5).dtype(), kFloat32);
+  EXPECT_ERROR_CONTAINS(pow(Tensor(), 2.0), "pow");
+  EXPECT_ERROR_CONTAINS(pow(arange(3), -1), "pow: integers to negative integer powers are not allowed");
 }
 
 // leaky_relu_backward (what LeakyReluBackward calls; it was where, gt and mul): grad where x > 0,
