@@ -126,6 +126,22 @@ static void BM_EluBackwardComposed(benchmark::State& state) {
 }
 BENCHMARK(BM_EluBackwardComposed)->Arg(64 * 64 * 14 * 14);
 
+// where and masked_fill on attention's shapes: a causal [128, 128] mask broadcast over scores
+// [16, 8, 128, 128] (the GPT step's masked_fill forward), and where(mask, 0, d), its backward.
+static void BM_MaskedFillCausal(benchmark::State& state) {
+  const Tensor scores = randn({16, 8, 128, 128});
+  const Tensor future = triu(ones({128, 128}, TensorOptions(kBool)), 1);
+  for (auto _ : state) benchmark::DoNotOptimize(scores.masked_fill(future, -1e30));
+  state.SetBytesProcessed(state.iterations() * scores.numel() * 8);
+}
+BENCHMARK(BM_MaskedFillCausal);
+static void BM_WhereTensors(benchmark::State& state) {
+  const Tensor a = randn({state.range(0)}), b = randn({state.range(0)}), c = randn({state.range(0)}) > 0.0;
+  for (auto _ : state) benchmark::DoNotOptimize(where(c, a, b));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 13);
+}
+BENCHMARK(BM_WhereTensors)->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));

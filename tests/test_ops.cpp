@@ -1246,6 +1246,59 @@ TEST(Elementwise, GeluBackwardIsWithinAFewUlpsAndIndependentOfPlace) {
   EXPECT_ERROR_CONTAINS(native::gelu_backward(x, arange(3), "none"), "gelu_backward: expects floating point");
 }
 
+// where selects bits: in every element size (bool and int8, 16-bit floats, float32 and int32,
+// float64 and int64), with each
+// of a and b contiguous or broadcast (the four vectorized runs), a strided operand (the general
+// loop), a mask broadcast over the batch (masked_fill's causal case), and -0 and NaN kept as they
+// are; against a loop over the same values.
+TEST(Elementwise, WhereSelectsBitsInEveryDtypeContiguousBroadcastOrStrided) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t n = 301;  // a run that is not a multiple of any vector width
+  std::vector<float> av, bv;
+  std::vector<bool> cv;
+  for (int64_t i = 0; i < n; ++i) {
+    av.push_back(i % 11 == 0 ? -0.0f : i % 13 == 0 ? nan : static_cast<float>(i) - 150.5f);
+    bv.push_back(static_cast<float>(3 * i % 17) * 0.25f);
+    cv.push_back((i * 7919) % 5 < 2);
+  }
+  Tensor c = zeros({n}, kBool);
+  for (int64_t i = 0; i < n; ++i)
+    if (cv[static_cast<size_t>(i)]) c.slice(0, i, i + 1).fill_(1);
+  auto same_bits = [](const Tensor& got, const std::vector<double>& want) {
+    const std::vector<double> g = got.to(kFloat64).to_vector<double>();
+    if (g.size() != want.size()) return false;
+    for (size_t i = 0; i < g.size(); ++i)
+      if (std::memcmp(&g[i], &want[i], sizeof(double)) != 0 && !(std::isnan(g[i]) && std::isnan(want[i]))) return false;
+    return true;
+  };
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64, kInt8, kBool}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = tensor(av).to(dt), b = tensor(bv).to(dt);
+    const std::vector<double> ar = a.to(kFloat64).to_vector<double>(), br = b.to(kFloat64).to_vector<double>();
+    const double a0 = ar[5], b0 = br[7];
+    std::vector<double> both, a_one, b_one, ones_only, strided;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      both.push_back(cv[i] ? ar[i] : br[i]);
+      a_one.push_back(cv[i] ? a0 : br[i]);
+      b_one.push_back(cv[i] ? ar[i] : b0);
+      ones_only.push_back(cv[i] ? a0 : b0);
+    }
+    EXPECT_TRUE(same_bits(where(c, a, b), both));
+    EXPECT_TRUE(same_bits(where(c, a[5], b), a_one));
+    EXPECT_TRUE(same_bits(where(c, a, b[7]), b_one));
+    EXPECT_TRUE(same_bits(where(c, a[5], b[7]), ones_only));
+    // every other element of a longer a: the general loop
+    const Tensor a2 = stack({a, a}, 1).view({2 * n}).slice(0, 0, 2 * n, 2);
+    EXPECT_TRUE(same_bits(where(c, a2, b), both));
+    // the mask broadcast over a batch of 3
+    const std::vector<double> batch = where(c, a.expand({3, n}), b).to(kFloat64).to_vector<double>();
+    EXPECT_TRUE(same_bits(where(c, a.expand({3, n}), b)[2], both));
+    EXPECT_EQ(batch.size(), static_cast<size_t>(3 * n));
+  }
+  const std::vector<float> kept = where(c, tensor(av), tensor(bv)).to_vector<float>();
+  EXPECT_TRUE(std::signbit(kept[11]) || !cv[11]);  // -0 stays -0 where chosen
+}
+
 // pow of a floating tensor to 2, 0.5, -0.5, -1 and 1 takes the cheaper op, as PyTorch's kernel
 // does: the same bits as x x, sqrt, rsqrt, 1/x and a copy in every floating dtype, -0 and -inf
 // included (sqrt(-0) = -0 and sqrt(-inf) = NaN, PyTorch's values, where std::pow gives +0 and

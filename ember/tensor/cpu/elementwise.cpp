@@ -5,6 +5,8 @@
 // the float32 ops that call libm have vector forms (Note [Vector forms]).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -242,11 +244,45 @@ void CpuBackend::unary(UnaryOp op, const Tensor& a, const Tensor& out, double p0
   EMBER_DISPATCH_ALL(a.dtype(), "unary", [&] { unary_typed<scalar_t>(op, a, out, p0, p1); });
 }
 
+namespace {
+// out[i] = c[i] ? a[i] : b[i] on a run where out and c are contiguous and a and b each contiguous
+// (SA, SB = 1) or one value repeated (0), as bits: (a & m) | (b & ~m), m all ones where c. The
+// compiler vectorizes it where c is read as bytes (GCC 12 does not vectorize a bool's widening),
+// 3-5x faster than the pointer select it replaced (BENCHMARKS.md).
+template <class T, int SA, int SB>
+void select_run(T* o, const bool* cond, const T* a, const T* b, int64_t n) {
+  using U = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(U) == sizeof(T));
+  const auto* c = reinterpret_cast<const uint8_t*>(cond);  // 0 or 1
+  for (int64_t i = 0; i < n; ++i) {
+    U x, y;
+    std::memcpy(&x, static_cast<const void*>(a + i * SA), sizeof(U));
+    std::memcpy(&y, static_cast<const void*>(b + i * SB), sizeof(U));
+    const U m = static_cast<U>(U(0) - U(c[i]));
+    const U r = static_cast<U>((x & m) | (y & static_cast<U>(~m)));
+    std::memcpy(static_cast<void*>(o + i), &r, sizeof(U));
+  }
+}
+}  // namespace
+
 // out = cond ? a : b
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
   StridedLoop<4> loop({&out, &cond, &a, &b});
   EMBER_DISPATCH_ALL(out.dtype(), "where", [&] {
     loop.run([](const std::array<char*, 4>& p, const std::array<int64_t, 4>& st, int64_t n) {
+      constexpr int64_t s = sizeof(scalar_t);
+      if (st[0] == s && st[1] == 1 && (st[2] == s || st[2] == 0) && (st[3] == s || st[3] == 0)) {
+        auto* o = reinterpret_cast<scalar_t*>(p[0]);
+        const auto* c = reinterpret_cast<const bool*>(p[1]);
+        const auto* x = reinterpret_cast<const scalar_t*>(p[2]);
+        const auto* y = reinterpret_cast<const scalar_t*>(p[3]);
+        if (st[2] == s && st[3] == s) return select_run<scalar_t, 1, 1>(o, c, x, y, n);
+        if (st[2] == s) return select_run<scalar_t, 1, 0>(o, c, x, y, n);
+        if (st[3] == s) return select_run<scalar_t, 0, 1>(o, c, x, y, n);
+        return select_run<scalar_t, 0, 0>(o, c, x, y, n);
+      }
       for (int64_t i = 0; i < n; ++i) {
         const bool c = *reinterpret_cast<const bool*>(p[1] + i * st[1]);
         *reinterpret_cast<scalar_t*>(p[0] + i * st[0]) =
