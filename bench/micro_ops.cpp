@@ -142,6 +142,21 @@ static void BM_WhereTensors(benchmark::State& state) {
 }
 BENCHMARK(BM_WhereTensors)->Arg(64 * 64 * 14 * 14);
 
+// bool on either side of an elementwise op: a comparison writing a mask, and a mask widened to
+// float32 (a bool's widening is what GCC 12 does not vectorize; see `where`).
+static void BM_CompareToMask(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(x > 0.0);
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 5);
+}
+BENCHMARK(BM_CompareToMask)->Arg(64 * 64 * 14 * 14);
+static void BM_MaskToFloat(benchmark::State& state) {
+  const Tensor m = randn({state.range(0)}) > 0.0;
+  for (auto _ : state) benchmark::DoNotOptimize(m.to(kFloat32));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 5);
+}
+BENCHMARK(BM_MaskToFloat)->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));

@@ -642,6 +642,22 @@ namespace ember {
 namespace {
 
 // The tiled (and, for 4-byte types, 8x8 register) transpose against index arithmetic.
+// A mask widened to another dtype (a contiguous bool run reads its bytes, vectorized): 0 and 1 in
+// every dtype, over a run that is not a multiple of a vector, and through a strided mask.
+TEST(Copy, BoolMasksWidenToZeroAndOneInEveryDtype) {
+  std::vector<double> want;
+  for (int i = 0; i < 301; ++i) want.push_back(i % 3 == 0 ? 1.0 : 0.0);
+  const Tensor m = tensor(want) > 0.5;
+  for (DType dt : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64, kInt8, kUInt8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor w = m.to(dt);
+    EXPECT_EQ(w.dtype(), dt);
+    EXPECT_EQ(w.to(kFloat64).to_vector<double>(), want);
+    const std::vector<double> every_other = m.slice(0, 0, 301, 2).to(dt).to(kFloat64).to_vector<double>();
+    for (size_t i = 0; i < every_other.size(); ++i) EXPECT_EQ(every_other[i], want[2 * i]);
+  }
+}
+
 TEST(Copy, TransposingCopiesMatchIndexMath) {
   for (const Shape& shape : {Shape{37, 53}, Shape{64, 48}, Shape{3, 33, 17}, Shape{2, 160, 96}}) {
     for (DType d : {kFloat32, kInt32, kFloat64, kFloat16}) {

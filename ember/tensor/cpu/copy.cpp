@@ -1,4 +1,5 @@
 // Copy with dtype conversion, and fill.
+#include <cstdint>
 #include <cstring>
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -27,8 +28,8 @@ inline To convert(From v) {
   }
 }
 
-// float16 / bfloat16 <-> float32 of contiguous runs (what autocast's casts are), 8 at a time;
-// returns false for other pairs, left to convert<>.
+// float16 / bfloat16 <-> float32 of contiguous runs (what autocast's casts are), 8 at a time, and
+// bool to the other arithmetic types; returns false for other pairs, left to convert<>.
 template <class To, class From>
 bool convert_run_vectorized(To* d, const From* s, int64_t n) {
   constexpr bool kTo16 = std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>;
@@ -38,6 +39,11 @@ bool convert_run_vectorized(To* d, const From* s, int64_t n) {
     return true;
   } else if constexpr (kTo16 && std::is_same_v<From, float>) {
     narrow_run(s, n, d);
+    return true;
+  } else if constexpr (std::is_same_v<From, bool> && std::is_arithmetic_v<To>) {
+    // a mask read as its bytes (0 or 1): GCC 12 vectorizes the widening of uint8_t, not of bool
+    const auto* b = reinterpret_cast<const uint8_t*>(s);
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(b[i]);
     return true;
   }
   return false;
