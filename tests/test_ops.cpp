@@ -1316,7 +1316,8 @@ TEST(Elementwise, WhereSelectsBitsInEveryDtypeContiguousBroadcastOrStrided) {
 }
 
 // pow of a floating tensor to 2, 0.5, -0.5, -1 and 1 takes the cheaper op, as PyTorch's kernel
-// does: the same bits as x x, sqrt, rsqrt, 1/x and a copy in every floating dtype, -0 and -inf
+// does (3 and -2 too, in float32 and float64): the same bits as x x, sqrt, rsqrt, 1/x and a copy
+// in every floating dtype, -0 and -inf
 // included (sqrt(-0) = -0 and sqrt(-inf) = NaN, PyTorch's values, where std::pow gives +0 and
 // inf); other exponents and integer tensors keep std::pow and the integer power.
 TEST(Elementwise, PowTakesPyTorchsShortcutsForCommonExponents) {
@@ -1345,12 +1346,17 @@ TEST(Elementwise, PowTakesPyTorchsShortcutsForCommonExponents) {
   const std::vector<float> half = pow(tensor(xs), 0.5).to_vector<float>();
   EXPECT_TRUE(std::signbit(half[2]) && half[2] == 0.0f);  // -0
   EXPECT_TRUE(std::isnan(half[10]));                      // -inf
-  // 2.5 and 3 are std::pow's
-  const std::vector<float> p25 = pow(tensor(xs), 2.5).to_vector<float>(), p3 = pow(tensor(xs), 3).to_vector<float>();
-  for (size_t i = 0; i < xs.size(); ++i) {
-    EXPECT_TRUE(p25[i] == std::pow(xs[i], 2.5f) || (std::isnan(p25[i]) && std::isnan(std::pow(xs[i], 2.5f))));
-    EXPECT_TRUE(p3[i] == std::pow(xs[i], 3.0f) || (std::isnan(p3[i]) && std::isnan(std::pow(xs[i], 3.0f))));
+  // 3 and -2 in float32 and float64: (x x) x and 1 / (x x), as PyTorch; in 16 bits, and 2.5, std::pow's
+  for (DType dt : {kFloat32, kFloat64}) {
+    const Tensor x = tensor(xs).to(dt);
+    EXPECT_TRUE(same(bits(pow(x, 3)), bits(x * x * x)));
+    EXPECT_TRUE(same(bits(pow(x, -2.0)), bits(reciprocal(x * x))));
   }
+  const Tensor xb = tensor(xs).to(kBFloat16);
+  EXPECT_TRUE(same(bits(pow(xb, 3)), bits(pow(xb.to(kFloat32), 3).to(kBFloat16))));
+  const std::vector<float> p25 = pow(tensor(xs), 2.5).to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_TRUE(p25[i] == std::pow(xs[i], 2.5f) || (std::isnan(p25[i]) && std::isnan(std::pow(xs[i], 2.5f))));
   // integer tensors: the integer power, and to 0.5 the default float dtype
   EXPECT_EQ(pow(arange(5), 2).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 4, 9, 16}));
   EXPECT_EQ(pow(arange(5), 0.5).dtype(), kFloat32);

@@ -231,7 +231,7 @@ Tensor mul(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Mul, a, b
 Tensor div(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Div, a, b); }
 // A floating tensor to the exponents that have a cheaper op takes it, as PyTorch's pow kernel
 // does: x^2 = x x (80x faster than std::pow on 800K floats), x^0.5 = sqrt(x), x^-0.5 = rsqrt(x),
-// x^-1 = 1/x, x^1 = a copy. The values are PyTorch's too: sqrt(-0) is -0 and sqrt(-inf) NaN,
+// x^-1 = 1/x, x^1 = a copy (and x^3, x^-2 below). The values are PyTorch's too: sqrt(-0) is -0 and sqrt(-inf) NaN,
 // where std::pow gives +0 and inf.
 Tensor pow(const Tensor& a, const Scalar& b) {
   ops::check_defined(a, "pow");
@@ -244,6 +244,12 @@ Tensor pow(const Tensor& a, const Scalar& b) {
     if (e == -0.5) return rsqrt(a);
     if (e == -1) return reciprocal(a);
     if (e == 1) return clone(a);
+    // (x x) x and 1 / (x x), PyTorch's for float and double; in 16 bits the square would round
+    // once more than its kernel does
+    if (a.dtype() == kFloat32 || a.dtype() == kFloat64) {
+      if (e == 3) return mul(square(a), a);
+      if (e == -2) return reciprocal(square(a));
+    }
   }
   return binary(BinaryOp::Pow, a, b);
 }
