@@ -1,12 +1,14 @@
 #pragma once
-// exp, expm1 and the functions built on them for 8 floats at once with AVX2 + FMA: what the
-// float32 elementwise loops use for the ops whose scalar form calls libm one value at a time
-// (tanh took 8.6 ms on 800K floats, relu 0.05 ms), and softmax's exp.
+// exp, expm1, log, log1p and the functions built on them for 8 floats at once with AVX2 + FMA:
+// what the float32 elementwise loops use for the ops whose scalar form calls libm one value at a
+// time (tanh took 8.6 ms on 800K floats, relu 0.05 ms), and softmax's exp.
 //
-// Range reduction x = n ln2 + r with |r| <= ln2 / 2; then e^r - 1 = r q(r), q by its Taylor
+// exp: range reduction x = n ln2 + r with |r| <= ln2 / 2; then e^r - 1 = r q(r), q by its Taylor
 // series to degree 6 (truncation error < 6e-9 relative, below float's 6e-8 epsilon), and 2^n
-// built in the exponent bits. Each function's error is a few units in the last place, measured
-// against double in tests/test_vec_math.cpp; NaN gives NaN.
+// built in the exponent bits. log: x = 2^k (1 + f) from the bits, then fdlibm's log(1 + f). Each
+// function's error is a few units in the last place, measured against double in
+// tests/test_ops.cpp (Elementwise.VectorFormsOfLibmOpsAreWithinAFewUlpsAndIndependentOfPlace);
+// NaN gives NaN.
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
