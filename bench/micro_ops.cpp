@@ -157,6 +157,30 @@ static void BM_MaskToFloat(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskToFloat)->Arg(64 * 64 * 14 * 14);
 
+// Random draws: Philox4x32-10 blocks (tensor/generator.h), then the words made into values;
+// dropout draws a uniform mask, compares, widens and scales it, then multiplies.
+static void BM_Rand(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(rand({state.range(0)}));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+BENCHMARK(BM_Rand)->Arg(64 * 64 * 14 * 14);
+static void BM_RandFloat64(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(rand({state.range(0)}, kFloat64));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 8);
+}
+BENCHMARK(BM_RandFloat64)->Arg(64 * 64 * 14 * 14);
+static void BM_Randn(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(randn({state.range(0)}));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 4);
+}
+BENCHMARK(BM_Randn)->Arg(64 * 64 * 14 * 14);
+static void BM_Dropout(benchmark::State& state) {
+  const Tensor x = randn({state.range(0)});
+  for (auto _ : state) benchmark::DoNotOptimize(nn::functional::dropout(x, 0.1, true));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 8);
+}
+BENCHMARK(BM_Dropout)->Arg(64 * 64 * 14 * 14);
+
 static void BM_SumRows(benchmark::State& state) {
   const Tensor a = rand({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.sum({1}));

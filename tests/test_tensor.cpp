@@ -312,6 +312,49 @@ TEST(Random, PhiloxKnownAnswer) {
   EXPECT_EQ(r[3], 0x9b00dbd8u);
 }
 
+// Every CPU draw is the scalar philox4x32 of its block, value for value: the CPU back end makes
+// eight blocks at once with AVX2, the CUDA back end one per thread with the scalar function, and
+// both must give these numbers. Sizes cover a partial group of eight, a partial block and several
+// threads' ranges; the offset makes the block counter's low word wrap past 2^32 mid-draw.
+TEST(Random, EveryDrawIsThePhiloxWordsOfItsBlock) {
+  const uint64_t seed = 0x9E3779B97F4A7C15ull;
+  for (const uint64_t start : {uint64_t{0}, (uint64_t{1} << 32) - 13}) {
+    for (const int64_t n : {1, 7, 33, 259, 100003}) {
+      SCOPED_TRACE("n = " + std::to_string(n) + ", first block " + std::to_string(start));
+      default_generator().set_state(seed, start);
+      const auto f32 = rand({n}).to_vector<float>();
+      const auto f64 = rand({n}, kFloat64).to_vector<double>();
+      const auto bf16 = rand({n}, kBFloat16).to(kFloat32).to_vector<float>();
+      const auto g32 = randn({n}).to_vector<float>();
+      const auto g64 = randn({n}, kFloat64).to_vector<double>();
+      const auto ints = randint(-1000000007, 1000000007, {n}).to_vector<int64_t>();
+      const auto block = [&](uint64_t b) { return philox4x32(seed, b); };
+      // The blocks each draw reserved, in order: 4 floats or 2 doubles/int64 per block.
+      const uint64_t b32 = start, b64 = b32 + (n + 3) / 4, bbf = b64 + (n + 1) / 2, bg32 = bbf + (n + 3) / 4,
+                     bg64 = bg32 + (n + 3) / 4, bint = bg64 + (n + 1) / 2;
+      EXPECT_EQ(default_generator().offset(), bint + (n + 1) / 2);
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto r32 = block(b32 + i / 4), r64 = block(b64 + i / 2), rg32 = block(bg32 + i / 4),
+                   rg64 = block(bg64 + i / 2), rint = block(bint + i / 2);
+        const int64_t lane4 = i % 4, lane2 = i % 2, pair = lane4 / 2 * 2;
+        mismatches += f32[i] != uniform_float(r32[lane4]);
+        mismatches += f64[i] != uniform_double(r64[2 * lane2], r64[2 * lane2 + 1]);
+        mismatches += bf16[i] != static_cast<float>(BFloat16(uniform_float(block(bbf + i / 4)[lane4])));
+        const float u1 = 1.0f - uniform_float(rg32[pair]), u2 = uniform_float(rg32[pair + 1]);
+        const float rad = std::sqrt(-2.0f * std::log(u1)), th = static_cast<float>(6.283185307179586) * u2;
+        mismatches += g32[i] != rad * (lane4 % 2 == 0 ? std::cos(th) : std::sin(th));
+        const double v1 = 1.0 - uniform_double(rg64[0], rg64[1]), v2 = uniform_double(rg64[2], rg64[3]);
+        const double drad = std::sqrt(-2.0 * std::log(v1)), dth = 6.283185307179586 * v2;
+        mismatches += g64[i] != drad * (lane2 == 0 ? std::cos(dth) : std::sin(dth));
+        const uint64_t bits = (uint64_t{rint[2 * lane2]} << 32) | rint[2 * lane2 + 1];
+        mismatches += ints[i] != -1000000007 + static_cast<int64_t>(bits % 2000000014u);
+      }
+      EXPECT_EQ(mismatches, 0);
+    }
+  }
+}
+
 TEST(Random, SeededAndReproducible) {
   manual_seed(42);
   const Tensor a = randn({1000});
