@@ -20,19 +20,24 @@ namespace ember::cpu {
 namespace {
 
 #if defined(__AVX2__)
-// philox4x32's rounds for eight blocks at once: lane j of c0..c3 is block first + j. A round
-// needs the high and low halves of two 32x32-bit products; _mm256_mul_epu32 multiplies the even
-// lanes into 64 bits, so the odd lanes take a second multiply after a shift.
-inline void philox_x8(uint64_t seed, uint64_t first, __m256i c[4]) {
+// philox4x32's rounds for 8 x G blocks at once: lane j of c[g][0..3] is block first + 8g + j.
+// A round needs the high and low halves of two 32x32-bit products; _mm256_mul_epu32 multiplies
+// the even lanes into 64 bits, so the odd lanes take a second multiply after a shift. One group's
+// round is a chain of dependent multiplies; G independent groups fill the multiplier's latency.
+template <int G>
+inline void philox_x8(uint64_t seed, uint64_t first, __m256i (&c)[G][4]) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i first_lo = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first)));
-  c[0] = _mm256_add_epi32(first_lo, lane);
-  // The counter's high word gains 1 in the lanes whose low word wrapped past 2^32 - 1
-  // (unsigned c0 < first_lo: compare with the sign bits flipped); the mask is -1 there.
   const __m256i sign = _mm256_set1_epi32(INT32_MIN);
-  const __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(first_lo, sign), _mm256_xor_si256(c[0], sign));
-  c[1] = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first >> 32))), wrapped);
-  c[2] = c[3] = _mm256_setzero_si256();
+  for (int g = 0; g < G; ++g) {
+    const uint64_t base = first + 8 * static_cast<uint64_t>(g);
+    const __m256i base_lo = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base)));
+    c[g][0] = _mm256_add_epi32(base_lo, lane);
+    // The counter's high word gains 1 in the lanes whose low word wrapped past 2^32 - 1
+    // (unsigned c0 < base_lo: compare with the sign bits flipped); the mask is -1 there.
+    const __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(base_lo, sign), _mm256_xor_si256(c[g][0], sign));
+    c[g][1] = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base >> 32))), wrapped);
+    c[g][2] = c[g][3] = _mm256_setzero_si256();
+  }
   __m256i k0 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(seed)));
   __m256i k1 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(seed >> 32)));
   const __m256i m0 = _mm256_set1_epi32(static_cast<int32_t>(0xD2511F53u));
@@ -46,13 +51,15 @@ inline void philox_x8(uint64_t seed, uint64_t first, __m256i c[4]) {
     *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), kOdd);
   };
   for (int round = 0; round < 10; ++round) {
-    __m256i hi0, lo0, hi1, lo1;
-    mul_hi_lo(c[0], m0, &hi0, &lo0);
-    mul_hi_lo(c[2], m1, &hi1, &lo1);
-    c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[1]), k0);
-    c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[3]), k1);
-    c[1] = lo1;
-    c[3] = lo0;
+    for (int g = 0; g < G; ++g) {
+      __m256i hi0, lo0, hi1, lo1;
+      mul_hi_lo(c[g][0], m0, &hi0, &lo0);
+      mul_hi_lo(c[g][2], m1, &hi1, &lo1);
+      c[g][0] = _mm256_xor_si256(hi1, _mm256_xor_si256(c[g][1], k0));
+      c[g][2] = _mm256_xor_si256(hi0, _mm256_xor_si256(c[g][3], k1));
+      c[g][1] = lo1;
+      c[g][3] = lo0;
+    }
     k0 = _mm256_add_epi32(k0, w0);
     k1 = _mm256_add_epi32(k1, w1);
   }
@@ -78,10 +85,16 @@ inline void store_blocks_x8(const __m256i c[4], uint32_t* words) {
 void philox_words(uint64_t seed, uint64_t first, int64_t count, uint32_t* words) {
   int64_t b = 0;
 #if defined(__AVX2__)
-  for (; b + 8 <= count; b += 8) {
-    __m256i c[4];
+  constexpr int kGroups = 2;
+  for (; b + 8 * kGroups <= count; b += 8 * kGroups) {
+    __m256i c[kGroups][4];
     philox_x8(seed, first + static_cast<uint64_t>(b), c);
-    store_blocks_x8(c, words + 4 * b);
+    for (int g = 0; g < kGroups; ++g) store_blocks_x8(c[g], words + 4 * (b + 8 * g));
+  }
+  for (; b + 8 <= count; b += 8) {
+    __m256i c[1][4];
+    philox_x8(seed, first + static_cast<uint64_t>(b), c);
+    store_blocks_x8(c[0], words + 4 * b);
   }
 #endif
   for (; b < count; ++b) {
