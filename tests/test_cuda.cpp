@@ -104,6 +104,22 @@ TEST(CudaRuntime, SameSeedSameUniformNumbersOnBothDevices) {
   EXPECT_EQ(on_gpu.cpu().to_vector<float>(), on_cpu.to_vector<float>());  // dropout masks agree across devices
 }
 
+TEST(CudaRuntime, SameSeedSameBernoulliAndDropoutMasksOnBothDevices) {
+  REQUIRE_GPU();
+  for (const DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kUInt8}) {
+    manual_seed(11);
+    const Tensor on_cpu = zeros({1001}, dtype).bernoulli_(0.3);
+    manual_seed(11);
+    const Tensor on_gpu = zeros({1001}, TensorOptions(dtype).device(kCUDA)).bernoulli_(0.3);
+    EXPECT_TRUE(testing::all_close(on_gpu.cpu().to(kFloat64), on_cpu.to(kFloat64), 0, 0)) << dtype_name(dtype);
+  }
+  manual_seed(12);
+  const Tensor mask_cpu = dropout_mask({37, 29}, 0.1, kBFloat16);
+  manual_seed(12);
+  const Tensor mask_gpu = dropout_mask({37, 29}, 0.1, TensorOptions(kBFloat16).device(kCUDA));
+  EXPECT_TRUE(testing::all_close(mask_gpu.cpu(), mask_cpu, 0, 0));
+}
+
 TEST(CudaAllocator, SteadyTrainingLoopStopsCallingCudaMalloc) {
   REQUIRE_GPU();
   manual_seed(0);

@@ -248,6 +248,11 @@ Calls calls() {
   op("linspace", [](Draw& d) { (void)linspace(d.real(), d.real(), d.integer()); });
   op("randint", [](Draw& d) { (void)randint(d.integer(), d.integer(), d.shape()); });
   op("randn", [](Draw& d) { (void)randn(d.dims()); });
+  op("bernoulli_", [](Draw& d) {
+    Tensor t = d.tensor();
+    if (t.defined()) (void)t.bernoulli_(d.real());
+  });
+  op("dropout_mask", [](Draw& d) { (void)dropout_mask(d.dims(), d.real(), d.dtype()); });
   // the same ops with shapes that mostly agree, to reach their kernels
   op("matrices_shaped", [](Draw& d) {
     const int64_t m = d.below(4), k = d.below(4), n = d.below(4), b = 1 + d.below(2);

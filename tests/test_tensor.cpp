@@ -355,6 +355,64 @@ TEST(Random, EveryDrawIsThePhiloxWordsOfItsBlock) {
   }
 }
 
+// bernoulli_(p) is 1 exactly where the element's uniform_() draw would be below p, in every dtype
+// (the CPU compares integers, m < ceil(p 2^24)); dropout's mask is bernoulli_(1 - p) scaled by
+// 1 / (1 - p), made in one pass.
+TEST(Random, BernoulliIsOneWhereTheUniformDrawIsBelowP) {
+  const uint64_t seed = 1234567;
+  const int64_t n = 1003;
+  for (const DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16, kInt64, kUInt8, kBool}) {
+    for (const double p : {0.0, 0.3, 0.5, 1.0 - 1e-9, 1.0}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", p = " + std::to_string(p));
+      default_generator().set_state(seed, 40);
+      Tensor t = zeros({n}, dtype);
+      t.bernoulli_(p);
+      const auto got = t.to(kFloat64).to_vector<double>();
+      int64_t mismatches = 0, ones = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto r2 = philox4x32(seed, 40 + i / 2), r4 = philox4x32(seed, 40 + i / 4);
+        const double u =
+            dtype == kFloat64 ? uniform_double(r2[2 * (i % 2)], r2[2 * (i % 2) + 1]) : uniform_float(r4[i % 4]);
+        const bool below = u < p;
+        mismatches += got[i] != (below ? 1.0 : 0.0);
+        ones += got[i] == 1.0;
+      }
+      EXPECT_EQ(mismatches, 0);
+      if (p == 0.0) EXPECT_EQ(ones, 0);
+      if (p == 1.0) EXPECT_EQ(ones, n);
+      if (p == 0.3) EXPECT_NEAR(static_cast<double>(ones) / n, 0.3, 0.05);
+    }
+  }
+  // A strided target gets the values of a contiguous one, through a copy.
+  default_generator().set_state(seed, 0);
+  const Tensor plain = empty({6, 5}).bernoulli_(0.5);
+  default_generator().set_state(seed, 0);
+  Tensor base = zeros({5, 6});
+  Tensor strided = base.t();
+  strided.bernoulli_(0.5);
+  EXPECT_TRUE(all_close(strided, plain, 0, 0));
+
+  // dropout_mask: bernoulli_(1 - p) * (1 / (1 - p)), the product rounded once to the dtype.
+  for (const DType dtype : {kFloat32, kBFloat16, kFloat64}) {
+    default_generator().set_state(seed, 7);
+    const Tensor mask = dropout_mask({3, 333}, 0.1, dtype);
+    default_generator().set_state(seed, 7);
+    const Tensor expected = zeros({3, 333}, dtype).bernoulli_(0.9) * (1.0 / 0.9);
+    EXPECT_EQ(mask.dtype(), dtype);
+    EXPECT_TRUE(all_close(mask, expected, 0, 0)) << dtype_name(dtype);
+    EXPECT_FALSE(mask.requires_grad());
+  }
+  EXPECT_TRUE(dropout_mask({2}, 0.5, TensorOptions(kFloat32).requires_grad(true)).requires_grad());
+
+  EXPECT_ERROR_CONTAINS(zeros({2}).bernoulli_(1.5), "bernoulli_: expects p to be in [0, 1], but got p=1.5");
+  EXPECT_ERROR_CONTAINS(zeros({2}).bernoulli_(-0.25), "bernoulli_: expects p to be in [0, 1], but got p=-0.25");
+  EXPECT_ERROR_CONTAINS(zeros({2}).bernoulli_(std::nan("")), "bernoulli_: expects p to be in [0, 1]");
+  Tensor undefined;
+  EXPECT_ERROR_CONTAINS(undefined.bernoulli_(0.5), "bernoulli_");
+  EXPECT_ERROR_CONTAINS(dropout_mask({2}, 1.0), "dropout_mask: expects p to be in [0, 1), but got p=1");
+  EXPECT_ERROR_CONTAINS(dropout_mask({2}, 0.5, kInt32), "dropout_mask: expects a floating point dtype, got int32");
+}
+
 TEST(Random, SeededAndReproducible) {
   manual_seed(42);
   const Tensor a = randn({1000});

@@ -1,9 +1,13 @@
 // Random fills on CUDA from the CPU's Philox stream (Note [Philox streams]): the same blocks
 // and lanes, so the same seed gives the same numbers on both devices (tensor/cpu/random.cpp).
+#include <cmath>
+#include <cstring>
+
 #include "ember/cuda/cuda.h"
 #include "ember/cuda/cuda_backend.h"
 #include "ember/cuda/loops.cuh"
 #include "ember/tensor/generator.h"
+#include "ember/tensor/ops.h"
 
 namespace ember::cuda {
 
@@ -81,6 +85,29 @@ void CudaBackend::random_int(const Tensor& out, int64_t low, int64_t high, uint6
       const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + bits % range);
       return convert<T>(static_cast<opmath_t<T>>(v));
     });
+  });
+}
+
+// As tensor/cpu/random.cpp: u < p as the integer compare m < ceil(p 2^24) (53 bits for doubles).
+void CudaBackend::random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset) {
+  EMBER_CUDA_DISPATCH_ALL(out.dtype(), "bernoulli_", [&] {
+    using T = scalar_t;
+    // value in out's dtype, converted on the host as the CPU back end converts it; 0 is all zero bits.
+    const Tensor host_on = full({}, value, TensorOptions(out.dtype()));
+    T on, off;
+    std::memcpy(&on, host_on.data_ptr(), sizeof(T));
+    std::memset(&off, 0, sizeof(T));
+    if (out.dtype() == kFloat64) {
+      const uint64_t bound = static_cast<uint64_t>(std::ceil(p * 9007199254740992.0));
+      launch_philox<T, 2>(out, seed, offset, [=] __device__(const std::array<uint32_t, 4>& r, int lane) {
+        return (((uint64_t{r[2 * lane]} << 32) | r[2 * lane + 1]) >> 11) < bound ? on : off;
+      });
+    } else {
+      const uint32_t bound = static_cast<uint32_t>(std::ceil(p * 16777216.0));
+      launch_philox<T, 4>(out, seed, offset, [=] __device__(const std::array<uint32_t, 4>& r, int lane) {
+        return (r[lane] >> 8) < bound ? on : off;
+      });
+    }
   });
 }
 

@@ -170,12 +170,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
-  Tensor mask;
-  {
-    NoGradGuard no_grad;
-    mask =
-        (rand(x.sizes(), TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
-  }
+  const Tensor mask = dropout_mask(x.sizes(), p, TensorOptions().dtype(x.dtype()).device(x.device()));
   return x * mask;  // mul saves the mask for backward
 }
 
@@ -188,13 +183,7 @@ Tensor dropout2d(const Tensor& x, double p, bool training) {
   if (p == 1) return x * 0.0;
   Shape mask_shape = x.sizes();  // one draw per (sample, channel), broadcast over H and W
   mask_shape[mask_shape.size() - 1] = mask_shape[mask_shape.size() - 2] = 1;
-  Tensor mask;
-  {
-    NoGradGuard no_grad;
-    mask =
-        (rand(mask_shape, TensorOptions().dtype(x.dtype()).device(x.device())) >= p).to(x.dtype()) * (1.0 / (1.0 - p));
-  }
-  return x * mask;
+  return x * dropout_mask(mask_shape, p, TensorOptions().dtype(x.dtype()).device(x.device()));
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,

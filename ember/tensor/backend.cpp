@@ -90,6 +90,7 @@ void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) 
 void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }
 void Backend::random_normal(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_normal"); }
 void Backend::random_int(const Tensor&, int64_t, int64_t, uint64_t, uint64_t) { unsupported("random_int"); }
+void Backend::random_bernoulli(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_bernoulli"); }
 
 Tensor index_aligned_view(const Tensor& t, const Tensor& index, int64_t dim) {
   Shape strides = t.strides();

@@ -263,6 +263,8 @@ class Backend {
   virtual void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset);
   virtual void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset);
   virtual void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset);
+  // out[i] = value where element i's uniform draw (random_uniform's, from 0 to 1) is below p, else 0.
+  virtual void random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset);
 
  protected:
   [[noreturn]] void unsupported(const char* kernel) const;
@@ -280,6 +282,7 @@ class Backend {
   void random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) override;             \
   void random_normal(const Tensor& out, double mean, double std, uint64_t seed, uint64_t offset) override;             \
   void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) override;              \
+  void random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset) override;           \
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                       \
   void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                                   \
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,            \

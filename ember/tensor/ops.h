@@ -42,6 +42,9 @@ Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, const Scalar& value);
 Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
+// What dropout multiplies by: 1 / (1 - p) with probability 1 - p, else 0 (a floating dtype), in one
+// pass: the values bernoulli_(1 - p) * (1 / (1 - p)) would give. p in [0, 1).
+Tensor dropout_mask(const Shape& sizes, double p, TensorOptions options = {});
 // Wraps memory the caller owns (no copy, not counted by the allocator). `deleter`, if
 // given, runs when the last tensor using the memory goes away.
 Tensor from_blob(void* data, const Shape& sizes, TensorOptions options = {});

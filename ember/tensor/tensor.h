@@ -242,6 +242,8 @@ class Tensor {
   // Random fills from the Philox generator (tensor/generator.h); they record nothing.
   Tensor& uniform_(double from = 0.0, double to = 1.0);
   Tensor& normal_(double mean = 0.0, double std = 1.0);
+  // 1 with probability p, else 0 (any dtype): 1 where the element's uniform_() draw is below p.
+  Tensor& bernoulli_(double p = 0.5);
 
  private:
   TensorImpl& ref() const;

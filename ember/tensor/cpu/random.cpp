@@ -189,4 +189,25 @@ void CpuBackend::random_int(const Tensor& out, int64_t low, int64_t high, uint64
   });
 }
 
+// value where the element's uniform draw u is below p, else 0. u = m / 2^24 (m the word's top 24
+// bits) is below p exactly when m < ceil(p 2^24): an integer compare, with no rounding of u or p
+// (for doubles, m is 53 bits and the bound ceil(p 2^53)).
+void CpuBackend::random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset) {
+  EMBER_DISPATCH_ALL(out.dtype(), "bernoulli_", [&] {
+    const scalar_t on = Scalar(value).to<scalar_t>(), off = Scalar(0).to<scalar_t>();
+    if (out.dtype() == kFloat64) {
+      const uint64_t bound = static_cast<uint64_t>(std::ceil(p * 9007199254740992.0));
+      fill_by_block<scalar_t>(out, seed, offset, 2, [=](scalar_t* y, const uint32_t* w, int64_t count) {
+        for (int64_t k = 0; k < count; ++k)
+          y[k] = (((uint64_t{w[2 * k]} << 32) | w[2 * k + 1]) >> 11) < bound ? on : off;
+      });
+    } else {
+      const uint32_t bound = static_cast<uint32_t>(std::ceil(p * 16777216.0));
+      fill_by_block<scalar_t>(out, seed, offset, 4, [=](scalar_t* y, const uint32_t* w, int64_t count) {
+        for (int64_t k = 0; k < count; ++k) y[k] = (w[k] >> 8) < bound ? on : off;
+      });
+    }
+  });
+}
+
 }  // namespace ember::cpu

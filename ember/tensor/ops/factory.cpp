@@ -135,6 +135,34 @@ Tensor& Tensor::normal_(double mean, double std) {
   return *this;
 }
 
+namespace {
+// Fills self (made contiguous through a copy if it is not) with `value` where the element's
+// uniform draw is below p, 0 elsewhere; one Philox lane per element, as uniform_ (two for doubles).
+Tensor& fill_bernoulli(Tensor& self, double p, double value) {
+  Tensor target =
+      self.is_contiguous() ? self : empty(self.sizes(), TensorOptions().dtype(self.dtype()).device(self.device()));
+  const auto [seed, offset] =
+      default_generator().reserve(blocks_for(self.numel(), lanes_per_element_block(self.dtype())));
+  backend(self.device()).random_bernoulli(target, p, value, seed, offset);
+  if (!target.is_same(self)) native::copy_(self, target);
+  self.bump_version();
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::bernoulli_(double p) {
+  ops::check_defined(*this, "bernoulli_");
+  EMBER_CHECK(p >= 0 && p <= 1, "bernoulli_: expects p to be in [0, 1], but got p=", p);
+  return fill_bernoulli(*this, p, 1.0);
+}
+
+Tensor dropout_mask(const Shape& sizes, double p, TensorOptions options) {
+  EMBER_CHECK(is_floating(options.dtype_), "dropout_mask: expects a floating point dtype, got ", options.dtype_);
+  EMBER_CHECK(p >= 0 && p < 1, "dropout_mask: expects p to be in [0, 1), but got p=", p);
+  Tensor mask = empty(sizes, plain(options));
+  return leaf(fill_bernoulli(mask, 1.0 - p, 1.0 / (1.0 - p)), options);
+}
+
 Tensor rand(const Shape& sizes, TensorOptions options) {
   return leaf(empty(sizes, plain(options)).uniform_(0, 1), options);
 }
