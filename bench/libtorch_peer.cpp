@@ -1,7 +1,7 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary]   (only that section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary|random]   (only that section)
 #include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
@@ -410,6 +410,51 @@ int unary_section() {
   return 0;
 }
 
+// ---- random fills and dropout: ember's Philox (8 blocks per AVX2 step) against LibTorch's CPU
+// generator. The streams differ, so only the draws' means are checked, not the values. ----
+
+int random_section() {
+  std::printf(
+      "| draw, float32 | ember | LibTorch, in place | LibTorch / ember | LibTorch, allocating | that / ember |\n"
+      "|---|---|---|---|---|---|\n");
+  for (const int64_t n : {int64_t(64) * 64 * 14 * 14, int64_t(16) << 20}) {
+    ember::Tensor x = ember::empty({n});
+    torch::Tensor tx = torch::empty({n});
+    const ember::Tensor input = ember::randn({n});
+    const torch::Tensor tinput = as_torch(input);
+    const std::string size = n == (16 << 20) ? "16M" : "800K";
+    auto expect_mean = [](const char* what, double mean, double want) {
+      if (std::abs(mean - want) > 0.01) {
+        std::printf("%s: mean %g, expected %g\n", what, mean, want);
+        std::exit(1);
+      }
+    };
+    x.uniform_();
+    tx.uniform_();
+    expect_mean("uniform_", x.mean().item<double>(), 0.5);
+    expect_mean("LibTorch's uniform_", tx.mean().item<double>(), 0.5);
+    compare(("uniform_ of " + size).c_str(), [&] { x.uniform_(); }, [&] { (void)torch::rand({n}); },
+            [&] { tx.uniform_(); });
+    x.normal_();
+    tx.normal_();
+    expect_mean("normal_", x.mean().item<double>(), 0.0);
+    expect_mean("LibTorch's normal_", tx.mean().item<double>(), 0.0);
+    compare(("normal_ of " + size).c_str(), [&] { x.normal_(); }, [&] { (void)torch::randn({n}); },
+            [&] { tx.normal_(); });
+    x.bernoulli_(0.3);
+    tx.bernoulli_(0.3);
+    expect_mean("bernoulli_", x.mean().item<double>(), 0.3);
+    expect_mean("LibTorch's bernoulli_", tx.mean().item<double>(), 0.3);
+    compare(("bernoulli_(0.3) of " + size).c_str(), [&] { x.bernoulli_(0.3); },
+            [&] { (void)torch::bernoulli(tx, 0.3); }, [&] { tx.bernoulli_(0.3); });
+    // dropout(p = 0.1) in training: both allocate the mask and the output.
+    expect_mean("dropout", (ember::nn::functional::dropout(ember::ones({n}), 0.1, true)).mean().item<double>(), 1.0);
+    compare(("dropout(0.1) of " + size).c_str(), [&] { (void)ember::nn::functional::dropout(input, 0.1, true); },
+            [&] { (void)torch::dropout(tinput, 0.1, true); });
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   // LibTorch's CPU allocator caches nothing: with glibc's default (dynamic) mmap threshold,
   // its large blocks go back to the OS on free and every training step page-faults them in
@@ -426,6 +471,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "quant") return quant_section();
   if (argc > 2 && std::string(argv[2]) == "conv") return conv_section();
   if (argc > 2 && std::string(argv[2]) == "unary") return unary_section();
+  if (argc > 2 && std::string(argv[2]) == "random") return random_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");

@@ -314,10 +314,12 @@ TEST(Random, PhiloxKnownAnswer) {
 
 // Every CPU draw is the scalar philox4x32 of its block, value for value: the CPU back end makes
 // eight blocks at once with AVX2, the CUDA back end one per thread with the scalar function, and
-// both must give these numbers. Sizes cover a partial group of eight, a partial block and several
+// both must give these numbers (float32 normals, whose log and sincos are vectorized too, to
+// within their rounding). Sizes cover a partial group of eight, a partial block and several
 // threads' ranges; the offset makes the block counter's low word wrap past 2^32 mid-draw.
 TEST(Random, EveryDrawIsThePhiloxWordsOfItsBlock) {
   const uint64_t seed = 0x9E3779B97F4A7C15ull;
+  double worst_normal = 0;
   for (const uint64_t start : {uint64_t{0}, (uint64_t{1} << 32) - 13}) {
     for (const int64_t n : {1, 7, 33, 259, 100003}) {
       SCOPED_TRACE("n = " + std::to_string(n) + ", first block " + std::to_string(start));
@@ -341,9 +343,14 @@ TEST(Random, EveryDrawIsThePhiloxWordsOfItsBlock) {
         mismatches += f32[i] != uniform_float(r32[lane4]);
         mismatches += f64[i] != uniform_double(r64[2 * lane2], r64[2 * lane2 + 1]);
         mismatches += bf16[i] != static_cast<float>(BFloat16(uniform_float(block(bbf + i / 4)[lane4])));
-        const float u1 = 1.0f - uniform_float(rg32[pair]), u2 = uniform_float(rg32[pair + 1]);
-        const float rad = std::sqrt(-2.0f * std::log(u1)), th = static_cast<float>(6.283185307179586) * u2;
-        mismatches += g32[i] != rad * (lane4 % 2 == 0 ? std::cos(th) : std::sin(th));
+        // float32 normals: Box-Muller in float (8 pairs at once with AVX2: vec_math.h's log and
+        // sincos), against the same formula in double from the same uniforms and float angle.
+        const float u1 = 1.0f - uniform_float(rg32[pair]),
+                    th = static_cast<float>(6.283185307179586) * uniform_float(rg32[pair + 1]);
+        const double rad = std::sqrt(-2.0 * std::log(static_cast<double>(u1)));
+        const double want =
+            rad * (lane4 % 2 == 0 ? std::cos(static_cast<double>(th)) : std::sin(static_cast<double>(th)));
+        worst_normal = std::max(worst_normal, std::abs(g32[i] - want) / (std::ldexp(1.0, -23) * std::max(rad, 0.5)));
         const double v1 = 1.0 - uniform_double(rg64[0], rg64[1]), v2 = uniform_double(rg64[2], rg64[3]);
         const double drad = std::sqrt(-2.0 * std::log(v1)), dth = 6.283185307179586 * v2;
         mismatches += g64[i] != drad * (lane2 == 0 ? std::cos(dth) : std::sin(dth));
@@ -353,6 +360,9 @@ TEST(Random, EveryDrawIsThePhiloxWordsOfItsBlock) {
       EXPECT_EQ(mismatches, 0);
     }
   }
+  // In units of float's epsilon times the radius (at least 1/2): rad's and the angle's roundings.
+  EXPECT_LT(worst_normal, 3.0);
+  std::printf("float32 normals: largest error %.2f epsilon x radius\n", worst_normal);
 }
 
 // bernoulli_(p) is 1 exactly where the element's uniform_() draw would be below p, in every dtype
@@ -427,6 +437,9 @@ TEST(Random, SeededAndReproducible) {
   const Tensor n = randn({200000}, kFloat64);
   EXPECT_NEAR(n.mean().item<double>(), 0.0, 0.01);
   EXPECT_NEAR(n.std().item<double>(), 1.0, 0.01);
+  const Tensor n32 = randn({200000});
+  EXPECT_NEAR(n32.mean().item<double>(), 0.0, 0.01);
+  EXPECT_NEAR(n32.std().item<double>(), 1.0, 0.01);
   const Tensor r = rand({200000});
   EXPECT_NEAR(r.mean().item<double>(), 0.5, 0.01);
   EXPECT_GE(r.min().item<float>(), 0.0f);

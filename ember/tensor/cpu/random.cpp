@@ -7,12 +7,14 @@
 // each op turns a run of words into values in a flat loop.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/vec_math.h"
 #include "ember/tensor/generator.h"
 #include "ember/tensor/parallel.h"
 
@@ -125,6 +127,48 @@ void fill_by_block(const Tensor& out, uint64_t seed, uint64_t offset, int64_t pe
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
 
+#if EMBER_HAVE_VEC_MATH
+// Box-Muller for the 8 pairs of elements y[k, k + 16) (count - k of them kept) from the words
+// w[k, k + 16): pair j's uniforms are words 2j and 2j + 1, and it makes rad cos(theta) and
+// rad sin(theta). The last, partial group reads its words from a zero-padded copy, so an element's
+// value does not depend on where the draw ends.
+template <class T>
+inline void box_muller16(const uint32_t* w, int64_t k, int64_t count, float mean, float std, T* y) {
+  const int64_t n = std::min<int64_t>(16, count - k);
+  alignas(32) uint32_t padded[16] = {};
+  const uint32_t* words = w + k;
+  if (n < 16)
+    words = static_cast<const uint32_t*>(std::memcpy(padded, words, static_cast<size_t>((n + 1) / 2 * 2) * 4));
+  const __m256 a = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words)));
+  const __m256 b = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(words + 8)));
+  // Within each 128-bit half: the pairs' first words (even) and second words (odd). The unpacks
+  // below undo exactly this order.
+  const auto uniform = [](__m256 bits) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_castps_si256(bits), 8)),
+                         _mm256_set1_ps(1.0f / 16777216.0f));
+  };
+  const __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), uniform(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
+  const __m256 u2 = uniform(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m256 rad = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), log8(u1)));
+  __m256 sin_th, cos_th;
+  sincos_circle8(_mm256_mul_ps(_mm256_set1_ps(static_cast<float>(kTwoPi)), u2), &sin_th, &cos_th);
+  const __m256 scaled = _mm256_mul_ps(_mm256_set1_ps(std), rad);
+  const __m256 first = _mm256_fmadd_ps(scaled, cos_th, _mm256_set1_ps(mean));
+  const __m256 second = _mm256_fmadd_ps(scaled, sin_th, _mm256_set1_ps(mean));
+  if constexpr (std::is_same_v<T, float>) {
+    if (n == 16) {
+      _mm256_storeu_ps(y + k, _mm256_unpacklo_ps(first, second));
+      _mm256_storeu_ps(y + k + 8, _mm256_unpackhi_ps(first, second));
+      return;
+    }
+  }
+  alignas(32) float values[16];
+  _mm256_store_ps(values, _mm256_unpacklo_ps(first, second));
+  _mm256_store_ps(values + 8, _mm256_unpackhi_ps(first, second));
+  for (int64_t j = 0; j < n; ++j) y[k + j] = T(values[j]);
+}
+#endif
+
 }  // namespace
 
 void CpuBackend::random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) {
@@ -161,12 +205,16 @@ void CpuBackend::random_normal(const Tensor& out, double mean, double std, uint6
       // Two pairs per block: words 0 and 1 make the first pair's uniforms, 2 and 3 the second's.
       const float m = static_cast<float>(mean), s = static_cast<float>(std);
       fill_by_block<scalar_t>(out, seed, offset, 4, [=](scalar_t* y, const uint32_t* w, int64_t count) {
+#if EMBER_HAVE_VEC_MATH
+        for (int64_t k = 0; k < count; k += 16) box_muller16(w, k, count, m, s, y);
+#else
         for (int64_t k = 0; k < count; k += 2) {
           const float u1 = 1.0f - uniform_float(w[k]), u2 = uniform_float(w[k + 1]);
           const float rad = std::sqrt(-2.0f * std::log(u1)), th = static_cast<float>(kTwoPi) * u2;
           y[k] = scalar_t(m + s * rad * std::cos(th));
           if (k + 1 < count) y[k + 1] = scalar_t(m + s * rad * std::sin(th));
         }
+#endif
       });
     }
   });

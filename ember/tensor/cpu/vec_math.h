@@ -1,7 +1,7 @@
 #pragma once
 // exp, expm1, log, log1p and the functions built on them for 8 floats at once with AVX2 + FMA:
 // what the float32 elementwise loops use for the ops whose scalar form calls libm one value at a
-// time (tanh took 8.6 ms on 800K floats, relu 0.05 ms), and softmax's exp.
+// time (tanh took 8.6 ms on 800K floats, relu 0.05 ms), softmax's exp, and randn's Box-Muller.
 //
 // exp: range reduction x = n ln2 + r with |r| <= ln2 / 2; then e^r - 1 = r q(r), q by its Taylor
 // series to degree 6 (truncation error < 6e-9 relative, below float's 6e-8 epsilon), and 2^n
@@ -292,6 +292,34 @@ inline __m256 gelu_tanh_backward8(__m256 d, __m256 x) {
   const __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c3, x), x, one));
   const __m256 x2 = _mm256_add_ps(x, x);
   return _mm256_mul_ps(d, _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(x2, rest), du, one)));
+}
+
+// sin and cos of theta in [0, 2 pi], Box-Muller's angle (not a general sin: large arguments would
+// need a longer reduction). theta = k pi/2 + r with |r| <= pi/4, pi/2 in three parts (k pi/2_hi is
+// exact for k <= 4, so r keeps its low bits); then Cephes' minimax polynomials for sin r and
+// cos r, and the quadrant k mod 4 swaps and negates them: sin = S, C, -S, -C and cos = C, -S, -C,
+// S for quadrants 0 to 3.
+inline void sincos_circle8(__m256 theta, __m256* sin_out, __m256* cos_out) {
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(theta, _mm256_set1_ps(0.63661977236758134f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.5703125f), theta);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(4.837512969970703125e-4f), r);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(7.54978995489188216e-8f), r);
+  const __m256 z = _mm256_mul_ps(r, r);
+  static constexpr float kSin[] = {-1.6666654611e-1f, 8.3321608736e-3f, -1.9515295891e-4f};
+  static constexpr float kCos[] = {4.166664568298827e-2f, -1.388731625493765e-3f, 2.443315711809948e-5f};
+  const __m256 sin_r = _mm256_fmadd_ps(_mm256_mul_ps(r, z), polynomial(kSin, z), r);
+  const __m256 cos_r = _mm256_fmadd_ps(_mm256_mul_ps(z, z), polynomial(kCos, z),
+                                       _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), z, _mm256_set1_ps(1.0f)));
+  const __m256i q = _mm256_cvtps_epi32(k);
+  const __m256 swap =
+      _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(q, _mm256_set1_epi32(1)), _mm256_set1_epi32(1)));
+  // The sign bit from bit 1 of q (sin) and of q + 1 (cos).
+  const __m256 sin_sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, _mm256_set1_epi32(2)), 30));
+  const __m256 cos_sign = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(1)), _mm256_set1_epi32(2)), 30));
+  *sin_out = _mm256_xor_ps(_mm256_blendv_ps(sin_r, cos_r, swap), sin_sign);
+  *cos_out = _mm256_xor_ps(_mm256_blendv_ps(cos_r, sin_r, swap), cos_sign);
 }
 
 }  // namespace ember::cpu
