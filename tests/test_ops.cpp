@@ -578,6 +578,41 @@ TEST(Semantics, IntegerWrapAndDivision) {
   EXPECT_EQ(tensor({true, true}).sum().item<int64_t>(), 2);
 }
 
+// Integer and bool sums (a mask's count: `(pred == target).sum()`) are exact int64 in every layout:
+// one long row split over threads, contiguous rows, strided rows. The split row's partial sums
+// were once combined through the element type: a mask of 300001 values counted 2.
+TEST(Semantics, IntegerAndMaskSumsAreExactInEveryLayout) {
+  manual_seed(3);
+  const Tensor x = randn({300001});
+  const Tensor mask = x > 0.3;
+  const auto v = x.to_vector<float>();
+  int64_t count = 0;
+  for (float e : v) count += e > 0.3f;
+  EXPECT_EQ(mask.sum().dtype(), kInt64);
+  EXPECT_EQ(mask.sum().item<int64_t>(), count);
+  const Tensor ints = (x * 1000).to(kInt32);
+  const auto iv = ints.to_vector<int32_t>();
+  int64_t total = 0;
+  for (int32_t e : iv) total += e;
+  EXPECT_EQ(ints.sum().item<int64_t>(), total);
+  EXPECT_EQ((x * 50).to(kInt8).sum().item<int64_t>(), (x * 50).to(kInt8).to(kInt64).sum().item<int64_t>());
+  EXPECT_EQ(full({1000}, 255, kUInt8).sum().item<int64_t>(), 255000);  // int64, not uint8, accumulates
+  // Each thread's partial sum beyond int32's range, and a product's.
+  EXPECT_EQ(full({300000}, 1 << 30, kInt32).sum().item<int64_t>(), int64_t{300000} << 30);
+  Tensor twos = ones({300001}, kInt8);
+  twos.narrow(0, 0, 8).fill_(2);  // the first thread's partial product is 256, beyond int8
+  EXPECT_EQ(twos.prod().item<int64_t>(), 256);
+  // Rows: [3, 1000] over dim 1 (contiguous rows), and its transpose over dim 0 (strided).
+  const Tensor m2 = mask.narrow(0, 0, 3000).reshape({3, 1000});
+  const Tensor by_row = m2.sum({1}), by_column_of_t = m2.t().sum({0});
+  for (int64_t r = 0; r < 3; ++r) {
+    int64_t c = 0;
+    for (int64_t j = 0; j < 1000; ++j) c += v[static_cast<size_t>(r * 1000 + j)] > 0.3f;
+    EXPECT_EQ(by_row.to_vector<int64_t>()[static_cast<size_t>(r)], c);
+    EXPECT_EQ(by_column_of_t.to_vector<int64_t>()[static_cast<size_t>(r)], c);
+  }
+}
+
 // Unary and binary integer arithmetic at the ends of the range wraps modulo 2^bits as PyTorch's
 // does, without signed overflow in C++ (UBSan, the asan preset, checks the kernels do it unsigned).
 TEST(Semantics, IntegerExtremesWrapInEveryArithmeticOp) {

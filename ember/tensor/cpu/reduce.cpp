@@ -83,7 +83,14 @@ struct SumOp {
     else
       return a + Acc(opmath_t<T>(x));
   }
-  static Acc combine(Acc a, Acc b) { return step(a, b); }
+  // Partial results are Acc (int64, double or float), not T: passing them through step would
+  // narrow them to T first (a bool partial count became 1, a float16 one lost its low bits).
+  static Acc combine(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) + uint64_t(b));
+    else
+      return a + b;
+  }
 };
 template <class T>
 struct ProdOp {
@@ -95,7 +102,12 @@ struct ProdOp {
     else
       return a * Acc(opmath_t<T>(x));
   }
-  static Acc combine(Acc a, Acc b) { return step(a, b); }
+  static Acc combine(Acc a, Acc b) {
+    if constexpr (std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) * uint64_t(b));
+    else
+      return a * b;
+  }
 };
 template <class T, bool kMax>
 struct ExtremeOp {  // NaN propagates
