@@ -156,6 +156,18 @@ static void BM_MaskToFloat(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0) * 5);
 }
 BENCHMARK(BM_MaskToFloat)->Arg(64 * 64 * 14 * 14);
+static void BM_MaskToBFloat16(benchmark::State& state) {
+  const Tensor m = randn({state.range(0)}) > 0.0;
+  for (auto _ : state) benchmark::DoNotOptimize(m.to(kBFloat16));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 3);
+}
+BENCHMARK(BM_MaskToBFloat16)->Arg(64 * 64 * 14 * 14);
+static void BM_SumOfMask(benchmark::State& state) {
+  const Tensor m = randn({state.range(0)}) > 0.0;
+  for (auto _ : state) benchmark::DoNotOptimize(m.sum());
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_SumOfMask)->Arg(64 * 64 * 14 * 14);
 
 // Random draws: Philox4x32-10 blocks (tensor/generator.h), then the words made into values;
 // dropout draws a uniform mask, compares, widens and scales it, then multiplies.

@@ -29,7 +29,7 @@ inline To convert(From v) {
 }
 
 // float16 / bfloat16 <-> float32 of contiguous runs (what autocast's casts are), 8 at a time, and
-// bool to the other arithmetic types; returns false for other pairs, left to convert<>.
+// bool to the other arithmetic types and 16-bit floats; returns false for other pairs, left to convert<>.
 template <class To, class From>
 bool convert_run_vectorized(To* d, const From* s, int64_t n) {
   constexpr bool kTo16 = std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>;
@@ -44,6 +44,13 @@ bool convert_run_vectorized(To* d, const From* s, int64_t n) {
     // a mask read as its bytes (0 or 1): GCC 12 vectorizes the widening of uint8_t, not of bool
     const auto* b = reinterpret_cast<const uint8_t*>(s);
     for (int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(b[i]);
+    return true;
+  } else if constexpr (std::is_same_v<From, bool> && kTo16) {
+    // the same for 16-bit floats: 0 or 1 is the byte times 1.0's bit pattern
+    const auto* b = reinterpret_cast<const uint8_t*>(s);
+    const uint16_t one = To(1.0f).bits;
+    auto* bits = reinterpret_cast<uint16_t*>(d);
+    for (int64_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(b[i] * one);
     return true;
   }
   return false;

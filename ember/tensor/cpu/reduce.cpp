@@ -154,6 +154,20 @@ void reduce_rows(const Tensor& in, const Tensor& out) {
         return a;
       }
     }
+    if constexpr (std::is_same_v<Op, SumOp<T>> && std::is_integral_v<Acc>) {
+      // SumOp's wrapping uint64 sum as a plain loop, which vectorizes; a mask is read as its bytes
+      // (GCC 12 does not vectorize the widening of a bool).
+      if (sR == 1) {
+        uint64_t s = 0;
+        if constexpr (std::is_same_v<T, bool>) {
+          const auto* b = reinterpret_cast<const uint8_t*>(p);
+          for (int64_t r = 0; r < n; ++r) s += b[r];
+        } else {
+          for (int64_t r = 0; r < n; ++r) s += uint64_t(Acc(p[r]));
+        }
+        return Acc(s);
+      }
+    }
     if constexpr (std::is_same_v<Op, ExtremeOp<float, true>> || std::is_same_v<Op, ExtremeOp<float, false>>) {
       if (sR == 1) return Acc(extreme_floats<std::is_same_v<Op, ExtremeOp<float, true>>>(p, n));
     }
