@@ -1539,5 +1539,129 @@ TEST(Pooling, Uint8MaxPoolWithoutIndicesMatchesALoop) {
               std::get<0>(max_pool2d_with_indices(x, {k, k}, Int2{s, s}, {pad, pad})).to_vector<uint8_t>());
 }
 
+// Every op at sizes that take its parallel paths (a row split over threads, rows over threads,
+// columns swept with one accumulator each) gives the same results on one thread and on two:
+// integer, bool and index results exactly, floating results to 1e-5 (a float sum split over
+// threads adds its partial sums in another order). A sum of one long bool row once counted 2.
+TEST(Threads, OpsGiveTheSameResultsOnOneThreadAndOnTwo) {
+  manual_seed(5);
+  const Tensor big = randn({300001}), wide = randn({3, 200003}), tall = randn({200003, 3});
+  const Tensor img = randn({4, 16, 40, 40}), w = randn({8, 16, 3, 3}), emb = randn({3, 5});
+  const Tensor idx = randint(0, 3, {200003}), logits = randn({70000, 10}), target = randint(0, 10, {70000});
+  using Results = std::vector<Tensor>;
+  const std::vector<std::pair<std::string, std::function<Results()>>> cases = {
+      {"sum",
+       [&] {
+         return Results{big.sum(),
+                        wide.sum({1}),
+                        tall.sum({0}),
+                        wide.t().sum({1}),
+                        big.to(kFloat16).sum(),
+                        big.to(kBFloat16).sum({0}),
+                        big.sum({}, false, kFloat64),
+                        (big > 0).sum(),
+                        (wide > 0).sum({1}),
+                        (tall > 0).sum({0}),
+                        (big * 100).to(kInt32).sum(),
+                        (big * 100).to(kInt8).sum()};
+       }},
+      {"mean, var, std, norm",
+       [&] {
+         return Results{big.mean(),         wide.mean({1}),    tall.var({0}),
+                        big.std(),          wide.norm(2, {1}), tall.norm(1, {0}),
+                        big.norm(INFINITY), big.norm(3),       big.to(kFloat64).var()};
+       }},
+      {"prod",
+       [&] {
+         return Results{(big * 1e-3 + 1).prod(), (tall * 1e-3 + 1).prod({0}), wide.sign().to(kInt64).prod({1})};
+       }},
+      {"extremes",
+       [&] {
+         return Results{big.amax(),
+                        big.amin(),
+                        wide.amax({1}),
+                        tall.amin({0}),
+                        big.argmax(),
+                        tall.argmin(0),
+                        std::get<0>(wide.max(1)),
+                        std::get<1>(wide.max(1)),
+                        (big * 3).to(kInt32).argmax(),
+                        (big > 0).argmax(),
+                        big.to(kInt32).amax()};
+       }},
+      {"all, any",
+       [&] {
+         return Results{(big > 3).any(), (big > -5).all(), (wide > 4).any({1}), (tall > -4.5).all({0})};
+       }},
+      {"logsumexp, softmax",
+       [&] {
+         return Results{
+             wide.logsumexp({1}), tall.logsumexp({0}),         wide.softmax(1), tall.softmax(0), big.log_softmax(0),
+             img.softmax(1),      img.to(kBFloat16).softmax(3)};
+       }},
+      {"unary",
+       [&] {
+         return Results{big.exp(),          big.tanh(),      big.sigmoid(),          gelu(big),
+                        big.abs().log(),    big.sin(),       big.to(kFloat16).exp(), big.to(kFloat64).tanh(),
+                        big.abs().pow(2.5), big.clamp(-1, 1)};
+       }},
+      {"binary, where, copies",
+       [&] {
+         return Results{wide + wide.sum({0}, true),
+                        tall * tall.amax({0}, true),
+                        where(big > 0, big, -big),
+                        wide.t().contiguous(),
+                        img.permute({0, 2, 3, 1}).contiguous(),
+                        big.to(kBFloat16),
+                        (big > 0).to(kFloat16),
+                        img.masked_fill(img > 1, 0.5)};
+       }},
+      {"convolution, pooling, normalization",
+       [&] {
+         return Results{conv2d(img, w, {}, {1, 1}, {1, 1}),
+                        conv2d(img, w, {}, {2, 2}, {0, 0}),
+                        max_pool2d(img, {2, 2}),
+                        avg_pool2d(img, {2, 2}),
+                        adaptive_avg_pool2d(img, {3, 3}),
+                        std::get<0>(native_layer_norm(wide, {200003}, Tensor(), Tensor(), 1e-5)),
+                        std::get<0>(native_group_norm(img, Tensor(), Tensor(), 4, 1e-5))};
+       }},
+      {"indexing",
+       [&] {
+         return Results{tall.index_select(0, idx), tall.gather(1, idx.unsqueeze(1)),
+                        zeros({3, 3}).scatter_add(0, idx.unsqueeze(1).expand({200003, 3}), tall), embedding(emb, idx),
+                        one_hot(idx, 3)};
+       }},
+      {"losses and gradients",
+       [&] {
+         const Tensor e = emb.detach().requires_grad_(), l = logits.detach().requires_grad_(),
+                      x = img.detach().requires_grad_(), k = w.detach().requires_grad_(),
+                      t = tall.detach().requires_grad_();
+         const Tensor loss = embedding(e, idx).sum() + nn::functional::cross_entropy(l, target) +
+                             conv2d(max_pool2d(x, {2, 2}), k, {}, {1, 1}, {1, 1}).square().sum() +
+                             t.softmax(0).square().sum() + nn::functional::layer_norm(t, {3}).square().sum();
+         loss.backward();
+         return Results{loss.detach(), e.grad(), l.grad(), x.grad(), k.grad(), t.grad()};
+       }},
+  };
+  for (const auto& [name, run] : cases) {
+    set_num_threads(1);
+    const Results one = run();
+    set_num_threads(2);
+    const Results two = run();
+    for (size_t i = 0; i < one.size(); ++i) {
+      SCOPED_TRACE(name + ", result " + std::to_string(i));
+      ASSERT_EQ(one[i].dtype(), two[i].dtype());
+      ASSERT_EQ(one[i].sizes(), two[i].sizes());
+      if (!one[i].is_floating_point()) {
+        EXPECT_TRUE(testing::all_close(one[i].to(kFloat64), two[i].to(kFloat64), 0, 0));
+      } else {
+        const Tensor a = one[i].to(kFloat64), b = two[i].to(kFloat64);
+        EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * (1 + a.abs().max().item<double>()));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember
