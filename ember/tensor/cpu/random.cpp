@@ -174,8 +174,14 @@ inline void box_muller16(const uint32_t* w, int64_t k, int64_t count, float mean
 void CpuBackend::random_uniform(const Tensor& out, double from, double to, uint64_t seed, uint64_t offset) {
   EMBER_DISPATCH_FLOATING(out.dtype(), "uniform_", [&] {
     if constexpr (std::is_same_v<scalar_t, double>) {
+      // uniform_double's 53 bits, (hi << 21) | (lo >> 11), as hi 2^21 + (lo >> 11) in double: exact,
+      // and a form the compiler vectorizes (it does not vectorize the 64-bit integer's conversion).
+      const double span = to - from;
       fill_by_block<double>(out, seed, offset, 2, [=](double* y, const uint32_t* w, int64_t count) {
-        for (int64_t k = 0; k < count; ++k) y[k] = from + (to - from) * uniform_double(w[2 * k], w[2 * k + 1]);
+        for (int64_t k = 0; k < count; ++k) {
+          const double bits53 = static_cast<double>(w[2 * k]) * 2097152.0 + static_cast<double>(w[2 * k + 1] >> 11);
+          y[k] = from + span * (bits53 * (1.0 / 9007199254740992.0));
+        }
       });
     } else {
       const float lo = static_cast<float>(from), span = static_cast<float>(to - from);
