@@ -39,6 +39,24 @@ inline double sum_floats(const float* p, int64_t n) {
   return total;
 }
 
+// A contiguous sum of bytes (a bool mask's count, or uint8 values): vpsadbw adds each 8 bytes into
+// a 64-bit lane, 32 bytes per instruction; the widening loop below it takes 4x as long.
+inline uint64_t sum_bytes(const uint8_t* p, int64_t n) {
+  uint64_t s = 0;
+  int64_t i = 0;
+#ifdef __AVX2__
+  __m256i acc = _mm256_setzero_si256();
+  for (; i + 32 <= n; i += 32)
+    acc = _mm256_add_epi64(
+        acc, _mm256_sad_epu8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), _mm256_setzero_si256()));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+  s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+#endif
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
 // A contiguous float max (or min): eight lanes of vmaxps, and a separate flag for NaN, which
 // wins, as ExtremeOp's step says. 20x the scalar loop, whose NaN test keeps it from vectorizing.
 template <bool kMax>
@@ -156,16 +174,15 @@ void reduce_rows(const Tensor& in, const Tensor& out) {
     }
     if constexpr (std::is_same_v<Op, SumOp<T>> && std::is_integral_v<Acc>) {
       // SumOp's wrapping uint64 sum as a plain loop, which vectorizes; a mask is read as its bytes
-      // (GCC 12 does not vectorize the widening of a bool).
+      // (GCC 12 does not vectorize the widening of a bool), with vpsadbw.
       if (sR == 1) {
-        uint64_t s = 0;
-        if constexpr (std::is_same_v<T, bool>) {
-          const auto* b = reinterpret_cast<const uint8_t*>(p);
-          for (int64_t r = 0; r < n; ++r) s += b[r];
+        if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+          return Acc(sum_bytes(reinterpret_cast<const uint8_t*>(p), n));
         } else {
+          uint64_t s = 0;
           for (int64_t r = 0; r < n; ++r) s += uint64_t(Acc(p[r]));
+          return Acc(s);
         }
-        return Acc(s);
       }
     }
     if constexpr (std::is_same_v<Op, ExtremeOp<float, true>> || std::is_same_v<Op, ExtremeOp<float, false>>) {
