@@ -41,6 +41,23 @@ Gemm16Kernel gemm16_kernel(DType dtype);
 // c[b] = beta * c[b] + alpha * a[b] @ b[b], as Backend::gemm, for float16 or bfloat16 operands.
 void gemm16_with(Gemm16Kernel k, const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 
+// The float32 GEMM for CPUs with AVX-512 (Note [float32 GEMM on AVX-512] in gemm32_avx512.cpp):
+// c = alpha a @ b + beta c for one [M, K] x [K, N] product (beta == 0: c is not read), any
+// strides of a and b, c's rows at cs1. gemm's float32 case runs it where it is available (the CPU
+// has AVX-512F and backends::cpu::max_isa() allows it), Eigen's GEMM elsewhere.
+struct Gemm32Args {
+  const float* a;
+  int64_t as1, as2;
+  const float* b;
+  int64_t bs1, bs2;
+  float* c;
+  int64_t cs1, cs2;
+  int64_t M, N, K;
+  float alpha, beta;
+};
+bool gemm32_avx512_available();
+void gemm32_avx512(const Gemm32Args& g);
+
 // The CPU's int8 GEMM kernels (Note [Int8 GEMM]): the portable loop (the oracle, and for other
 // CPUs), AVX2's vpmaddubsw, AVX-512 VNNI's vpdpbusd. int8_gemm runs the fastest one this CPU has;
 // int8_gemm_with runs a given one, so that the tests can hold each to the others.

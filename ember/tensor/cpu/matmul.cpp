@@ -57,7 +57,20 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(c.data_ptr());
   const T al = scalar_as<T>(alpha), be = scalar_as<T>(beta);
+  // float32 on a CPU with AVX-512: ember's own kernel, past the sizes where packing B costs more
+  // than Eigen's AVX2 kernel loses (Note [float32 GEMM on AVX-512]).
+  bool avx512 = false;
+  if constexpr (std::is_same_v<T, float>)
+    avx512 =
+        K > 0 && M >= 4 && N >= 16 && static_cast<double>(M) * N * K >= 32.0 * 32 * 32 && gemm32_avx512_available();
   auto one = [&](int64_t i) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (avx512) {
+        gemm32_avx512({pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0), b.stride(1), b.stride(2),
+                       pc + i * c.stride(0), M == 1 ? N : c.stride(1), N == 1 ? 1 : c.stride(2), M, N, K, al, be});
+        return;
+      }
+    }
     OutMap<T> C(pc + i * c.stride(0), M, N, Eigen::OuterStride<>(M == 1 ? N : c.stride(1)));
     if (K == 0) {
       if (beta == 0)
@@ -83,8 +96,11 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
       });
     });
   };
-  // Small matrices: one thread per batch entry. Large ones: Eigen splits each product.
-  const bool small = static_cast<double>(M) * N * K < 64.0 * 64 * 64;
+  // Small matrices: one thread per batch entry. Large ones: Eigen splits each product. ember's
+  // kernel splits a product too, but a batch of at least a product per thread (attention's
+  // heads) goes faster one product per thread, each packed and computed where it is used.
+  const double flops = static_cast<double>(M) * N * K;
+  const bool small = flops < 64.0 * 64 * 64 || (avx512 && B >= parallel_threads() && flops < 256.0 * 256 * 256);
   if (B > 1 && small) {
     parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i) one(i);
