@@ -3,9 +3,10 @@
 // Reports the step time (interleaved medians), the activations' memory (what the tape holds at
 // the end of the forward: bytes above the start, from the allocator's exact counters) and the
 // step's peak above the start, and checks first that the three agree on the loss. Before that,
-// the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen) and against the way ember
-// computed 16-bit products before it (whole float32 copies of the operands, Eigen, a rounding
-// pass), on the shapes of those training steps; on an AVX-512 CPU, also its AVX2 kernel beside it.
+// the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen's, or ember's AVX-512 kernel)
+// and against the way ember computed 16-bit products before it (whole float32 copies of the
+// operands, a float32 GEMM, a rounding pass), on the shapes of those training steps; on an
+// AVX-512 CPU, also its AVX2 kernel beside it.
 // And layer_norm and group_norm: the fused kernels against the composed forms they replaced, in
 // float32 and bfloat16.
 //   build/bench/bench/amp_report [threads]
@@ -126,7 +127,7 @@ void gemm_report() {
     backends::cpu::set_allow_bf16_dot_product(true);
   };
   std::printf(
-      "| product | float32 (Eigen) | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | bf16 vs copies | "
+      "| product | float32 | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | bf16 vs copies | "
       "bf16, AVX2 kernel | bf16 vs AVX2 kernel | bf16, FMA kernel (no vdpbf16ps) | bf16 vs FMA kernel | peak bytes, "
       "copies -> bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
@@ -305,9 +306,11 @@ int main(int argc, char** argv) {
   set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
   std::printf(
       "ember mixed precision on the CPU, %d threads, 16-bit GEMM kernels: bfloat16 %s, float16 %s (16-bit\n"
-      "operands read directly, accumulated in float32; the other kernels compute through float32)\n\n",
+      "operands read directly, accumulated in float32; the other kernels compute through float32); float32 GEMM: "
+      "%s\n\n",
       get_num_threads(), cpu::gemm16_kernel_name(cpu::gemm16_kernel(kBFloat16)),
-      cpu::gemm16_kernel_name(cpu::gemm16_kernel(kFloat16)));
+      cpu::gemm16_kernel_name(cpu::gemm16_kernel(kFloat16)),
+      cpu::gemm32_avx512_available() ? "ember's AVX-512 kernel (12 x 32 tiles)" : "Eigen's");
   gemm_report();
   normalization_report();
   std::printf(
