@@ -56,6 +56,9 @@ struct Gemm32Args {
   float alpha, beta;
 };
 bool gemm32_avx512_available();
+// Whether an [M, K] x [K, N] float32 product takes it: available, and past the sizes where packing
+// B costs more than Eigen's kernel loses (at least 4 rows, 16 columns and 32^3 multiply-adds).
+bool gemm32_avx512_applies(int64_t M, int64_t N, int64_t K);
 void gemm32_avx512(const Gemm32Args& g);
 
 // The CPU's int8 GEMM kernels (Note [Int8 GEMM]): the portable loop (the oracle, and for other

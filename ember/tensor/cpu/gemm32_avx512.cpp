@@ -145,6 +145,10 @@ bool gemm32_avx512_available() {
   return backends::cpu::max_isa() == backends::cpu::Isa::avx512 && __builtin_cpu_supports("avx512f");
 }
 
+bool gemm32_avx512_applies(int64_t M, int64_t N, int64_t K) {
+  return K > 0 && M >= 4 && N >= 16 && static_cast<double>(M) * N * K >= 32.0 * 32 * 32 && gemm32_avx512_available();
+}
+
 void gemm32_avx512(const Gemm32Args& g) {
   const int64_t panels = (g.N + kCols - 1) / kCols, strips = (g.M + kRows - 1) / kRows;
   const int64_t threads = parallel_threads();
@@ -181,6 +185,7 @@ void gemm32_avx512(const Gemm32Args& g) {
 }
 #else
 bool gemm32_avx512_available() { return false; }
+bool gemm32_avx512_applies(int64_t, int64_t, int64_t) { return false; }
 void gemm32_avx512(const Gemm32Args&) { EMBER_ASSERT(false, "gemm32_avx512: not compiled for this CPU"); }
 #endif
 

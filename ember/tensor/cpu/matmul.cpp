@@ -57,12 +57,9 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(c.data_ptr());
   const T al = scalar_as<T>(alpha), be = scalar_as<T>(beta);
-  // float32 on a CPU with AVX-512: ember's own kernel, past the sizes where packing B costs more
-  // than Eigen's AVX2 kernel loses (Note [float32 GEMM on AVX-512]).
+  // float32 on a CPU with AVX-512: ember's own kernel (Note [float32 GEMM on AVX-512]).
   bool avx512 = false;
-  if constexpr (std::is_same_v<T, float>)
-    avx512 =
-        K > 0 && M >= 4 && N >= 16 && static_cast<double>(M) * N * K >= 32.0 * 32 * 32 && gemm32_avx512_available();
+  if constexpr (std::is_same_v<T, float>) avx512 = gemm32_avx512_applies(M, N, K);
   auto one = [&](int64_t i) {
     if constexpr (std::is_same_v<T, float>) {
       if (avx512) {
