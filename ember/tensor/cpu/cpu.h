@@ -23,7 +23,8 @@ using BenchmarkStats = backends::BenchmarkStats;
 BenchmarkStats benchmark_stats();
 void clear_benchmark_cache();
 
-// The widest instruction set the direct kernels, the int8 kernels and the 16-bit GEMM may use (as oneDNN's
+// The widest instruction set the direct kernels, the int8 kernels, the 16-bit GEMM and the
+// float32 GEMM (AVX-512: ember's own kernel; AVX2: Eigen's) may use (as oneDNN's
 // DNNL_MAX_CPU_ISA; the environment variable EMBER_MAX_CPU_ISA=avx2 sets it at start). AVX-512
 // (and its VNNI, for int8) is used only where the CPU has it and ember was compiled for it.
 enum class Isa { avx2, avx512 };
