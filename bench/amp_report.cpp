@@ -309,8 +309,7 @@ int main(int argc, char** argv) {
       "operands read directly, accumulated in float32; the other kernels compute through float32); float32 GEMM: "
       "%s\n\n",
       get_num_threads(), cpu::gemm16_kernel_name(cpu::gemm16_kernel(kBFloat16)),
-      cpu::gemm16_kernel_name(cpu::gemm16_kernel(kFloat16)),
-      cpu::gemm32_avx512_available() ? "ember's AVX-512 kernel (12 x 32 tiles)" : "Eigen's");
+      cpu::gemm16_kernel_name(cpu::gemm16_kernel(kFloat16)), cpu::gemm32_kernel_name(cpu::gemm32_kernel()));
   gemm_report();
   normalization_report();
   std::printf(

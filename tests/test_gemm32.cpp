@@ -1,7 +1,8 @@
-// The float32 GEMM for CPUs with AVX-512 (Note [float32 GEMM on AVX-512]): within float32's
-// rounding bound of a float64 reference on every strip and panel edge, layout, alpha and beta and
-// across K chunks; NaN, beta = 0, thread counts, and the ISA switch that chooses it over Eigen's.
-// Skipped on CPUs without AVX-512 (Eigen's GEMM runs there, and the other tests cover it).
+// ember's float32 GEMM (Note [float32 GEMM]), each register tile this CPU runs (AVX2's 6 x 16,
+// AVX-512's 12 x 32): within float32's rounding bound of a float64 reference on every strip and
+// panel edge, layout, alpha and beta, across K chunks and panel blocks; the two tiles' bits equal;
+// NaN, beta = 0, thread counts, and the switches that choose between them and Eigen's GEMM.
+// Skipped on CPUs without AVX2 (Eigen's GEMM runs there, and the other tests cover it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,13 +17,20 @@ namespace {
 
 using testing::all_close;
 
-#define REQUIRE_AVX512_GEMM() \
-  if (!cpu::gemm32_avx512_available()) GTEST_SKIP() << "this CPU (or EMBER_MAX_CPU_ISA) has no AVX-512 GEMM"
+// The tiles this CPU runs; the test is skipped where there is none.
+std::vector<cpu::Gemm32Kernel> own_kernels() {
+  std::vector<cpu::Gemm32Kernel> kernels;
+  for (auto k : {cpu::Gemm32Kernel::Avx2, cpu::Gemm32Kernel::Avx512})
+    if (cpu::gemm32_kernel_available(k)) kernels.push_back(k);
+  return kernels;
+}
+#define REQUIRE_OWN_GEMM() \
+  if (own_kernels().empty()) GTEST_SKIP() << "this CPU has no AVX2: Eigen's GEMM only"
 
-// c = alpha a @ b + beta c through the kernel itself: a [M, K], b [K, N], c [M, N] with unit
-// column stride, or every other column of a wider matrix (the strided store).
-Tensor run_kernel(const Tensor& a, const Tensor& b, const Tensor& c0, double alpha, double beta,
-                  bool strided_c = false) {
+// c = alpha a @ b + beta c through one kernel: a [M, K], b [K, N], c [M, N] with unit column
+// stride, or every other column of a wider matrix (the strided store).
+Tensor run_kernel(cpu::Gemm32Kernel kernel, const Tensor& a, const Tensor& b, const Tensor& c0, double alpha,
+                  double beta, bool strided_c = false) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   Tensor base = strided_c ? zeros({M, 2 * N}) : c0.clone();
   Tensor c = strided_c ? base.slice(1, 0, 2 * N, 2) : base;
@@ -30,9 +38,9 @@ Tensor run_kernel(const Tensor& a, const Tensor& b, const Tensor& c0, double alp
     NoGradGuard g;
     c.copy_(c0);
   }
-  cpu::gemm32_avx512({a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0), b.stride(1),
-                      c.data_ptr<float>(), c.stride(0), c.stride(1), M, N, K, static_cast<float>(alpha),
-                      static_cast<float>(beta)});
+  cpu::gemm32_with(kernel, {a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0),
+                            b.stride(1), c.data_ptr<float>(), c.stride(0), c.stride(1), M, N, K,
+                            static_cast<float>(alpha), static_cast<float>(beta)});
   return c.contiguous();
 }
 
@@ -50,69 +58,108 @@ void expect_within_rounding(const Tensor& got, const Tensor& a, const Tensor& b,
   EXPECT_LE(excess.max().item<double>(), 1e-30);
 }
 
-TEST(Gemm32, TheAvx512KernelIsOneFloat32SumFromFloat64OnEveryEdge) {
-  REQUIRE_AVX512_GEMM();
+// Layout 0: both row-major; bit 1: a a transpose; bit 2: b a transpose; 4: a's columns every
+// other one (neither layout: element by element).
+Tensor operand(int64_t rows, int64_t cols, bool transposed, bool every_other = false) {
+  if (every_other) return randn({rows, 2 * cols}).slice(1, 0, 2 * cols, 2);
+  return transposed ? randn({cols, rows}).t() : randn({rows, cols});
+}
+
+TEST(Gemm32, EachTileIsOneFloat32SumFromFloat64OnEveryEdge) {
+  REQUIRE_OWN_GEMM();
   manual_seed(32);
-  // Rows around the 12-row strip, columns around the 32-column panel (and its 16-wide halves),
-  // depths 1 to 300; and K past one 4096-deep chunk, where beta must apply once.
-  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},      {4, 16, 7},    {11, 31, 1},
-                                                      {12, 32, 64},   {13, 33, 300}, {25, 17, 9},
-                                                      {100, 64, 130}, {37, 100, 33}, {13, 40, 4100}};
-  for (auto [M, N, K] : shapes)
-    for (int layout = 0; layout < 4; ++layout)
-      for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {2, 0.5}, {1, 1}, {-0.5, -1}}) {
-        SCOPED_TRACE(::testing::Message()
-                     << M << "x" << N << "x" << K << " layout " << layout << " alpha " << alpha << " beta " << beta);
-        const Tensor a = layout & 1 ? randn({K, M}).t() : randn({M, K});
-        const Tensor b = layout & 2 ? randn({N, K}).t() : randn({K, N});
-        const Tensor c0 = randn({M, N});
-        expect_within_rounding(run_kernel(a, b, c0, alpha, beta), a, b, c0, alpha, beta);
-        if (layout == 0) expect_within_rounding(run_kernel(a, b, c0, alpha, beta, true), a, b, c0, alpha, beta);
-      }
+  // Rows around both strips (6, 12), columns around both panels (16, 32), depths 1 to 300 and
+  // around the 8 x 8 transposes that pack A and B; K past one 4096-deep chunk, where beta must
+  // apply once; and N past one 2 MiB block of panels at that depth.
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1},     {4, 16, 7},  {5, 15, 3},     {6, 16, 8},    {7, 17, 50},    {11, 31, 1},   {12, 32, 64},
+      {13, 33, 300}, {25, 17, 9}, {100, 64, 130}, {37, 100, 33}, {13, 40, 4100}, {7, 300, 4100}};
+  for (auto kernel : own_kernels())
+    for (auto [M, N, K] : shapes)
+      for (int layout = 0; layout < 5; ++layout)
+        for (auto [alpha, beta] : std::vector<std::pair<double, double>>{{1, 0}, {2, 0.5}, {1, 1}, {-0.5, -1}}) {
+          SCOPED_TRACE(::testing::Message() << cpu::gemm32_kernel_name(kernel) << " " << M << "x" << N << "x" << K
+                                            << " layout " << layout << " alpha " << alpha << " beta " << beta);
+          const Tensor a = operand(M, K, layout & 1, layout == 4), b = operand(K, N, layout & 2);
+          const Tensor c0 = randn({M, N});
+          expect_within_rounding(run_kernel(kernel, a, b, c0, alpha, beta), a, b, c0, alpha, beta);
+          if (layout == 0)
+            expect_within_rounding(run_kernel(kernel, a, b, c0, alpha, beta, true), a, b, c0, alpha, beta);
+        }
+}
+
+// Both tiles compute each output as one chain of FMAs in k order, with the same K chunks: the
+// same bits.
+TEST(Gemm32, TheTwoTilesGiveTheSameBits) {
+  if (own_kernels().size() < 2) GTEST_SKIP() << "this CPU has no AVX-512";
+  manual_seed(35);
+  for (auto [M, N, K] : std::vector<std::array<int64_t, 3>>{{13, 33, 300}, {64, 100, 4200}}) {
+    const Tensor a = randn({M, K}), b = randn({N, K}).t(), c0 = randn({M, N});
+    EXPECT_TRUE(all_close(run_kernel(cpu::Gemm32Kernel::Avx2, a, b, c0, 0.5, 2),
+                          run_kernel(cpu::Gemm32Kernel::Avx512, a, b, c0, 0.5, 2), 0, 0));
+  }
 }
 
 TEST(Gemm32, NanPropagatesAndBetaZeroIgnoresTheOutput) {
-  REQUIRE_AVX512_GEMM();
+  REQUIRE_OWN_GEMM();
   Tensor a = ones({14, 5});
   {
     NoGradGuard g;
     a.select(0, 2).select(0, 3).fill_(std::nan(""));
   }
   const Tensor b = ones({5, 35});
-  const Tensor got = run_kernel(a, b, full({14, 35}, std::nan("")), 1, 0);  // beta = 0: never read
-  EXPECT_EQ((got != got).sum().item<int64_t>(), 35);                        // row 2, every column
-  EXPECT_TRUE(all_close(got.select(0, 0), full({35}, 5.0f), 0, 0));
-  EXPECT_TRUE(all_close(got.select(0, 13), full({35}, 5.0f), 0, 0));
+  for (auto kernel : own_kernels()) {
+    const Tensor got = run_kernel(kernel, a, b, full({14, 35}, std::nan("")), 1, 0);  // beta = 0: never read
+    EXPECT_EQ((got != got).sum().item<int64_t>(), 35);                                // row 2, every column
+    EXPECT_TRUE(all_close(got.select(0, 0), full({35}, 5.0f), 0, 0));
+    EXPECT_TRUE(all_close(got.select(0, 13), full({35}, 5.0f), 0, 0));
+  }
 }
 
 // One output, one chain of FMAs in k order on one thread: the same bits on 1 thread and on 2.
 TEST(Gemm32, DoesNotDependOnTheThreadCount) {
-  REQUIRE_AVX512_GEMM();
+  REQUIRE_OWN_GEMM();
   manual_seed(33);
   const Tensor a = randn({130, 200}), b = randn({300, 200}).t(), c0 = randn({130, 300});
-  set_num_threads(1);
-  const Tensor one = run_kernel(a, b, c0, 1.5, 0.5);
-  set_num_threads(2);
-  EXPECT_TRUE(all_close(run_kernel(a, b, c0, 1.5, 0.5), one, 0, 0));
+  for (auto kernel : own_kernels()) {
+    set_num_threads(1);
+    const Tensor one = run_kernel(kernel, a, b, c0, 1.5, 0.5);
+    set_num_threads(2);
+    EXPECT_TRUE(all_close(run_kernel(kernel, a, b, c0, 1.5, 0.5), one, 0, 0));
+  }
 }
 
-// matmul, bmm and addmm take the kernel under Isa::avx512 (the same bits as calling it) and
-// Eigen's GEMM under Isa::avx2 (within rounding of it).
-TEST(Gemm32, TheIsaSwitchChoosesItOverEigen) {
-  REQUIRE_AVX512_GEMM();
+// matmul, bmm and addmm take the tile backends::cpu::max_isa() allows (the same bits as calling
+// it), and Eigen's GEMM with the switch off (within rounding of it); a wrong choice is an error.
+TEST(Gemm32, TheSwitchesChooseTheTileOrEigen) {
+  REQUIRE_OWN_GEMM();
   manual_seed(34);
   const backends::cpu::Isa before = backends::cpu::max_isa();
   const Tensor x = randn({3, 64, 96}), w = randn({80, 96}), bias = randn({80});
-  backends::cpu::set_max_isa(backends::cpu::Isa::avx2);
-  EXPECT_FALSE(cpu::gemm32_avx512_available());
+  backends::cpu::set_own_float32_gemm(false);
+  EXPECT_EQ(cpu::gemm32_kernel(), cpu::Gemm32Kernel::Eigen);
+  EXPECT_FALSE(cpu::gemm32_applies(64, 80, 96));
   const Tensor eigen = matmul(x, w.t());
-  backends::cpu::set_max_isa(backends::cpu::Isa::avx512);
-  const Tensor ours = matmul(x, w.t());
-  for (int64_t i = 0; i < 3; ++i)
-    EXPECT_TRUE(all_close(ours.select(0, i), run_kernel(x.select(0, i), w.t(), zeros({64, 80}), 1, 0), 0, 0));
-  EXPECT_TRUE(all_close(ours, eigen, 1e-5, 1e-5));
-  EXPECT_TRUE(all_close(addmm(bias, x.select(0, 1), w.t()), eigen.select(0, 1) + bias, 1e-5, 1e-5));
+  backends::cpu::set_own_float32_gemm(true);
+  for (auto kernel : own_kernels()) {
+    SCOPED_TRACE(cpu::gemm32_kernel_name(kernel));
+    backends::cpu::set_max_isa(kernel == cpu::Gemm32Kernel::Avx512 ? backends::cpu::Isa::avx512
+                                                                   : backends::cpu::Isa::avx2);
+    EXPECT_EQ(cpu::gemm32_kernel(), kernel);
+    EXPECT_TRUE(cpu::gemm32_applies(64, 80, 96));
+    const Tensor ours = matmul(x, w.t());
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_TRUE(all_close(ours.select(0, i), run_kernel(kernel, x.select(0, i), w.t(), zeros({64, 80}), 1, 0), 0, 0));
+    EXPECT_TRUE(all_close(ours, eigen, 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(addmm(bias, x.select(0, 1), w.t()), eigen.select(0, 1) + bias, 1e-5, 1e-5));
+  }
   backends::cpu::set_max_isa(before);
+  EXPECT_FALSE(cpu::gemm32_applies(3, 80, 96));  // too few rows: Eigen's
+  EXPECT_FALSE(cpu::gemm32_applies(64, 80, 0));
+  const Tensor a = ones({4, 4}), b = ones({4, 16}), c = zeros({4, 16});
+  EXPECT_THROW(cpu::gemm32_with(cpu::Gemm32Kernel::Eigen, {a.data_ptr<float>(), 4, 1, b.data_ptr<float>(), 16, 1,
+                                                           c.data_ptr<float>(), 16, 1, 4, 16, 4, 1.0f, 0.0f}),
+               Error);
 }
 
 }  // namespace

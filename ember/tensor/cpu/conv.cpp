@@ -75,16 +75,16 @@ void col2im(const T* col, int64_t C, int64_t H, int64_t W, int64_t kH, int64_t k
       }
 }
 
-// c = a @ b + beta c, row-major [M, K] x [K, N] with any strides of a and b, through the float32
-// AVX-512 GEMM (Note [float32 GEMM on AVX-512]) where it applies; false elsewhere (other dtypes,
-// other CPUs, small products), and the caller runs Eigen's. In a sample's task it runs on the
+// c = a @ b + beta c, row-major [M, K] x [K, N] with any strides of a and b, through ember's
+// float32 GEMM (Note [float32 GEMM]) where it applies; false elsewhere (other dtypes, small
+// products, the switch off), and the caller runs Eigen's. In a sample's task it runs on the
 // task's thread.
 template <class T>
-bool gemm32(const T* a, int64_t as1, int64_t as2, const T* b, int64_t bs1, int64_t bs2, T* c, int64_t cs1, int64_t M,
-            int64_t N, int64_t K, float beta) {
+bool try_gemm32(const T* a, int64_t as1, int64_t as2, const T* b, int64_t bs1, int64_t bs2, T* c, int64_t cs1,
+                int64_t M, int64_t N, int64_t K, float beta) {
   if constexpr (std::is_same_v<T, float>) {
-    if (!gemm32_avx512_applies(M, N, K)) return false;
-    gemm32_avx512({a, as1, as2, b, bs1, bs2, c, cs1, 1, M, N, K, 1.0f, beta});
+    if (!gemm32_applies(M, N, K)) return false;
+    gemm32({a, as1, as2, b, bs1, bs2, c, cs1, 1, M, N, K, 1.0f, beta});
     return true;
   } else {
     return false;
@@ -129,7 +129,7 @@ void conv2d_typed(const Tensor& input, const Tensor& weight, const Tensor& bias,
       }
       T* yg = y + (n * O + g * Og) * cols;
       MatR<Compute> Y(kWidened ? buf + rows * cols : reinterpret_cast<Compute*>(yg), Og, cols);
-      if (!gemm32(w + g * Og * rows, rows, 1, colp, cols, 1, Y.data(), cols, Og, cols, rows, 0.0f))
+      if (!try_gemm32(w + g * Og * rows, rows, 1, colp, cols, 1, Y.data(), cols, Og, cols, rows, 0.0f))
         Y.noalias() = CMatR<Compute>(w + g * Og * rows, Og, rows) * CMatR<Compute>(colp, rows, cols);
       if (b)
         for (int64_t o = 0; o < Og; ++o) Y.row(o).array() += b[g * Og + o];
@@ -183,16 +183,16 @@ void conv2d_backward_typed(const Tensor& input, const Tensor& weight, const Tens
           colp = col;
         }
         MatR<T> dWg(static_cast<T*>(dw_ws.data_ptr()) + tid * O * rows + g * Og * rows, Og, rows);
-        if (!gemm32(dY.data(), cols, 1, colp, 1, cols, dWg.data(), rows, Og, rows, cols, 1.0f))
+        if (!try_gemm32(dY.data(), cols, 1, colp, 1, cols, dWg.data(), rows, Og, rows, cols, 1.0f))
           dWg.noalias() += dY * CMatR<T>(colp, rows, cols).transpose();
       }
       if (dx) {
         T* dxg = dx + (n * C + g * Cg) * H * W;
         if (pointwise) {
-          if (!gemm32(Wg.data(), 1, rows, dY.data(), cols, 1, dxg, cols, rows, cols, Og, 1.0f))
+          if (!try_gemm32(Wg.data(), 1, rows, dY.data(), cols, 1, dxg, cols, rows, cols, Og, 1.0f))
             MatR<T>(dxg, rows, cols).noalias() += Wg.transpose() * dY;
         } else {
-          if (!gemm32(Wg.data(), 1, rows, dY.data(), cols, 1, col, cols, rows, cols, Og, 0.0f))
+          if (!try_gemm32(Wg.data(), 1, rows, dY.data(), cols, 1, col, cols, rows, cols, Og, 0.0f))
             MatR<T>(col, rows, cols).noalias() = Wg.transpose() * dY;
           col2im(col, Cg, H, W, kH, kW, Ho, Wo, p, dxg);
         }

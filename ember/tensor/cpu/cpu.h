@@ -24,7 +24,7 @@ BenchmarkStats benchmark_stats();
 void clear_benchmark_cache();
 
 // The widest instruction set the direct kernels, the int8 kernels, the 16-bit GEMM and the
-// float32 GEMM (AVX-512: ember's own kernel; AVX2: Eigen's) may use (as oneDNN's
+// float32 GEMM may use (as oneDNN's
 // DNNL_MAX_CPU_ISA; the environment variable EMBER_MAX_CPU_ISA=avx2 sets it at start). AVX-512
 // (and its VNNI, for int8) is used only where the CPU has it and ember was compiled for it.
 enum class Isa { avx2, avx512 };
@@ -32,6 +32,13 @@ void set_max_isa(Isa isa);
 Isa max_isa();
 // What the direct kernels run with now: "avx512", "avx2" (or "none" off x86-64).
 const char* isa();
+
+// Whether float32 matmuls and the im2col convolutions use ember's own GEMM (Note [float32 GEMM]
+// in tensor/cpu/gemm32.cpp: 6 x 16 register tiles on AVX2, 12 x 32 on AVX-512) or Eigen's. On by
+// default; the environment variable EMBER_CPU_GEMM=eigen sets it off at start. For benchmarks
+// and tests: the two differ in the last bits, as two BLAS libraries do.
+void set_own_float32_gemm(bool on);
+bool own_float32_gemm();
 
 // Whether a bfloat16 matmul may use AVX-512 BF16's dot-product instruction (vdpbf16ps) where
 // the CPU has it (Note [16-bit GEMM]): about twice the other kernels' rate, but it adds each

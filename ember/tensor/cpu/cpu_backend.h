@@ -41,10 +41,9 @@ Gemm16Kernel gemm16_kernel(DType dtype);
 // c[b] = beta * c[b] + alpha * a[b] @ b[b], as Backend::gemm, for float16 or bfloat16 operands.
 void gemm16_with(Gemm16Kernel k, const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
 
-// The float32 GEMM for CPUs with AVX-512 (Note [float32 GEMM on AVX-512] in gemm32_avx512.cpp):
-// c = alpha a @ b + beta c for one [M, K] x [K, N] product (beta == 0: c is not read), any
-// strides of a and b, c's rows at cs1. gemm's float32 case runs it where it is available (the CPU
-// has AVX-512F and backends::cpu::max_isa() allows it), Eigen's GEMM elsewhere.
+// The float32 GEMM (Note [float32 GEMM] in gemm32.cpp): ember's own register tiles for AVX2 and
+// AVX-512, or Eigen's GEMM. c = alpha a @ b + beta c for one [M, K] x [K, N] product (beta == 0:
+// c is not read), any strides of a and b, c's elements at (cs1, cs2).
 struct Gemm32Args {
   const float* a;
   int64_t as1, as2;
@@ -55,11 +54,18 @@ struct Gemm32Args {
   int64_t M, N, K;
   float alpha, beta;
 };
-bool gemm32_avx512_available();
-// Whether an [M, K] x [K, N] float32 product takes it: available, and past the sizes where packing
-// B costs more than Eigen's kernel loses (at least 4 rows, 16 columns and 32^3 multiply-adds).
-bool gemm32_avx512_applies(int64_t M, int64_t N, int64_t K);
-void gemm32_avx512(const Gemm32Args& g);
+enum class Gemm32Kernel { Eigen, Avx2, Avx512 };
+const char* gemm32_kernel_name(Gemm32Kernel k);
+bool gemm32_kernel_available(Gemm32Kernel k);  // built in, and supported by this CPU
+// What float32 products use now: Eigen's where backends::cpu::own_float32_gemm() is off or the
+// CPU has no AVX2, else the widest tile backends::cpu::max_isa() allows.
+Gemm32Kernel gemm32_kernel();
+// Whether an [M, K] x [K, N] float32 product takes ember's kernel: one is chosen, and the product
+// is past the sizes where packing B costs more than the tile gains (at least 4 rows, 16 columns
+// and 32^3 multiply-adds).
+bool gemm32_applies(int64_t M, int64_t N, int64_t K);
+void gemm32(const Gemm32Args& g);  // with gemm32_kernel(), which must not be Eigen; K > 0
+void gemm32_with(Gemm32Kernel k, const Gemm32Args& g);
 
 // The CPU's int8 GEMM kernels (Note [Int8 GEMM]): the portable loop (the oracle, and for other
 // CPUs), AVX2's vpmaddubsw, AVX-512 VNNI's vpdpbusd. int8_gemm runs the fastest one this CPU has;

@@ -57,14 +57,14 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   const T* pb = static_cast<const T*>(b.data_ptr());
   T* pc = static_cast<T*>(c.data_ptr());
   const T al = scalar_as<T>(alpha), be = scalar_as<T>(beta);
-  // float32 on a CPU with AVX-512: ember's own kernel (Note [float32 GEMM on AVX-512]).
-  bool avx512 = false;
-  if constexpr (std::is_same_v<T, float>) avx512 = gemm32_avx512_applies(M, N, K);
+  // float32: ember's own kernel where it applies (Note [float32 GEMM]).
+  bool own = false;
+  if constexpr (std::is_same_v<T, float>) own = gemm32_applies(M, N, K);
   auto one = [&](int64_t i) {
     if constexpr (std::is_same_v<T, float>) {
-      if (avx512) {
-        gemm32_avx512({pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0), b.stride(1), b.stride(2),
-                       pc + i * c.stride(0), M == 1 ? N : c.stride(1), N == 1 ? 1 : c.stride(2), M, N, K, al, be});
+      if (own) {
+        gemm32({pa + i * a.stride(0), a.stride(1), a.stride(2), pb + i * b.stride(0), b.stride(1), b.stride(2),
+                pc + i * c.stride(0), M == 1 ? N : c.stride(1), N == 1 ? 1 : c.stride(2), M, N, K, al, be});
         return;
       }
     }
@@ -97,7 +97,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
   // kernel splits a product too, but a batch of at least a product per thread (attention's
   // heads) goes faster one product per thread, each packed and computed where it is used.
   const double flops = static_cast<double>(M) * N * K;
-  const bool small = flops < 64.0 * 64 * 64 || (avx512 && B >= parallel_threads() && flops < 256.0 * 256 * 256);
+  const bool small = flops < 64.0 * 64 * 64 || (own && B >= parallel_threads() && flops < 256.0 * 256 * 256);
   if (B > 1 && small) {
     parallel_for(0, B, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i) one(i);

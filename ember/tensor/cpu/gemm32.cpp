@@ -1,0 +1,343 @@
+// The float32 GEMM: ember's own register tiles for AVX2 and AVX-512 (Note [float32 GEMM]).
+//
+// Note [float32 GEMM]
+// ~~~~~~~~~~~~~~~~~~~
+// Eigen's GEMM is what ember started with, and it is still there (backends::cpu::
+// set_own_float32_gemm(false)). It is compiled into ember for x86-64-v3, so on a CPU with
+// AVX-512 it uses half the vector width the FMA units have; and on every CPU its blocking and
+// per-call setup cost most on the products a transformer makes: many small ones (attention's
+// heads) and activations against a Linear's w^T. These kernels use the 16-bit GEMM's layout
+// (Note [16-bit GEMM]) in float32, with one register tile per instruction set:
+//   - AVX2: 6 x 16 outputs in 12 of the 16 ymm registers; per k two loads of B, six broadcasts
+//     of A and 12 FMAs;
+//   - AVX-512: 12 x 32 outputs in 24 of the 32 zmm registers; per k two loads, twelve broadcasts
+//     and 24 FMAs. Only these functions are compiled for AVX-512F (the target attribute), and
+//     they run only where the CPU has it and backends::cpu::max_isa() allows it.
+// In both, the FMA units, not the loads, limit a tile. Around the tile:
+//   - B [K, N] is packed into panels of kCols columns, [K][kCols] each (zero past N), once per
+//     call, shared by the threads; a Linear's w^T goes through 8 x 8 register transposes;
+//   - A is packed per strip of kRows rows into [K][kRows] by the thread that uses it;
+//   - K is cut into chunks of kDepth (an AVX-512 panel of 32 x 4096 floats is 512 KiB, within
+//     L2): the first chunk applies beta, the later ones add.
+// Each output is one chain of FMAs in k order, computed by one thread, so the result does not
+// depend on the thread count. It differs from Eigen's in the last bits (another summation
+// order), as two BLAS libraries' do, and between the two tiles only where K crosses a chunk.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "ember/tensor/cpu/cpu.h"
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/transpose8x8.h"
+#include "ember/tensor/ops.h"
+#include "ember/tensor/parallel.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define EMBER_GEMM32_KERNELS 1
+#define EMBER_GEMM32_AVX512 __attribute__((target("avx512f")))
+#endif
+
+namespace ember::cpu {
+namespace {
+
+// backends::cpu::set_own_float32_gemm; EMBER_CPU_GEMM=eigen turns it off at start.
+std::atomic<bool> own_gemm{[] {
+  const char* env = std::getenv("EMBER_CPU_GEMM");
+  return !(env && std::string(env) == "eigen");
+}()};
+
+}  // namespace
+
+#ifdef EMBER_GEMM32_KERNELS
+namespace {
+
+constexpr int64_t kDepth = 4096;  // K per chunk
+
+// Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
+struct TileOut {
+  float* c;
+  int64_t ldc, cs, rows, cols;
+  float alpha, beta;
+};
+
+// A tile's products, already times alpha, from `out` [rows][width] to a strided output (N == 1
+// maps here), element by element.
+inline void store_strided(const float* out, int64_t width, const TileOut& t) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t j = 0; j < t.cols; ++j) {
+      float* o = t.c + r * t.ldc + j * t.cs;
+      *o = t.beta == 0 ? out[r * width + j] : t.beta * *o + out[r * width + j];
+    }
+}
+
+// ROWS x 16 outputs of a [K][6] strip against a [K][16] panel; ROWS is a template parameter so
+// that the accumulators are registers. out = alpha acc + beta out (beta == 0: out is not read).
+struct Avx2Tile {
+  static constexpr int64_t kRows = 6, kCols = 16;
+
+  template <int ROWS>
+  static void run(const float* a, const float* b, int64_t K, const TileOut& t) {
+    __m256 acc[ROWS][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256 b0 = _mm256_loadu_ps(b + k * kCols), b1 = _mm256_loadu_ps(b + k * kCols + 8);
+#pragma GCC unroll 6
+      for (int r = 0; r < ROWS; ++r) {
+        const __m256 av = _mm256_broadcast_ss(a + k * kRows + r);
+        acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+      }
+    }
+    const __m256 alpha = _mm256_set1_ps(t.alpha), beta = _mm256_set1_ps(t.beta);
+    if (t.cs == 1 && t.cols == kCols) {  // whole rows: plain loads and stores
+#pragma GCC unroll 6
+      for (int r = 0; r < ROWS; ++r) {
+        float* row = t.c + r * t.ldc;
+        __m256 v0 = _mm256_mul_ps(alpha, acc[r][0]), v1 = _mm256_mul_ps(alpha, acc[r][1]);
+        if (t.beta != 0) {
+          v0 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row), v0);
+          v1 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row + 8), v1);
+        }
+        _mm256_storeu_ps(row, v0);
+        _mm256_storeu_ps(row + 8, v1);
+      }
+      return;
+    }
+    alignas(32) float out[ROWS * kCols];  // the panel's last columns, or a strided output
+    for (int r = 0; r < ROWS; ++r) {
+      _mm256_store_ps(out + r * kCols, _mm256_mul_ps(alpha, acc[r][0]));
+      _mm256_store_ps(out + r * kCols + 8, _mm256_mul_ps(alpha, acc[r][1]));
+    }
+    store_strided(out, kCols, t);
+  }
+};
+
+// ROWS x 32 outputs of a [K][12] strip against a [K][32] panel, as Avx2Tile.
+struct Avx512Tile {
+  static constexpr int64_t kRows = 12, kCols = 32;
+
+  template <int ROWS>
+  EMBER_GEMM32_AVX512 static void run(const float* a, const float* b, int64_t K, const TileOut& t) {
+    __m512 acc[ROWS][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512 b0 = _mm512_loadu_ps(b + k * kCols), b1 = _mm512_loadu_ps(b + k * kCols + 16);
+#pragma GCC unroll 12
+      for (int r = 0; r < ROWS; ++r) {
+        const __m512 av = _mm512_set1_ps(a[k * kRows + r]);
+        acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+      }
+    }
+    const __m512 alpha = _mm512_set1_ps(t.alpha), beta = _mm512_set1_ps(t.beta);
+    if (t.cs == 1) {  // masked loads and stores cost the same as plain ones here
+      const auto mask = [](int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1); };
+      const __mmask16 m0 = mask(t.cols), m1 = mask(t.cols - 16);
+#pragma GCC unroll 12
+      for (int r = 0; r < ROWS; ++r) {
+        float* row = t.c + r * t.ldc;
+        __m512 v0 = _mm512_mul_ps(alpha, acc[r][0]), v1 = _mm512_mul_ps(alpha, acc[r][1]);
+        if (t.beta != 0) {
+          v0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m0, row), v0);
+          v1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, row + 16), v1);
+        }
+        _mm512_mask_storeu_ps(row, m0, v0);
+        _mm512_mask_storeu_ps(row + 16, m1, v1);
+      }
+      return;
+    }
+    alignas(64) float out[ROWS * kCols];
+    for (int r = 0; r < ROWS; ++r) {
+      _mm512_store_ps(out + r * kCols, _mm512_mul_ps(alpha, acc[r][0]));
+      _mm512_store_ps(out + r * kCols + 16, _mm512_mul_ps(alpha, acc[r][1]));
+    }
+    store_strided(out, kCols, t);
+  }
+};
+
+// f(std::integral_constant<int, R>{}) with R = rows (1 .. MAX), as a compile-time constant.
+template <int MAX, class F>
+void with_rows(int64_t rows, const F& f) {
+  if constexpr (MAX > 1) {
+    if (rows < MAX) return with_rows<MAX - 1>(rows, f);
+  }
+  f(std::integral_constant<int, MAX>{});
+}
+
+// B [K, N] with strides (s1, s2), rows k0 .. k0 + depth and columns n0 .. n0 + COLS into
+// dst [depth][COLS], zero past N.
+template <int64_t COLS>
+void pack_panel(const float* b, int64_t s1, int64_t s2, int64_t k0, int64_t depth, int64_t n0, int64_t N, float* dst) {
+  const int64_t cols = std::min(COLS, N - n0);
+  if (cols < COLS) std::fill(dst, dst + depth * COLS, 0.0f);
+  if (s2 == 1) {
+    for (int64_t k = 0; k < depth; ++k) std::memcpy(dst + k * COLS, b + (k0 + k) * s1 + n0, sizeof(float) * cols);
+    return;
+  }
+  // Down the columns. B a transpose (a Linear's w^T, s1 == 1): 8 x 8 blocks transposed in
+  // registers, as the transposing copy does; then the edges, and other strides, one by one.
+  int64_t k_blocks = 0, j_blocks = 0;
+  if (s1 == 1) {
+    k_blocks = depth / 8 * 8, j_blocks = cols / 8 * 8;
+    for (int64_t j = 0; j < j_blocks; j += 8)
+      for (int64_t k = 0; k < k_blocks; k += 8)
+        transpose8x8_32(b + (n0 + j) * s2 + k0 + k, s2, dst + k * COLS + j, COLS);
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    const float* col = b + (n0 + j) * s2 + k0 * s1;
+    for (int64_t k = j < j_blocks ? k_blocks : 0; k < depth; ++k) dst[k * COLS + j] = col[k * s1];
+  }
+}
+
+// A [M, K] with strides (s1, s2), rows m0 .. m0 + rows and columns k0 .. k0 + depth into
+// dst [depth][ROWS] (the kernel reads only the first `rows` of each k).
+template <int64_t ROWS>
+void pack_strip(const float* a, int64_t s1, int64_t s2, int64_t m0, int64_t rows, int64_t k0, int64_t depth,
+                float* dst) {
+  if (s1 == 1 && s2 != 1) {  // a transpose (a weight gradient's dy^T): the strip's rows lie side by side
+    for (int64_t k = 0; k < depth; ++k) std::memcpy(dst + k * ROWS, a + (k0 + k) * s2 + m0, sizeof(float) * rows);
+    return;
+  }
+  int64_t k_blocks = 0;
+  if (s2 == 1) {  // rows of A: eight rows by eight k at a time, transposed in registers
+    k_blocks = depth / 8 * 8;
+    alignas(32) float block[8][8];
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const int64_t n = std::min<int64_t>(8, rows - r0);
+      const float* row[8];
+      for (int64_t i = 0; i < 8; ++i) row[i] = a + (m0 + r0 + std::min(i, n - 1)) * s1 + k0;  // past the strip: repeats
+      for (int64_t k = 0; k < k_blocks; k += 8) {
+        const float* const at[8] = {row[0] + k, row[1] + k, row[2] + k, row[3] + k,
+                                    row[4] + k, row[5] + k, row[6] + k, row[7] + k};
+        if (n == 8 && r0 + 8 <= ROWS - (ROWS % 8)) {  // whole: straight into the strip
+          transpose8x8_32(at, dst + k * ROWS + r0, ROWS);
+          continue;
+        }
+        transpose8x8_32(at, &block[0][0], 8);  // else each k's first n
+        for (int64_t i = 0; i < 8; ++i) std::memcpy(dst + (k + i) * ROWS + r0, block[i], sizeof(float) * n);
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = a + (m0 + r) * s1 + k0 * s2;
+    for (int64_t k = k_blocks; k < depth; ++k) dst[k * ROWS + r] = row[k * s2];
+  }
+}
+
+// The tiled product with one register tile: for each chunk of K and block of panels, the
+// panels packed by all threads, then each task one strip of A against a run of them.
+template <class Tile>
+void gemm_tiled(const Gemm32Args& g) {
+  constexpr int64_t R = Tile::kRows, C = Tile::kCols;
+  const int64_t panels = (g.N + C - 1) / C, strips = (g.M + R - 1) / R;
+  // At most 2 MiB of packed panels at a time (Eigen's GEMM packs in blocks too), from the caching
+  // allocator, so that a call reuses the last call's block and a large B adds no large copy.
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 19) / (std::min(kDepth, g.K) * C), 1, panels);
+  const Tensor packed = empty({block * std::min(kDepth, g.K) * C}, kFloat32);
+  float* pp = static_cast<float*>(packed.data_ptr());
+  for (int64_t k0 = 0; k0 < g.K; k0 += kDepth) {
+    const int64_t depth = std::min(kDepth, g.K - k0);
+    const float beta = k0 == 0 ? g.beta : 1.0f;
+    for (int64_t p0 = 0; p0 < panels; p0 += block) {
+      const int64_t count = std::min(block, panels - p0);
+      parallel_for(0, count, std::max<int64_t>(1, kGrainSize / (depth * C)), [&](int64_t pb, int64_t pe) {
+        for (int64_t p = pb; p < pe; ++p)
+          pack_panel<C>(g.b, g.bs1, g.bs2, k0, depth, (p0 + p) * C, g.N, pp + p * depth * C);
+      });
+      // Enough tasks for every thread, and a strip packed once per run of panels.
+      const int64_t groups = std::min(count, std::max<int64_t>(1, (4 * parallel_threads() + strips - 1) / strips));
+      // About 512K multiply-adds (10-20 us) per thread before a second thread pays for waking up.
+      const int64_t task_size = R * depth * C * ((count + groups - 1) / groups);
+      parallel_for(0, strips * groups, std::max<int64_t>(1, (int64_t{1} << 19) / task_size),
+                   [&](int64_t tb, int64_t te) {
+                     const std::unique_ptr<float[]> strip(new float[static_cast<size_t>(depth * R)]);
+                     int64_t packed_strip = -1;
+                     for (int64_t task = tb; task < te; ++task) {
+                       const int64_t s = task / groups, group = task % groups;
+                       const int64_t m0 = s * R, rows = std::min(R, g.M - m0);
+                       if (s != packed_strip) pack_strip<R>(g.a, g.as1, g.as2, m0, rows, k0, depth, strip.get());
+                       packed_strip = s;
+                       for (int64_t p = group * count / groups; p < (group + 1) * count / groups; ++p) {
+                         const int64_t n0 = (p0 + p) * C;
+                         const TileOut out{g.c + m0 * g.cs1 + n0 * g.cs2, g.cs1,   g.cs2, rows,
+                                           std::min(C, g.N - n0),         g.alpha, beta};
+                         with_rows<R>(rows, [&](auto r) {
+                           Tile::template run<decltype(r)::value>(strip.get(), pp + p * depth * C, depth, out);
+                         });
+                       }
+                     }
+                   });
+    }
+  }
+}
+
+}  // namespace
+
+bool gemm32_kernel_available(Gemm32Kernel k) {
+  switch (k) {
+    case Gemm32Kernel::Eigen:
+      return true;
+    case Gemm32Kernel::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Gemm32Kernel::Avx512:
+      return __builtin_cpu_supports("avx512f");
+  }
+  return false;
+}
+
+void gemm32_with(Gemm32Kernel k, const Gemm32Args& g) {
+  EMBER_CHECK(k != Gemm32Kernel::Eigen && gemm32_kernel_available(k), "gemm32: the ", gemm32_kernel_name(k),
+              " kernel does not run on this CPU");
+  if (g.M <= 0 || g.N <= 0) return;
+  EMBER_ASSERT(g.K > 0, "gemm32: K == 0 is the caller's (c = beta c)");
+  if (k == Gemm32Kernel::Avx512)
+    gemm_tiled<Avx512Tile>(g);
+  else
+    gemm_tiled<Avx2Tile>(g);
+}
+#else
+bool gemm32_kernel_available(Gemm32Kernel k) { return k == Gemm32Kernel::Eigen; }
+void gemm32_with(Gemm32Kernel k, const Gemm32Args&) {
+  EMBER_CHECK(false, "gemm32: the ", gemm32_kernel_name(k), " kernel is not compiled for this CPU");
+}
+#endif
+
+const char* gemm32_kernel_name(Gemm32Kernel k) {
+  switch (k) {
+    case Gemm32Kernel::Eigen:
+      return "Eigen";
+    case Gemm32Kernel::Avx2:
+      return "AVX2 (6 x 16 tiles)";
+    case Gemm32Kernel::Avx512:
+      return "AVX-512 (12 x 32 tiles)";
+  }
+  return "?";
+}
+
+Gemm32Kernel gemm32_kernel() {
+  if (!own_gemm.load(std::memory_order_relaxed)) return Gemm32Kernel::Eigen;
+  if (backends::cpu::max_isa() == backends::cpu::Isa::avx512 && gemm32_kernel_available(Gemm32Kernel::Avx512))
+    return Gemm32Kernel::Avx512;
+  return gemm32_kernel_available(Gemm32Kernel::Avx2) ? Gemm32Kernel::Avx2 : Gemm32Kernel::Eigen;
+}
+
+bool gemm32_applies(int64_t M, int64_t N, int64_t K) {
+  return K > 0 && M >= 4 && N >= 16 && static_cast<double>(M) * N * K >= 32.0 * 32 * 32 &&
+         gemm32_kernel() != Gemm32Kernel::Eigen;
+}
+
+void gemm32(const Gemm32Args& g) { gemm32_with(gemm32_kernel(), g); }
+
+}  // namespace ember::cpu
+
+namespace ember::backends::cpu {
+void set_own_float32_gemm(bool on) { ember::cpu::own_gemm = on; }
+bool own_float32_gemm() { return ember::cpu::own_gemm; }
+}  // namespace ember::backends::cpu
