@@ -216,6 +216,17 @@ static void BM_Matmul(benchmark::State& state) {
 }
 BENCHMARK(BM_Matmul)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond);
 
+// Attention's scores: many small products, one per head (16 sequences x 8 heads); float32, or
+// bfloat16 (Arg 1).
+static void BM_AttentionScores(benchmark::State& state) {
+  const DType dtype = state.range(0) ? kBFloat16 : kFloat32;
+  const Tensor q = randn({128, 128, 32}).to(dtype), k = randn({128, 128, 32}).to(dtype);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(q, k.transpose(1, 2)));
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * 128 * 128 * 128 * 32, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_AttentionScores)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 static void BM_Softmax(benchmark::State& state) {
   const Tensor a = randn({state.range(0), 1024});
   for (auto _ : state) benchmark::DoNotOptimize(a.softmax(1));

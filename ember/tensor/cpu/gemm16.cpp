@@ -37,6 +37,7 @@
 // denormal inputs and results as zero, so its bits differ from the other kernels' (within the
 // same float32 rounding bound; the tests hold it to that).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -392,6 +393,9 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
   const auto* pa = static_cast<const uint16_t*>(a.data_ptr());
   const auto* pb = static_cast<const uint16_t*>(b.data_ptr());
   auto* pc = static_cast<uint16_t*>(c.data_ptr());
+  // The strides once: Tensor::stride checks its argument, too slow for a per-tile call.
+  const std::array<int64_t, 3> as{a.stride(0), a.stride(1), a.stride(2)}, bs{b.stride(0), b.stride(1), b.stride(2)},
+      cs{c.stride(0), c.stride(1), c.stride(2)};
   const int64_t depth = kPairs ? (K + 1) / 2 : K;  // the kernels' steps: pairs of k, or k
   using StripValue = std::conditional_t<kPairs, uint32_t, float>;
   // Every panel of every batch entry's B, packed once: [batch][panels][K][kCols] (or
@@ -402,11 +406,11 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
   parallel_for(0, batch * panels, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, panel_size)),
                [&](int64_t q0, int64_t q1) {
                  for (int64_t q = q0; q < q1; ++q) {
-                   const uint16_t* bq = pb + (q / panels) * b.stride(0);
+                   const uint16_t* bq = pb + (q / panels) * bs[0];
                    if constexpr (kPairs)
-                     pack_panel_pairs(bq, b.stride(1), b.stride(2), (q % panels) * kCols, N, K, pp + q * panel_size);
+                     pack_panel_pairs(bq, bs[1], bs[2], (q % panels) * kCols, N, K, pp + q * panel_size);
                    else
-                     pack_panel(bq, b.stride(1), b.stride(2), (q % panels) * kCols, N, K, pp + q * panel_size);
+                     pack_panel(bq, bs[1], bs[2], (q % panels) * kCols, N, K, pp + q * panel_size);
                  }
                });
 
@@ -423,15 +427,15 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
       const int64_t rows = std::min(kRows, M - m0);
       if (bs != packed_strip) {
         if constexpr (kPairs)
-          pack_strip_pairs(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
+          pack_strip_pairs(pa + n * as[0], as[1], as[2], m0, rows, K, strip.data());
         else
-          pack_strip<kBf16>(pa + n * a.stride(0), a.stride(1), a.stride(2), m0, rows, K, strip.data());
+          pack_strip<kBf16>(pa + n * as[0], as[1], as[2], m0, rows, K, strip.data());
         packed_strip = bs;
       }
       auto tile_out = [&](int64_t panel) {
-        return TileOut{pc + n * c.stride(0) + m0 * c.stride(1) + panel * kCols * c.stride(2),
-                       c.stride(1),
-                       c.stride(2),
+        return TileOut{pc + n * cs[0] + m0 * cs[1] + panel * kCols * cs[2],
+                       cs[1],
+                       cs[2],
                        rows,
                        std::min(kCols, N - panel * kCols),
                        alpha,
