@@ -3,7 +3,7 @@
 // Reports the step time (interleaved medians), the activations' memory (what the tape holds at
 // the end of the forward: bytes above the start, from the allocator's exact counters) and the
 // step's peak above the start, and checks first that the three agree on the loss. Before that,
-// the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Eigen's, or ember's AVX-512 kernel)
+// the 16-bit GEMM (Note [16-bit GEMM]) against float32's (Note [float32 GEMM])
 // and against the way ember computed 16-bit products before it (whole float32 copies of the
 // operands, a float32 GEMM, a rounding pass), on the shapes of those training steps; on an
 // AVX-512 CPU, also its AVX2 kernel beside it.
@@ -25,9 +25,23 @@ using bench::fmt;
 
 namespace {
 
-// (The fourth, where bfloat16 products run on vdpbf16ps: the same with that switched off.)
-const char* kModes[] = {"float32", "bf16 autocast", "fp16 autocast + GradScaler", "bf16 autocast, no vdpbf16ps"};
-int mode_count() { return cpu::gemm16_kernel(kBFloat16) == cpu::Gemm16Kernel::Avx512Bf16 ? 4 : 3; }
+// The modes of the training steps, each from the same weights. float32 also with Eigen's GEMM in
+// place of ember's (Note [float32 GEMM]); where bfloat16 products run on vdpbf16ps, bfloat16 also
+// with that switched off.
+struct Mode {
+  const char* name;
+  DType autocast;  // kFloat32: no autocast
+  bool own_gemm = true, dot_product = true;
+};
+std::vector<Mode> modes() {
+  std::vector<Mode> m = {{"float32", kFloat32},
+                         {"float32, Eigen's GEMM", kFloat32, false},
+                         {"bf16 autocast", kBFloat16},
+                         {"fp16 autocast + GradScaler", kFloat16}};
+  if (cpu::gemm16_kernel(kBFloat16) == cpu::Gemm16Kernel::Avx512Bf16)
+    m.push_back({"bf16 autocast, no vdpbf16ps", kBFloat16, true, false});
+  return m;
+}
 
 struct Workload {
   const char* name;
@@ -40,11 +54,11 @@ struct Run {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<optim::SGD> opt;
   amp::GradScaler scaler;
-  int mode;
-  Run(std::shared_ptr<nn::Module> m, int mode_)
+  Mode mode;
+  Run(std::shared_ptr<nn::Module> m, const Mode& mode_)
       : model(std::move(m)),
         opt(std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.01).momentum(0.9))),
-        scaler(amp::GradScalerOptions().enabled(mode_ == 2)),
+        scaler(amp::GradScalerOptions().enabled(mode_.autocast == kFloat16)),
         mode(mode_) {}
   // One step; returns (loss, bytes the tape held after the forward, peak above the start).
   std::tuple<double, int64_t, int64_t> step(const Workload& w) {
@@ -52,10 +66,11 @@ struct Run {
     memory::reset_peak();
     const int64_t start = memory::stats().current_bytes;
     Tensor loss;
-    backends::cpu::set_allow_bf16_dot_product(mode != 3);
+    backends::cpu::set_allow_bf16_dot_product(mode.dot_product);
+    backends::cpu::set_own_float32_gemm(mode.own_gemm);
     {
       std::optional<autocast::AutocastGuard> guard;
-      if (mode > 0) guard.emplace(kCPU, mode == 2 ? kFloat16 : kBFloat16);
+      if (mode.autocast != kFloat32) guard.emplace(kCPU, mode.autocast);
       loss = w.loss(*model, w.x, w.y);
     }
     const int64_t held = memory::stats().current_bytes - start;
@@ -63,33 +78,35 @@ struct Run {
     scaler.step(*opt);
     scaler.update();
     backends::cpu::set_allow_bf16_dot_product(true);
+    backends::cpu::set_own_float32_gemm(true);
     return {loss.item<double>(), held, memory::stats().peak_bytes - start};
   }
 };
 
 void report(const Workload& w) {
-  const int modes = mode_count();
+  const std::vector<Mode> all = modes();
+  const int count = static_cast<int>(all.size());
   std::vector<std::unique_ptr<Run>> runs;
-  for (int mode = 0; mode < modes; ++mode) {
+  for (const Mode& mode : all) {
     manual_seed(1);
     runs.push_back(std::make_unique<Run>(w.make(), mode));
   }
   // The same weights and data: the losses of the first step agree to the precision's rounding.
-  double loss[4];
-  int64_t held[4], peak[4];
-  for (int m = 0; m < modes; ++m) std::tie(loss[m], held[m], peak[m]) = runs[m]->step(w);
-  for (int m = 1; m < modes; ++m)
+  std::vector<double> loss(count);
+  std::vector<int64_t> held(count), peak(count);
+  for (int m = 0; m < count; ++m) std::tie(loss[m], held[m], peak[m]) = runs[m]->step(w);
+  for (int m = 1; m < count; ++m)
     if (!(std::abs(loss[m] - loss[0]) <= 2e-2 * std::abs(loss[0]))) {
-      std::printf("%s: %s loss %.5f differs from float32's %.5f\n", w.name, kModes[m], loss[m], loss[0]);
+      std::printf("%s: %s loss %.5f differs from float32's %.5f\n", w.name, all[m].name, loss[m], loss[0]);
       std::exit(1);
     }
   std::vector<std::function<void()>> steps;
-  for (int m = 0; m < modes; ++m) steps.push_back([&, m] { runs[m]->step(w); });
+  for (int m = 0; m < count; ++m) steps.push_back([&, m] { runs[m]->step(w); });
   const auto t = bench::interleaved_medians(steps, 9);
-  for (int m = 0; m < modes; ++m)
-    std::printf("| %s | %s | %.2f ms | %.2fx | %.1f MiB | %.2fx | %.1f MiB | %.2fx |\n", w.name, kModes[m], t[m] * 1e3,
-                t[m] / t[0], held[m] / 1048576.0, static_cast<double>(held[m]) / held[0], peak[m] / 1048576.0,
-                static_cast<double>(peak[m]) / peak[0]);
+  for (int m = 0; m < count; ++m)
+    std::printf("| %s | %s | %.2f ms | %.2fx | %.1f MiB | %.2fx | %.1f MiB | %.2fx |\n", w.name, all[m].name,
+                t[m] * 1e3, t[m] / t[0], held[m] / 1048576.0, static_cast<double>(held[m]) / held[0],
+                peak[m] / 1048576.0, static_cast<double>(peak[m]) / peak[0]);
   std::fflush(stdout);
 }
 
@@ -127,9 +144,10 @@ void gemm_report() {
     backends::cpu::set_allow_bf16_dot_product(true);
   };
   std::printf(
-      "| product | float32 | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | bf16 vs copies | "
+      "| product | float32 | float32, Eigen's GEMM | bf16 through float32 copies | bf16 | fp16 | bf16 vs float32 | "
+      "bf16 vs copies | "
       "bf16, AVX2 kernel | bf16 vs AVX2 kernel | bf16, FMA kernel (no vdpbf16ps) | bf16 vs FMA kernel | peak bytes, "
-      "copies -> bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "copies -> bf16 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
     const Tensor ab = s.a.to(kBFloat16), bb = s.b.to(kBFloat16);
     const Tensor ah = s.a.to(kFloat16), bh = s.b.to(kFloat16);
@@ -149,14 +167,19 @@ void gemm_report() {
     const int64_t peak_direct = peak_of([&] { matmul(ab, bb); });
     std::vector<std::function<void()>> runs = {[&] { matmul(s.a, s.b); }, [&] { matmul_through_float32(ab, bb); },
                                                [&] { matmul(ab, bb); }, [&] { matmul(ah, bh); }};
-    if (wide) runs.push_back([&] { held_to_avx2([&] { matmul(ab, bb); }); });
-    if (dot) runs.push_back([&] { without_dot([&] { matmul(ab, bb); }); });
+    runs.push_back([&] {  // float32 with Eigen's GEMM (4)
+      backends::cpu::set_own_float32_gemm(false);
+      matmul(s.a, s.b);
+      backends::cpu::set_own_float32_gemm(true);
+    });
+    if (wide) runs.push_back([&] { held_to_avx2([&] { matmul(ab, bb); }); });  // (5)
+    if (dot) runs.push_back([&] { without_dot([&] { matmul(ab, bb); }); });    // (last)
     const auto t = bench::interleaved_medians(runs, 15);
     const double flops = 2.0 * static_cast<double>(matmul(s.a, s.b).numel()) * s.a.size(-1);
     char avx2[64] = "-", vs_avx2[32] = "-", fma[64] = "-", vs_fma[32] = "-";
     if (wide) {
-      std::snprintf(avx2, sizeof avx2, "%.3f ms (%.0f GFLOP/s)", t[4] * 1e3, flops / t[4] * 1e-9);
-      std::snprintf(vs_avx2, sizeof vs_avx2, "%.2fx", t[4] / t[2]);
+      std::snprintf(avx2, sizeof avx2, "%.3f ms (%.0f GFLOP/s)", t[5] * 1e3, flops / t[5] * 1e-9);
+      std::snprintf(vs_avx2, sizeof vs_avx2, "%.2fx", t[5] / t[2]);
     }
     if (dot) {
       const double f = t[runs.size() - 1];
@@ -164,11 +187,13 @@ void gemm_report() {
       std::snprintf(vs_fma, sizeof vs_fma, "%.2fx", f / t[2]);
     }
     std::printf(
-        "| %s | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.2fx | %.2fx | %s | %s | %s | "
+        "| %s | %.3f ms (%.0f GFLOP/s) | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.3f ms (%.0f GFLOP/s) | %.3f ms | %.2fx | "
+        "%.2fx | %s | %s | %s | "
         "%s "
         "| %.2f -> %.2f MiB |\n",
-        s.name, t[0] * 1e3, flops / t[0] * 1e-9, t[1] * 1e3, t[2] * 1e3, flops / t[2] * 1e-9, t[3] * 1e3, t[0] / t[2],
-        t[1] / t[2], avx2, vs_avx2, fma, vs_fma, peak_copies / 1048576.0, peak_direct / 1048576.0);
+        s.name, t[0] * 1e3, flops / t[0] * 1e-9, t[4] * 1e3, flops / t[4] * 1e-9, t[1] * 1e3, t[2] * 1e3,
+        flops / t[2] * 1e-9, t[3] * 1e3, t[0] / t[2], t[1] / t[2], avx2, vs_avx2, fma, vs_fma, peak_copies / 1048576.0,
+        peak_direct / 1048576.0);
     std::fflush(stdout);
   }
   std::printf("\n(vs columns: how many times faster the bf16 kernel is; below 1, slower)\n\n");

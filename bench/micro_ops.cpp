@@ -233,6 +233,13 @@ static void BM_Softmax(benchmark::State& state) {
 }
 BENCHMARK(BM_Softmax)->Arg(64)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
+// Autocast's attention probabilities: [16 x 8 heads x 128, 128] in bfloat16.
+static void BM_SoftmaxBFloat16(benchmark::State& state) {
+  const Tensor a = randn({16 * 8 * 128, 128}).to(kBFloat16);
+  for (auto _ : state) benchmark::DoNotOptimize(a.softmax(1));
+}
+BENCHMARK(BM_SoftmaxBFloat16)->Unit(benchmark::kMicrosecond);
+
 static void BM_Conv2d(benchmark::State& state) {
   const Tensor x = randn({8, 32, 28, 28}), w = randn({32, 32, 3, 3});
   for (auto _ : state) benchmark::DoNotOptimize(conv2d(x, w, {}, {1, 1}, {1, 1}));

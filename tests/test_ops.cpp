@@ -1508,6 +1508,26 @@ TEST(Elementwise, HalfPrecisionRunsEqualFloatMathRounded) {
     }
 }
 
+// A 16-bit softmax row (autocast's attention) is widened, computed as a float32 row and rounded
+// once: the bits of the float32 softmax on the widened input, rounded; masked (-inf) entries too.
+TEST(Softmax, HalfPrecisionRowsEqualFloatSoftmaxRounded) {
+  manual_seed(13);
+  for (DType dt : {kBFloat16, kFloat16})
+    for (int64_t D : {1, 7, 8, 65, 128}) {
+      SCOPED_TRACE(detail::concat(dt, ", rows of ", D));
+      Tensor x = (randn({3, D}) * 4).to(dt);
+      {
+        NoGradGuard g;
+        x.select(0, 1).narrow(0, 0, (D + 1) / 2).fill_(-std::numeric_limits<double>::infinity());
+      }
+      const Tensor xf = x.to(kFloat32);
+      EXPECT_TRUE(all_close(x.softmax(1).to(kFloat32), xf.softmax(1).to(dt).to(kFloat32), 0, 0));
+      EXPECT_TRUE(all_close(x.log_softmax(1).to(kFloat32), xf.log_softmax(1).to(dt).to(kFloat32), 0, 0));
+      // Along dim 0 (rows strided): the scalar loop, within one rounding of it.
+      EXPECT_TRUE(all_close(x.softmax(0).to(kFloat32), xf.softmax(0), 1e-2, 1e-3));
+    }
+}
+
 // A uint8 max pool (quantized activations) writes no indices; its 2x2 stride-2 windows run
 // eight per step, a row's last step moved back to end at the row's end and a step near the
 // tensor's end done in scalars. The values equal a plain loop's on every row length 2 to 41,

@@ -1,8 +1,10 @@
 // softmax / log_softmax along one dim, numerically stable: exp(x - max) / sum.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/vec_half.h"
 #include "ember/tensor/cpu/vec_math.h"
 #include "ember/tensor/dim_split.h"
 #include "ember/tensor/parallel.h"
@@ -33,7 +35,8 @@ void softmax_row(const T* x, T* y, int64_t D, int64_t stride) {
 }
 
 #ifdef EMBER_HAVE_VEC_MATH
-// The float fast path for a contiguous row: vector max, exp and sum (8 lanes at a time).
+// The float fast path for a contiguous row: vector max, exp and sum (8 lanes at a time). y may be
+// x (each pass reads an element before it writes it).
 template <bool kLog>
 void softmax_row_avx2(const float* x, float* y, int64_t D) {
   int64_t d = 0;
@@ -78,12 +81,24 @@ void softmax_typed(const Tensor& in, const Tensor& out, int64_t dim) {
   const T* x = static_cast<const T*>(in.data_ptr());
   T* y = static_cast<T*>(out.data_ptr());
   parallel_for(0, outer * inner, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(D, 1)), [&](int64_t b, int64_t e) {
+#ifdef EMBER_HAVE_VEC_MATH
+    // 16-bit rows (autocast's attention): widened into a float32 row, computed there, rounded back.
+    constexpr bool kHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+    std::vector<float> row(kHalf && inner == 1 ? static_cast<size_t>(D) : 0);
+#endif
     for (int64_t r = b; r < e; ++r) {
       const int64_t o = r / inner, i = r % inner;
 #ifdef EMBER_HAVE_VEC_MATH
       if constexpr (std::is_same_v<T, float>) {
         if (inner == 1) {
           softmax_row_avx2<kLog>(x + o * D, y + o * D, D);
+          continue;
+        }
+      } else if constexpr (kHalf) {
+        if (inner == 1) {
+          widen_run(x + o * D, D, row.data());
+          softmax_row_avx2<kLog>(row.data(), row.data(), D);
+          narrow_run(row.data(), D, y + o * D);
           continue;
         }
       }
