@@ -14,14 +14,17 @@
 //     and 24 FMAs. Only these functions are compiled for AVX-512F (the target attribute), and
 //     they run only where the CPU has it and backends::cpu::max_isa() allows it.
 // In both, the FMA units, not the loads, limit a tile. Around the tile:
-//   - B [K, N] is packed into panels of kCols columns, [K][kCols] each (zero past N), once per
-//     call, shared by the threads; a Linear's w^T goes through 8 x 8 register transposes;
-//   - A is packed per strip of kRows rows into [K][kRows] by the thread that uses it;
+//   - B [K, N] is packed into panels of kCols columns, [K][kCols] each (zero past N), shared by
+//     the threads, at most 2 MiB of them at a time (from the caching allocator, so a call reuses
+//     the last call's block); a Linear's w^T goes through 8 x 8 register transposes;
+//   - A is packed per strip of kRows rows into [K][kRows] by the thread that uses it (rows of A
+//     through the same transposes);
 //   - K is cut into chunks of kDepth (an AVX-512 panel of 32 x 4096 floats is 512 KiB, within
-//     L2): the first chunk applies beta, the later ones add.
-// Each output is one chain of FMAs in k order, computed by one thread, so the result does not
-// depend on the thread count. It differs from Eigen's in the last bits (another summation
-// order), as two BLAS libraries' do, and between the two tiles only where K crosses a chunk.
+//     L2): the first chunk applies beta, the later ones add;
+//   - a product of less than ~512K multiply-adds per thread stays on one thread.
+// Each output is one chain of FMAs in k order, from zero, computed by one thread, so the result
+// does not depend on the thread count, and the two tiles give the same bits. It differs from
+// Eigen's in the last bits (another summation order), as two BLAS libraries' do.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
