@@ -46,6 +46,7 @@
 
 #include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/gemm_tile.h"
 #include "ember/tensor/half.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
@@ -128,22 +129,7 @@ void pack_panel_pairs(const uint16_t* b, int64_t s1, int64_t s2, int64_t n0, int
     for (int64_t k = 0; k < K; ++k) at(k, j) = b[k * s1 + (n0 + j) * s2];
 }
 
-// f(std::integral_constant<int, R>{}) with R = rows (1 .. kRows): a tile's row count as the
-// compile-time constant the vector kernels need to keep their accumulators in registers.
-template <class F, int R = kRows>
-void with_rows(int64_t rows, const F& f) {
-  if constexpr (R > 1) {
-    if (rows < R) return with_rows<F, R - 1>(rows, f);
-  }
-  f(std::integral_constant<int, R>{});
-}
-
-// Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
-struct TileOut {
-  uint16_t* c;
-  int64_t ldc, cs, rows, cols;
-  float alpha, beta;
-};
+using TileOut = cpu::TileOut<uint16_t>;
 
 // out = alpha * acc + beta * out (beta == 0: out is not read, as BLAS), rounded once. One fused
 // multiply-add, written out, in both kernels: the same rounding, so they agree bit for bit.
@@ -447,7 +433,7 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
       if (kernel == Gemm16Kernel::Avx512 || kPairs) {
         const bool two = p + 1 < panels && i + 1 < i1;  // this panel and the next (packed right after it) at once
         const TileOut pair[2] = {t, two ? tile_out(p + 1) : t};
-        with_rows(rows, [&](auto r) {
+        with_rows<kRows>(rows, [&](auto r) {
           constexpr int R = decltype(r)::value;
           if constexpr (kPairs) {
             if (two)
@@ -466,7 +452,7 @@ void gemm16_tiled(Gemm16Kernel kernel, const Tensor& a, const Tensor& b, const T
       }
       if constexpr (!kPairs) {
         if (kernel == Gemm16Kernel::Avx2) {
-          with_rows(rows, [&](auto r) { tile_avx2<kBf16, decltype(r)::value>(strip.data(), panel, K, t); });
+          with_rows<kRows>(rows, [&](auto r) { tile_avx2<kBf16, decltype(r)::value>(strip.data(), panel, K, t); });
           continue;
         }
       }

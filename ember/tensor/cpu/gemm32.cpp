@@ -35,6 +35,7 @@
 
 #include "ember/tensor/cpu/cpu.h"
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/gemm_tile.h"
 #include "ember/tensor/cpu/transpose8x8.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
@@ -61,12 +62,7 @@ namespace {
 
 constexpr int64_t kDepth = 4096;  // K per chunk
 
-// Where a tile's outputs go: c + r * ldc + j * cs for r < rows, j < cols.
-struct TileOut {
-  float* c;
-  int64_t ldc, cs, rows, cols;
-  float alpha, beta;
-};
+using TileOut = cpu::TileOut<float>;
 
 // A tile's products, already times alpha, from `out` [rows][width] to a strided output (N == 1
 // maps here), element by element.
@@ -165,15 +161,6 @@ struct Avx512Tile {
   }
 };
 
-// f(std::integral_constant<int, R>{}) with R = rows (1 .. MAX), as a compile-time constant.
-template <int MAX, class F>
-void with_rows(int64_t rows, const F& f) {
-  if constexpr (MAX > 1) {
-    if (rows < MAX) return with_rows<MAX - 1>(rows, f);
-  }
-  f(std::integral_constant<int, MAX>{});
-}
-
 // B [K, N] with strides (s1, s2), rows k0 .. k0 + depth and columns n0 .. n0 + COLS into
 // dst [depth][COLS], zero past N.
 template <int64_t COLS>
@@ -264,25 +251,24 @@ void gemm_tiled(const Gemm32Args& g) {
       const int64_t groups = std::min(count, std::max<int64_t>(1, (4 * parallel_threads() + strips - 1) / strips));
       // About 512K multiply-adds (10-20 us) per thread before a second thread pays for waking up.
       const int64_t task_size = R * depth * C * ((count + groups - 1) / groups);
-      parallel_for(0, strips * groups, std::max<int64_t>(1, (int64_t{1} << 19) / task_size),
-                   [&](int64_t tb, int64_t te) {
-                     const std::unique_ptr<float[]> strip(new float[static_cast<size_t>(depth * R)]);
-                     int64_t packed_strip = -1;
-                     for (int64_t task = tb; task < te; ++task) {
-                       const int64_t s = task / groups, group = task % groups;
-                       const int64_t m0 = s * R, rows = std::min(R, g.M - m0);
-                       if (s != packed_strip) pack_strip<R>(g.a, g.as1, g.as2, m0, rows, k0, depth, strip.get());
-                       packed_strip = s;
-                       for (int64_t p = group * count / groups; p < (group + 1) * count / groups; ++p) {
-                         const int64_t n0 = (p0 + p) * C;
-                         const TileOut out{g.c + m0 * g.cs1 + n0 * g.cs2, g.cs1,   g.cs2, rows,
-                                           std::min(C, g.N - n0),         g.alpha, beta};
-                         with_rows<R>(rows, [&](auto r) {
-                           Tile::template run<decltype(r)::value>(strip.get(), pp + p * depth * C, depth, out);
-                         });
-                       }
-                     }
-                   });
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 19) / task_size);
+      parallel_for(0, strips * groups, grain, [&](int64_t tb, int64_t te) {
+        const std::unique_ptr<float[]> strip(new float[static_cast<size_t>(depth * R)]);
+        int64_t packed_strip = -1;
+        for (int64_t task = tb; task < te; ++task) {
+          const int64_t s = task / groups, group = task % groups;
+          const int64_t m0 = s * R, rows = std::min(R, g.M - m0);
+          if (s != packed_strip) pack_strip<R>(g.a, g.as1, g.as2, m0, rows, k0, depth, strip.get());
+          packed_strip = s;
+          for (int64_t p = group * count / groups; p < (group + 1) * count / groups; ++p) {
+            const int64_t n0 = (p0 + p) * C;
+            const TileOut out{g.c + m0 * g.cs1 + n0 * g.cs2, g.cs1, g.cs2, rows, std::min(C, g.N - n0), g.alpha, beta};
+            with_rows<R>(rows, [&](auto r) {
+              Tile::template run<decltype(r)::value>(strip.get(), pp + p * depth * C, depth, out);
+            });
+          }
+        }
+      });
     }
   }
 }
