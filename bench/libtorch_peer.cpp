@@ -514,6 +514,14 @@ int main(int argc, char** argv) {
     compare(
         "float32 GEMM 1024^3", [&] { (void)ember::matmul(a, b); }, [&] { (void)torch::matmul(ta, tb); },
         [&] { torch::mm_out(mo, ta, tb); });
+    // Attention's scores: 128 small products (16 sequences x 8 heads), k transposed as a view.
+    const ember::Tensor q = ember::randn({128, 128, 32}), k = ember::randn({128, 128, 32});
+    const torch::Tensor tq = as_torch(q), tk = as_torch(k);
+    check("attention scores", ember::matmul(q, k.transpose(1, 2)), torch::matmul(tq, tk.transpose(1, 2)), 1e-3);
+    torch::Tensor so = torch::empty({128, 128, 128});
+    compare(
+        "attention scores, 128 x ([128, 32] @ [32, 128])", [&] { (void)ember::matmul(q, k.transpose(1, 2)); },
+        [&] { (void)torch::matmul(tq, tk.transpose(1, 2)); }, [&] { torch::bmm_out(so, tq, tk.transpose(1, 2)); });
     const ember::Tensor u = ember::rand({16 << 20}), v = ember::rand({16 << 20});
     const torch::Tensor tu = as_torch(u), tv = as_torch(v);
     check("add", u + v, tu + tv, 0);

@@ -160,17 +160,20 @@ void tile_portable(const float* a, const uint16_t* b, int64_t K, const TileOut& 
 }
 
 #ifdef EMBER_GEMM16_AVX2
+// Eight outputs: out = alpha acc + beta out, rounded once (finish's arithmetic, 8 at a time).
+template <bool kBf16>
+inline void store8_scaled(uint16_t* out, __m256 acc, const TileOut& t) {
+  __m256 v = _mm256_mul_ps(_mm256_set1_ps(t.alpha), acc);
+  if (t.beta != 0) v = _mm256_fmadd_ps(_mm256_set1_ps(t.beta), widen8<kBf16>(out), v);
+  store8(out, narrow8<kBf16>(v));
+}
+
 template <bool kBf16>
 void store_tile_avx2(const float* tile, const TileOut& t) {
   if (t.cols != kCols || t.cs != 1) return store_tile_scalar<kBf16>(tile, t);
-  const __m256 alpha = _mm256_set1_ps(t.alpha), beta = _mm256_set1_ps(t.beta);
   for (int64_t r = 0; r < t.rows; ++r)
-    for (int64_t h = 0; h < kCols; h += 8) {
-      uint16_t* out = t.c + r * t.ldc + h;
-      __m256 v = _mm256_mul_ps(alpha, _mm256_loadu_ps(tile + r * kCols + h));
-      if (t.beta != 0) v = _mm256_fmadd_ps(beta, widen8<kBf16>(out), v);
-      store8(out, narrow8<kBf16>(v));
-    }
+    for (int64_t h = 0; h < kCols; h += 8)
+      store8_scaled<kBf16>(t.c + r * t.ldc + h, _mm256_loadu_ps(tile + r * kCols + h), t);
 }
 
 // ROWS x 16 outputs: per k, the panel's 16 values widened into two registers, each row's value
@@ -189,13 +192,21 @@ void tile_avx2(const float* a, const uint16_t* b, int64_t K, const TileOut& t) {
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+  if (t.cols == kCols && t.cs == 1) {  // whole rows: rounded and stored from the registers
+#pragma GCC unroll 6
+    for (int r = 0; r < ROWS; ++r) {
+      store8_scaled<kBf16>(t.c + r * t.ldc, acc[r][0], t);
+      store8_scaled<kBf16>(t.c + r * t.ldc + 8, acc[r][1], t);
+    }
+    return;
+  }
   alignas(32) float tile[kRows * kCols];
 #pragma GCC unroll 6
   for (int r = 0; r < ROWS; ++r) {
     _mm256_store_ps(tile + r * kCols, acc[r][0]);
     _mm256_store_ps(tile + r * kCols + 8, acc[r][1]);
   }
-  store_tile_avx2<kBf16>(tile, t);
+  store_tile_scalar<kBf16>(tile, t);
 }
 
 // One row of A (M == 1, a batch-1 Linear): a GEMV. The tiled path packs all of B for that one
