@@ -33,8 +33,9 @@ Isa max_isa();
 // What the direct kernels run with now: "avx512", "avx2" (or "none" off x86-64).
 const char* isa();
 
-// Whether float32 matmuls and the im2col convolutions use ember's own GEMM (Note [float32 GEMM]
-// in tensor/cpu/gemm32.cpp: 6 x 16 register tiles on AVX2, 12 x 32 on AVX-512) or Eigen's. On by
+// Whether float32 matmuls use ember's own GEMM (Note [float32 GEMM] in tensor/cpu/gemm32.cpp:
+// 6 x 16 register tiles on AVX2, 12 x 32 on AVX-512) or Eigen's; the im2col convolutions use it
+// on AVX-512 only (on AVX2 Eigen's was faster on their small per-sample products). On by
 // default; the environment variable EMBER_CPU_GEMM=eigen sets it off at start. For benchmarks
 // and tests: the two differ in the last bits, as two BLAS libraries do.
 void set_own_float32_gemm(bool on);
