@@ -1,6 +1,8 @@
 // ember's float32 GEMM (Note [float32 GEMM]), each register tile this CPU runs (AVX2's 6 x 16,
 // AVX-512's 12 x 32): within float32's rounding bound of a float64 reference on every strip and
-// panel edge, layout, alpha and beta, across K chunks and panel blocks; the two tiles' bits equal;
+// panel edge, layout, alpha and beta, across K chunks and panel blocks; every output exactly one
+// chain of FMAs in k order on every path (half-width panels, the transposed product, the three
+// ways of storing); the two tiles' bits equal;
 // NaN, beta = 0, thread counts, and the switches that choose between them and Eigen's GEMM.
 // Skipped on CPUs without AVX2 (Eigen's GEMM runs there, and the other tests cover it).
 #include <gtest/gtest.h>
@@ -86,6 +88,52 @@ TEST(Gemm32, EachTileIsOneFloat32SumFromFloat64OnEveryEdge) {
           if (layout == 0)
             expect_within_rounding(run_kernel(kernel, a, b, c0, alpha, beta, true), a, b, c0, alpha, beta);
         }
+}
+
+// Every output is alpha (a chain of FMAs in k order from zero), then beta c fused in: the same
+// bits on every path. The shapes take the paths Note [float32 GEMM] names: the half-width last
+// panel (N % 16 or N % 32 at most half a panel), the transposed product (128 x 49, where c^T =
+// b^T a^T wastes less of the tiles; 49 x 128 is the same product unturned), and outputs stored
+// by rows, strided (element by element) and transposed (through 8 x 8 transposes).
+TEST(Gemm32, EveryOutputIsOneChainOfFmasOnEveryPath) {
+  REQUIRE_OWN_GEMM();
+  manual_seed(36);
+  const std::vector<std::array<int64_t, 3>> shapes = {{128, 49, 70}, {49, 128, 70}, {1024, 49, 9}, {30, 40, 33},
+                                                      {12, 48, 5},   {13, 65, 17},  {64, 196, 16}};
+  for (auto kernel : own_kernels())
+    for (auto [M, N, K] : shapes)
+      for (int layout = 0; layout < 5; ++layout)
+        for (int c_layout = 0; c_layout < 3; ++c_layout)  // rows, every other column, a transpose
+          for (auto [alpha, beta] : std::vector<std::pair<float, float>>{{2, 0}, {0.5f, -1.5f}}) {
+            SCOPED_TRACE(::testing::Message()
+                         << cpu::gemm32_kernel_name(kernel) << " " << M << "x" << N << "x" << K << " layout " << layout
+                         << " c layout " << c_layout << " alpha " << alpha << " beta " << beta);
+            const Tensor a = operand(M, K, layout & 1, layout == 4), b = operand(K, N, layout & 2);
+            const Tensor c0 = randn({M, N});
+            Tensor c = c_layout == 0   ? c0.clone()
+                       : c_layout == 1 ? zeros({M, 2 * N}).slice(1, 0, 2 * N, 2)
+                                       : zeros({N, M}).t();
+            if (c_layout != 0) {
+              NoGradGuard g;
+              c.copy_(c0);
+            }
+            cpu::gemm32_with(
+                kernel, {a.data_ptr<float>(), a.stride(0), a.stride(1), b.data_ptr<float>(), b.stride(0), b.stride(1),
+                         c.data_ptr<float>(), c.stride(0), c.stride(1), M, N, K, alpha, beta});
+            const float *pa = a.data_ptr<float>(), *pb = b.data_ptr<float>(), *pc0 = c0.data_ptr<float>();
+            const float* pc = c.data_ptr<float>();
+            const int64_t as1 = a.stride(0), as2 = a.stride(1), bs1 = b.stride(0), bs2 = b.stride(1);
+            const int64_t cs1 = c.stride(0), cs2 = c.stride(1);
+            int64_t differ = 0;
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                float acc = 0;
+                for (int64_t k = 0; k < K; ++k) acc = std::fma(pa[m * as1 + k * as2], pb[k * bs1 + n * bs2], acc);
+                const float want = beta == 0 ? alpha * acc : std::fma(beta, pc0[m * N + n], alpha * acc);
+                differ += pc[m * cs1 + n * cs2] != want;
+              }
+            EXPECT_EQ(differ, 0);
+          }
 }
 
 // Both tiles compute each output as one chain of FMAs in k order, with the same K chunks: the
