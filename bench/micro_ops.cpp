@@ -218,20 +218,27 @@ BENCHMARK(BM_Matmul)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond
 
 // Products whose N is not a whole number of the tiles' panels, [M, K] x [K, N]: a convolution's
 // 7 x 7 outputs (N = 49: the weights against the receptive fields, and the data gradient), the
-// character GPT's head (N = 65 letters), and the same sizes rounded to whole tiles.
+// character GPT's head (N = 65 letters), the same sizes rounded to whole tiles; and the DCGAN's
+// per-sample im2col products in their layouts (the 4th argument: 1, a is a transpose, w^T dy;
+// 2, b is, dy col^T), which run one per thread (OMP_NUM_THREADS=1 times them as they run there).
 static void BM_MatmulShapes(benchmark::State& state) {
-  const int64_t M = state.range(0), N = state.range(1), K = state.range(2);
-  const Tensor a = randn({M, K}), b = randn({K, N});
+  const int64_t M = state.range(0), N = state.range(1), K = state.range(2), layout = state.range(3);
+  const Tensor a = layout == 1 ? randn({K, M}).t() : randn({M, K});
+  const Tensor b = layout == 2 ? randn({N, K}).t() : randn({K, N});
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_MatmulShapes)
-    ->Args({128, 49, 1024})
-    ->Args({126, 48, 1024})
-    ->Args({1024, 49, 128})
-    ->Args({1024, 65, 256})
-    ->Args({1024, 64, 256})
+    ->Args({128, 49, 1024, 0})
+    ->Args({126, 48, 1024, 0})
+    ->Args({1024, 49, 128, 0})
+    ->Args({1024, 65, 256, 0})
+    ->Args({1024, 64, 256, 0})
+    ->Args({1024, 49, 128, 1})
+    ->Args({128, 1024, 49, 2})
+    ->Args({64, 196, 16, 0})
+    ->Args({64, 16, 196, 2})
     ->Unit(benchmark::kMicrosecond);
 
 // Attention's scores: many small products, one per head (16 sequences x 8 heads); float32, or

@@ -84,8 +84,10 @@ bool try_gemm32(const T* a, int64_t as1, int64_t as2, const T* b, int64_t bs1, i
                 int64_t M, int64_t N, int64_t K, float beta) {
   if constexpr (std::is_same_v<T, float>) {
     // Only the AVX-512 tile: on AVX2 the 6 x 16 tile lost to Eigen on the DCGAN's per-sample
-    // products (N = 49 output positions wastes a quarter of the last panels; K as small as 49):
-    // 7.9 s against 6.7 for 60 batches, where the AVX-512 tile took 5.3 against 6.5.
+    // products (N = 49 output positions; K as small as 16): 7.9 s against 6.7 for 60 batches,
+    // where the AVX-512 tile took 5.3 against 6.5. With the half-width last panel and the
+    // transposed product it still lost, 6.9-7.3 s against 6.6-6.8 (those products themselves
+    // ran even; the first layer's, 64 x 196 x 16 and 64 x 16 x 196, at 0.8x Eigen's speed).
     if (gemm32_kernel() != Gemm32Kernel::Avx512 || !gemm32_applies(M, N, K)) return false;
     gemm32({a, as1, as2, b, bs1, bs2, c, cs1, 1, M, N, K, 1.0f, beta});
     return true;

@@ -304,11 +304,13 @@ void gemm_tiled(const Gemm32Args& g) {
       });
       // Enough tasks for every thread, in strip order (a strip packed once per run of panels);
       // but where c's columns lie along M (ldc == 1: the transposed product), neighbouring strips'
-      // tiles share every column's cache lines, so there the tasks run in panel-group order and
-      // no two threads write one line (strip order made two threads 1.5x slower than one).
+      // tiles share every column's cache lines (strip order made two threads 1.5x slower than
+      // one), so there each thread takes one group of panels against every strip, and no two
+      // threads write one line. A task is still one strip against a group, packed per task: one
+      // group per thread keeps that to one packing of each strip per thread.
       const bool by_panels = g.cs1 == 1;
       const int64_t groups =
-          std::min(count, by_panels ? 4 * parallel_threads()
+          std::min(count, by_panels ? int64_t{parallel_threads()}
                                     : std::max<int64_t>(1, (4 * parallel_threads() + strips - 1) / strips));
       // About 512K multiply-adds (10-20 us) per thread before a second thread pays for waking up.
       const int64_t task_size = R * depth * C * ((count + groups - 1) / groups);
