@@ -218,9 +218,10 @@ BENCHMARK(BM_Matmul)->Arg(64)->Arg(256)->Arg(1024)->Unit(benchmark::kMillisecond
 
 // Products whose N is not a whole number of the tiles' panels, [M, K] x [K, N]: a convolution's
 // 7 x 7 outputs (N = 49: the weights against the receptive fields, and the data gradient), the
-// character GPT's head (N = 65 letters), the same sizes rounded to whole tiles; and the DCGAN's
-// per-sample im2col products in their layouts (the 4th argument: 1, a is a transpose, w^T dy;
-// 2, b is, dy col^T), which run one per thread (OMP_NUM_THREADS=1 times them as they run there).
+// character GPT's head (N = 65 letters), the same sizes rounded to whole tiles, a 10-class head
+// (N = 10: Eigen's before, now the transposed product); and the DCGAN's per-sample im2col
+// products in their layouts (the 4th argument: 1, a is a transpose, w^T dy; 2, b is, dy col^T),
+// which run one per thread (OMP_NUM_THREADS=1 times them as they run there).
 static void BM_MatmulShapes(benchmark::State& state) {
   const int64_t M = state.range(0), N = state.range(1), K = state.range(2), layout = state.range(3);
   const Tensor a = layout == 1 ? randn({K, M}).t() : randn({M, K});
@@ -239,6 +240,8 @@ BENCHMARK(BM_MatmulShapes)
     ->Args({128, 1024, 49, 2})
     ->Args({64, 196, 16, 0})
     ->Args({64, 16, 196, 2})
+    ->Args({128, 10, 128, 0})
+    ->Args({1024, 10, 64, 0})
     ->Unit(benchmark::kMicrosecond);
 
 // Attention's scores: many small products, one per head (16 sequences x 8 heads); float32, or

@@ -206,7 +206,10 @@ TEST(Gemm32, TheSwitchesChooseTheTileOrEigen) {
     EXPECT_TRUE(all_close(addmm(bias, x.select(0, 1), w.t()), eigen.select(0, 1) + bias, 1e-5, 1e-5));
   }
   backends::cpu::set_max_isa(before);
-  EXPECT_FALSE(cpu::gemm32_applies(3, 80, 96));  // too few rows: Eigen's
+  EXPECT_FALSE(cpu::gemm32_applies(3, 80, 96));    // too few rows: Eigen's
+  EXPECT_TRUE(cpu::gemm32_applies(128, 10, 128));  // a 10-class head: the transposed product
+  EXPECT_FALSE(cpu::gemm32_applies(128, 8, 128));  // too few columns, even transposed
+  EXPECT_FALSE(cpu::gemm32_applies(12, 10, 512));  // too few of either
   EXPECT_FALSE(cpu::gemm32_applies(64, 80, 0));
   const Tensor a = ones({4, 4}), b = ones({4, 16}), c = zeros({4, 16});
   EXPECT_THROW(cpu::gemm32_with(cpu::Gemm32Kernel::Eigen, {a.data_ptr<float>(), 4, 1, b.data_ptr<float>(), 16, 1,

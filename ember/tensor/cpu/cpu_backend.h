@@ -61,8 +61,8 @@ bool gemm32_kernel_available(Gemm32Kernel k);  // built in, and supported by thi
 // CPU has no AVX2, else the widest tile backends::cpu::max_isa() allows.
 Gemm32Kernel gemm32_kernel();
 // Whether an [M, K] x [K, N] float32 product takes ember's kernel: one is chosen, and the product
-// is past the sizes where packing B costs more than the tile gains (at least 4 rows, 16 columns
-// and 32^3 multiply-adds).
+// is past the sizes where packing costs more than the tile gains (at least 4 rows, 16 columns,
+// or 9 with 16 rows, and 32^3 multiply-adds).
 bool gemm32_applies(int64_t M, int64_t N, int64_t K);
 void gemm32(const Gemm32Args& g);  // with gemm32_kernel(), which must not be Eigen; K > 0
 void gemm32_with(Gemm32Kernel k, const Gemm32Args& g);
