@@ -274,6 +274,10 @@ void pack_strip(const float* a, int64_t s1, int64_t s2, int64_t m0, int64_t rows
   }
 }
 
+// Whether the last of N's panels of C columns holds at most C / 2 of them, and so is packed and
+// run at half the width (the driver and the cost model below both ask).
+constexpr bool half_width_last(int64_t N, int64_t C) { return (N - 1) % C + 1 <= C / 2; }
+
 // The tiled product with one register tile: for each chunk of K and block of panels, the
 // panels packed by all threads, then each task one strip of A against a run of them. A last
 // panel of at most half the tile's width is packed at that width and run by the half-width tile
@@ -282,7 +286,7 @@ template <class Tile>
 void gemm_tiled(const Gemm32Args& g) {
   constexpr int64_t R = Tile::kRows, C = Tile::kCols;
   const int64_t panels = (g.N + C - 1) / C, strips = (g.M + R - 1) / R;
-  const bool narrow_last = g.N - (panels - 1) * C <= C / 2;
+  const bool narrow_last = half_width_last(g.N, C);
   // At most 2 MiB of packed panels at a time (Eigen's GEMM packs in blocks too), from the caching
   // allocator, so that a call reuses the last call's block and a large B adds no large copy.
   const int64_t block = std::clamp<int64_t>((int64_t{1} << 19) / (std::min(kDepth, g.K) * C), 1, panels);
@@ -352,7 +356,7 @@ template <class Tile>
 int64_t tile_cycles(int64_t M, int64_t N) {
   constexpr int64_t R = Tile::kRows, C = Tile::kCols;
   const auto tile = [](int64_t r, int64_t v) { return std::max<int64_t>(r * v / 2, 4); };
-  const int64_t rest_r = M % R, rest_c = N % C, rest_v = rest_c <= C / 2 ? 1 : 2;
+  const int64_t rest_r = M % R, rest_c = N % C, rest_v = half_width_last(N, C) ? 1 : 2;
   const auto row_of_tiles = [&](int64_t r) { return N / C * tile(r, 2) + (rest_c ? tile(r, rest_v) : 0); };
   return M / R * row_of_tiles(R) + (rest_r ? row_of_tiles(rest_r) : 0);
 }
