@@ -133,12 +133,18 @@ void prune_and_finetune(const Config& c, nn::Sequential& model, optim::Optimizer
   if (c.prune_method == "global") prune::global_unstructured(weights, prune::L1Unstructured(c.prune));
   std::printf("pruned %s, amount %.2f\n", c.prune_method.c_str(), c.prune);
   report_model(model, test, "pruned, before fine-tuning:");
+  // One epoch of fine-tuning at the run's starting learning rate (a cosine schedule has brought
+  // it to 0 by now), through a closure, which every optimizer takes and L-BFGS needs.
+  for (optim::ParamGroup& g : opt.param_groups())
+    if (g.initial_lr) g.options().set_lr(*g.initial_lr);
   model->train();
-  for (const data::Batch& b : loader) {  // one epoch of fine-tuning
-    opt.zero_grad();
-    nn::functional::cross_entropy(model(b.data), b.target).backward();
-    opt.step();
-  }
+  for (const data::Batch& b : loader)
+    opt.step([&] {
+      opt.zero_grad();
+      Tensor loss = nn::functional::cross_entropy(model(b.data), b.target);
+      loss.backward();
+      return loss;
+    });
   for (auto& w : weights)
     if (prune::find_hook(*w.module, "weight")) prune::remove(*w.module, "weight");
   report_model(model, test, "pruned, fine-tuned 1 epoch:");
@@ -226,7 +232,8 @@ int main(int argc, char** argv) {
                  "Perfetto) and a table of the ops' times");
   app.add_option("--profile-steps", c.profile_steps, "batches to profile")->check(examples::cli::count(1, 1e9));
   app.add_option("--prune", c.prune,
-                 "after training: prune this share of the weights, fine-tune one epoch, report (technique 8)")
+                 "after training: prune this share of the weights, fine-tune one epoch at the starting learning rate, "
+                 "report (technique 8)")
       ->check(examples::cli::range(0, 1));
   app.add_option("--prune-method", c.prune_method,
                  "l1 (smallest |w| per layer), global (one L1 threshold over all layers) or ln-structured (whole "
