@@ -240,7 +240,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed for weights, shuffling and sampling")
       ->check(examples::cli::count(0, 18446744073709551615.0));
   app.add_option("--sample", c.sample_chars, "characters to sample at the end")->check(examples::cli::count(0, 1e8));
-  app.add_option("--prompt", c.prompt, "text the sample continues");
+  CLI::Option* prompt_option =
+      app.add_option("--prompt", c.prompt,
+                     "text the sample continues (default: a newline, or the text's first character if it has none)")
+          ->check(CLI::Validator([](std::string& v) { return v.empty() ? "must not be empty" : ""; }, ""))
+          ->default_str("\\n");
   app.add_option("--temperature", c.temperature, "sampling temperature")->check(examples::cli::positive(1e6));
   examples::cli::add_checkpoint_options(app, c.save, c.save_every, c.resume, "steps");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
@@ -286,6 +290,7 @@ int main(int argc, char** argv) {
                                                  : data::read_gzip_or_plain(c.text_path, size_t{1} << 30, "--text");
     // nanoGPT's split: the first part trains, the tail validates; one vocabulary for both.
     const data::CharVocabulary vocab(text);
+    if (prompt_option->count() == 0 && text.find('\n') == std::string::npos) c.prompt = text.substr(0, 1);
     vocab.encode(c.prompt);  // a prompt the model cannot read fails now, not after training
     const size_t n_val = static_cast<size_t>(static_cast<double>(text.size()) * c.val_fraction);
     auto train = std::make_shared<data::CharTextDataset>(text.substr(0, text.size() - n_val),

@@ -39,6 +39,7 @@ expect_refused train_charlm "--pipeline-stages 2 --distributed: the processes mu
   --pipeline-stages 2 --distributed
 expect_refused train_charlm "--batch-size 30 does not divide into --chunks 4" --pipeline-stages 2 --batch-size 30
 expect_refused train_charlm "--schedule: zigzag not in {gpipe,1f1b}" --schedule zigzag
+expect_refused train_charlm "--prompt: must not be empty" --prompt ''
 expect_refused fit_lbfgs "--max-iterations: must be an integer" --max-iterations 0
 expect_refused ember_tour "--threads: must be an integer in [1, 1024]" --threads 0
 # A destination that cannot be written is found before the first epoch, not after it.
@@ -58,5 +59,12 @@ expect_refused train_mnist "safetensors '$data/iris/iris.csv': the header length
 expect_refused train_mnist "is a checkpoint of --model mlp, not cnn" --model cnn --resume "$data/run.ckpt"
 expect_refused train_mnist "has finished 2 epochs, beyond this run's --epochs 1" --epochs 1 --train-size 200 \
   --test-size 50 --resume "$data/run.ckpt"
+# A text without a newline samples from its first character (the default prompt, a newline, is
+# not in its vocabulary).
+printf 'abcabcabcabcabcabcabcabcabcabcabc' > "$data/one_line.txt"
+"$bin/train_charlm" --text "$data/one_line.txt" --seq-len 8 --epochs 1 --sample 5 > /dev/null || {
+  echo "FAIL: train_charlm on a text without a newline" >&2
+  failures=$((failures + 1))
+}
 [ "$failures" = 0 ] && echo "cli_values: every bad value was refused with its message"
 exit "$failures"
