@@ -370,6 +370,33 @@ Tensor& autograd::scatter_add_(Tensor& x, int64_t dim, const Tensor& index, cons
   return x;
 }
 
+// scatter overwrites: x's gradient is zero where an element was replaced, src's is the output
+// gradient where each element landed (with colliding targets, as in PyTorch, each colliding
+// element gets it: the gradient is only meaningful for distinct targets).
+Tensor autograd::scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = forward([&] { return native::scatter(x, dim, index, src); });
+  if (needs_grad(x, src)) {
+    const int64_t d = wrap_dim(dim, x.dim(), "scatter");
+    record_fn("ScatterBackward", {&x, &src}, {&out}, [ls = Like(src), idx = index, d](std::vector<Tensor>& g) {
+      const Tensor gx = native::scatter(g[0], d, idx, ember::zeros_like(native::gather(g[0], d, idx)));
+      Tensor gs = ls.zeros();
+      Tensor region = gs;
+      for (int64_t k = 0; k < idx.dim(); ++k) region = native::narrow(region, k, 0, idx.size(k));
+      native::copy_(region, native::gather(g[0], d, idx));
+      return std::vector<Tensor>{gx, gs};
+    });
+  }
+  return out;
+}
+
+Tensor& autograd::scatter_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  EMBER_CHECK(!(GradMode::is_enabled() && (x.requires_grad() || src.requires_grad())),
+              "scatter_: in-place scatter on tensors that require grad is not supported; use scatter");
+  native::scatter_(x, dim, index, src);
+  x.bump_version();
+  return x;
+}
+
 Tensor autograd::embedding(const Tensor& weight, const Tensor& indices) {
   if (!needs_grad(weight)) return forward([&] { return native::embedding(weight, indices); });
   EMBER_CHECK(weight.dim() == 2, "embedding: weight must be 2-D [num_embeddings, embedding_dim], got shape ",

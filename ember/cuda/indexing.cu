@@ -108,15 +108,40 @@ __global__ void gather_kernel(OffsetCalc<3> calc, char* out, const char* index, 
   }
 }
 
-template <class T>
-__global__ void scatter_add_kernel(OffsetCalc<3> calc, char* self, const char* index, const char* src, int64_t step,
-                                   int64_t n) {
+// kAccumulate: atomics, as targets may collide; else plain stores (one of colliding writes wins).
+template <class T, bool kAccumulate>
+__global__ void scatter_kernel(OffsetCalc<3> calc, char* self, const char* index, const char* src, int64_t step,
+                               int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     int64_t off[3];
     calc.get(i, off);
     const int64_t k = *reinterpret_cast<const int64_t*>(index + off[1]);
-    atomic_add(reinterpret_cast<T*>(self + off[0] + k * step), *reinterpret_cast<const T*>(src + off[2]));
+    T* dst = reinterpret_cast<T*>(self + off[0] + k * step);
+    if constexpr (kAccumulate)
+      atomic_add(dst, *reinterpret_cast<const T*>(src + off[2]));
+    else
+      *dst = *reinterpret_cast<const T*>(src + off[2]);
   }
+}
+
+// self[i.. with dim replaced by index[i..]] (+)= src[i..]
+template <bool kAccumulate>
+void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const char* op) {
+  DeviceGuard guard(self.device().index);
+  check_indices(index, self.size(dim), op, dim);
+  const Tensor self_r = index_aligned_view(self, index, dim);
+  const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
+  const OffsetCalc<3> calc = make_offset_calc<3>({&self_r, &index, &src_r}, op);
+  char* o = static_cast<char*>(self_r.data_ptr());
+  const char* ix = static_cast<const char*>(index.data_ptr());
+  const char* s = static_cast<const char*>(src_r.data_ptr());
+  EMBER_CUDA_DISPATCH_ALL(self.dtype(), op, [&] {
+    scatter_kernel<scalar_t, kAccumulate><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
+  });
+  EMBER_KERNEL_CHECK();
 }
 
 }  // namespace
@@ -172,23 +197,11 @@ void CudaBackend::gather(const Tensor& src, int64_t dim, const Tensor& index, co
   EMBER_KERNEL_CHECK();
 }
 
-// self[i.. with dim replaced by index[i..]] += src[i..], with atomics (targets may collide)
 void CudaBackend::scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  DeviceGuard guard(self.device().index);
-  check_indices(index, self.size(dim), "scatter_add", dim);
-  const Tensor self_r = index_aligned_view(self, index, dim);
-  const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());
-  const int64_t n = index.numel();
-  if (n == 0) return;
-  const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
-  const OffsetCalc<3> calc = make_offset_calc<3>({&self_r, &index, &src_r}, "scatter_add");
-  char* o = static_cast<char*>(self_r.data_ptr());
-  const char* ix = static_cast<const char*>(index.data_ptr());
-  const char* s = static_cast<const char*>(src_r.data_ptr());
-  EMBER_CUDA_DISPATCH_ALL(self.dtype(), "scatter_add", [&] {
-    scatter_add_kernel<scalar_t><<<grid_for(n), kBlock, 0, stream_of(self)>>>(calc, o, ix, s, step, n);
-  });
-  EMBER_KERNEL_CHECK();
+  scatter_into<true>(self, dim, index, src, "scatter_add");
+}
+void CudaBackend::scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into<false>(self, dim, index, src, "scatter");
 }
 
 }  // namespace ember::cuda

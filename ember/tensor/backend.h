@@ -215,6 +215,8 @@ class Backend {
   virtual void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out);
   // self[..index[..i..]..] += src[..i..] along dim, in place
   virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+  // self[..index[..i..]..] = src[..i..] along dim, in place (one of the writes wins where they collide)
+  virtual void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
   // ---- optimizer steps (Note [Fused optimizer steps]): step += 1, then ----
   // p -= lr * (nesterov ? g + μ buf : buf), buf = step == 1 ? g : μ buf + (1 - τ) g, g = ±grad + wd p
@@ -316,6 +318,7 @@ class Backend {
   void index_select(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                  \
   void gather(const Tensor& src, int64_t dim, const Tensor& index, const Tensor& out) override;                        \
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;                  \
+  void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) override;                      \
   void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                       \
   void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                    \
   void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override;                           \

@@ -59,25 +59,37 @@ void CpuBackend::gather(const Tensor& src, int64_t dim, const Tensor& index, con
   });
 }
 
-// self[i.. with dim replaced by index[i..]] += src[i..]   (serial: targets may collide)
-void CpuBackend::scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  check_indices(index, self.size(dim), "scatter_add", dim);
+namespace {
+// self[i.. with dim replaced by index[i..]] (+)= src[i..]   (serial: targets may collide; the
+// last write in index order wins where they do)
+template <bool kAccumulate>
+void scatter_into(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const char* op) {
+  check_indices(index, self.size(dim), op, dim);
   const Tensor self_r = index_aligned_view(self, index, dim);
   const Tensor src_r = native::as_strided(src, index.sizes(), src.strides());
   const int64_t step = self.stride(dim) * static_cast<int64_t>(self.element_size());
   StridedLoop<3> loop({&self_r, &index, &src_r});
-  EMBER_DISPATCH_ALL(self.dtype(), "scatter_add", [&] {
+  EMBER_DISPATCH_ALL(self.dtype(), op, [&] {
     using M = opmath_t<scalar_t>;
     loop.run(
         [step](const std::array<char*, 3>& p, const std::array<int64_t, 3>& st, int64_t n) {
           for (int64_t i = 0; i < n; ++i) {
             const int64_t k = *reinterpret_cast<const int64_t*>(p[1] + i * st[1]);
             auto* dst = reinterpret_cast<scalar_t*>(p[0] + i * st[0] + k * step);
-            *dst = scalar_t(M(*dst) + M(*reinterpret_cast<const scalar_t*>(p[2] + i * st[2])));
+            const scalar_t v = *reinterpret_cast<const scalar_t*>(p[2] + i * st[2]);
+            *dst = kAccumulate ? scalar_t(M(*dst) + M(v)) : v;
           }
         },
         std::numeric_limits<int64_t>::max());
   });
+}
+}  // namespace
+
+void CpuBackend::scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into<true>(self, dim, index, src, "scatter_add");
+}
+void CpuBackend::scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  scatter_into<false>(self, dim, index, src, "scatter");
 }
 
 }  // namespace ember::cpu

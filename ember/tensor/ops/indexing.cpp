@@ -1,5 +1,8 @@
-// Indexing ops: index_select, gather, scatter_add, embedding, one_hot, tril/triu.
+// Indexing ops: index_select, gather, scatter, scatter_add, nonzero, embedding, one_hot, tril/triu.
+#include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "ember/tensor/memory_overlap.h"
 #include "ember/tensor/ops/internal.h"
@@ -50,30 +53,53 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  ops::check_defined(x, "scatter_add");
-  ops::check_defined(src, "scatter_add", "src");
-  ops::check_same_device({&x, &index, &src}, "scatter_add");
-  const Tensor idx = index_as_int64(index, "scatter_add", false);
-  dim = wrap_dim(dim, x.dim(), "scatter_add");
-  EMBER_CHECK(src.dtype() == x.dtype(), "scatter_add: expected src dtype ", x.dtype(), ", got ", src.dtype());
-  EMBER_CHECK(idx.dim() == x.dim() && src.dim() == x.dim(), "scatter_add: index ", shape_str(idx.sizes()), ", src ",
+namespace {
+// scatter_ and scatter_add_: the checks, then the kernel that adds or overwrites.
+Tensor& scatter_checked(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
+  const char* op = accumulate ? "scatter_add" : "scatter";
+  ops::check_defined(x, op);
+  ops::check_defined(src, op, "src");
+  ops::check_same_device({&x, &index, &src}, op);
+  const Tensor idx = index_as_int64(index, op, false);
+  dim = wrap_dim(dim, x.dim(), op);
+  EMBER_CHECK(src.dtype() == x.dtype(), op, ": expected src dtype ", x.dtype(), ", got ", src.dtype());
+  EMBER_CHECK(idx.dim() == x.dim() && src.dim() == x.dim(), op, ": index ", shape_str(idx.sizes()), ", src ",
               shape_str(src.sizes()), " and self ", shape_str(x.sizes()), " must have the same number of dimensions");
   for (int64_t d = 0; d < x.dim(); ++d)
-    EMBER_CHECK(idx.size(d) <= src.size(d) && (d == dim || idx.size(d) <= x.size(d)), "scatter_add: index of shape ",
+    EMBER_CHECK(idx.size(d) <= src.size(d) && (d == dim || idx.size(d) <= x.size(d)), op, ": index of shape ",
                 shape_str(idx.sizes()), " is larger than src ", shape_str(src.sizes()), " or self ",
                 shape_str(x.sizes()), " at dimension ", d);
-  assert_no_internal_overlap(x, "scatter_add_");  // Note [Memory overlap]
-  assert_no_partial_overlap(x, src, "scatter_add_");
+  const std::string inplace = std::string(op) + "_";
+  assert_no_internal_overlap(x, inplace.c_str());  // Note [Memory overlap]
+  assert_no_partial_overlap(x, src, inplace.c_str());
   auto one_d = [](const Tensor& t) { return t.dim() == 0 ? native::view(t, {1}) : t; };  // as in gather
-  if (idx.numel() > 0) backend(x.device()).scatter_add(one_d(x), dim, one_d(idx), one_d(src));
+  if (idx.numel() == 0) return x;
+  if (accumulate)
+    backend(x.device()).scatter_add(one_d(x), dim, one_d(idx), one_d(src));
+  else
+    backend(x.device()).scatter(one_d(x), dim, one_d(idx), one_d(src));
   return x;
+}
+}  // namespace
+
+Tensor& scatter_add_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_checked(x, dim, index, src, true);
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   ops::check_defined(x, "scatter_add");
   Tensor out = native::clone(x);
   return scatter_add_(out, dim, index, src);
+}
+
+Tensor& scatter_(Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_checked(x, dim, index, src, false);
+}
+
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  ops::check_defined(x, "scatter");
+  Tensor out = native::clone(x);
+  return scatter_(out, dim, index, src);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
@@ -103,6 +129,29 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   EMBER_CHECK(num_classes >= 0, "one_hot: num_classes must be non-negative or -1, got ", num_classes);
   return to(eq(unsqueeze(idx, -1), arange(num_classes, TensorOptions().dtype(kInt64).device(idx.device()))), kInt64);
+}
+
+// [count, dim] positions of the nonzero elements, row-major. The count decides the shape, so
+// the values are read on the host: one copy of a bool mask back from a GPU (PyTorch's nonzero
+// waits for the device too).
+Tensor nonzero(const Tensor& x) {
+  ops::check_defined(x, "nonzero");
+  const Tensor mask = contiguous(to(x.dtype() == kBool ? x : ne(x, Scalar(0)), Device(kCPU), kBool));
+  const auto* m = static_cast<const bool*>(mask.data_ptr());
+  const int64_t n = mask.numel(), D = x.dim();
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += m[i] ? 1 : 0;
+  Tensor out = ops::empty_on({count, D}, kInt64, Device(kCPU));
+  auto* o = static_cast<int64_t*>(out.data_ptr());
+  std::vector<int64_t> at(static_cast<size_t>(D), 0);  // the multi-index of element i
+  for (int64_t i = 0; i < n; ++i) {
+    if (m[i]) o = std::copy(at.begin(), at.end(), o);
+    for (int64_t d = D - 1; d >= 0; --d) {  // the next multi-index, the last dim fastest
+      if (++at[static_cast<size_t>(d)] < x.size(d)) break;
+      at[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return x.is_cpu() ? out : to(out, x.device(), kInt64);
 }
 
 namespace {
