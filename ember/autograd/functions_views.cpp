@@ -162,6 +162,11 @@ Tensor& autograd::fill_(Tensor& self, const Scalar& value) {
 
 Tensor& autograd::copy_(Tensor& self, const Tensor& src) {
   autograd::check_inplace_allowed(self, "copy_");
+  // The tape does not record in-place ops, so src's gradient would be lost without a word (PyTorch
+  // would record it): refused instead.
+  EMBER_CHECK(!(GradMode::is_enabled() && src.requires_grad()),
+              "copy_: the source requires grad, but an in-place copy records no gradient for it; build the result "
+              "out of place (cat, where, clone) or detach the source");
   native::copy_(self, src);
   self.bump_version();
   return self;
