@@ -12,6 +12,7 @@ using Inputs = std::vector<Tensor>;
 using Outputs = std::vector<Tensor>;
 using CaseFn = std::function<Outputs(const Inputs&)>;
 namespace F = nn::functional;
+using namespace indexing;
 
 template <class F>
 CaseFn one(F f) {
@@ -138,6 +139,34 @@ const std::map<std::string, CaseFn>& cases() {
       {"triu", one([](const Inputs& x) { return x[0].triu(1); })},
       {"cat_promote", one([](const Inputs& x) { return cat({x[0], x[1]}, 1); })},
       {"stack", one([](const Inputs& x) { return stack({x[0], x[1]}, 1); })},
+      // x.index({...}) and x.index_put_({...}, v): Python's x[...] (Note [Tensor indexing])
+      {"index_basic", one([](const Inputs& x) { return x[0].index({Slice(1, 3), None, "...", Slice(None, None, 2)}); })},
+      {"index_ints", one([](const Inputs& x) { return x[0].index({-1, Slice(), 2}); })},
+      {"index_bools", one([](const Inputs& x) { return x[0].index({Ellipsis, None, true}); })},
+      {"index_false", one([](const Inputs& x) { return x[0].index({false, 1}); })},
+      {"index_long", one([](const Inputs& x) { return x[0].index({x[1]}); })},
+      {"index_long_dim1", one([](const Inputs& x) { return x[0].index({Slice(), x[1]}); })},
+      {"index_two_adjacent", one([](const Inputs& x) { return x[0].index({Slice(), x[1], x[2]}); })},
+      {"index_two_separated", one([](const Inputs& x) { return x[0].index({x[1], Slice(), x[2]}); })},
+      {"index_int_with_long", one([](const Inputs& x) { return x[0].index({0, Slice(), Slice(), x[1]}); })},
+      {"index_mask_all", one([](const Inputs& x) { return x[0].index({x[0] > 0}); })},
+      {"index_mask_leading", one([](const Inputs& x) { return x[0].index({x[1]}); })},
+      {"index_mask_middle", one([](const Inputs& x) { return x[0].index({Slice(), x[1]}); })},
+      {"index_put_slice", one([](const Inputs& x) { return x[0].clone().index_put_({Slice(1, None), 0}, x[1]); })},
+      {"index_put_long", one([](const Inputs& x) { return x[0].clone().index_put_({x[1], Slice(1, 3)}, x[2]); })},
+      {"index_put_mask_scalar", one([](const Inputs& x) { return x[0].clone().index_put_({x[0] < 0}, 0.5); })},
+      {"index_put_broadcast", one([](const Inputs& x) { return x[0].clone().index_put_({Slice(), x[1]}, x[2]); })},
+      {"index_put_accumulate", one([](const Inputs& x) { return x[0].clone().index_put_({x[1]}, x[2], true); })},
+      {"index_put_transposed", one([](const Inputs& x) {
+         Tensor y = x[0].clone(), yt = y.t();
+         yt.index_put_({x[1]}, x[2]);
+         return y;
+       })},
+      {"masked_select", one([](const Inputs& x) { return masked_select(x[0], x[1]); })},
+      {"nonzero", one([](const Inputs& x) { return nonzero(x[0]); })},
+      {"nonzero_bool_3d", one([](const Inputs& x) { return x[0].nonzero(); })},
+      {"scatter", one([](const Inputs& x) { return x[0].scatter(0, x[1], x[2]); })},
+      {"scatter_dim1", one([](const Inputs& x) { return x[0].scatter(1, x[1], x[2]); })},
       // the LibTorch frontend's layers and losses
       {"leaky_relu_slope", one([](const Inputs& x) { return x[0].leaky_relu(0.2); })},
       {"elu_alpha", one([](const Inputs& x) { return x[0].elu(0.5); })},

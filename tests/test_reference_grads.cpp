@@ -108,6 +108,20 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
        }},
       {"leaky_relu", [](X x) { return x[0].leaky_relu(0.2); }},
       {"elu", [](X x) { return x[0].elu(0.7); }},
+      {"index_long_repeats",
+       [](X x) {
+         return x[0].index({x[1], indexing::Slice(1, std::nullopt)});
+       }},
+      {"index_two_separated",
+       [](X x) {
+         return x[0].index({x[1], indexing::Slice(), x[2]});
+       }},
+      {"index_mask",
+       [](X x) {
+         return x[0].index({indexing::Slice(), x[1]});
+       }},
+      {"masked_select", [](X x) { return masked_select(x[0], x[1]); }},
+      {"scatter", [](X x) { return x[0].scatter(0, x[1], x[2]); }},
   };
   return *table;
 }

@@ -219,6 +219,7 @@ def main():
     case("cat_promote", [r(2, 3), r(2, 1, dtype=torch.float64)], lambda a, b: torch.cat([a, b], 1))
     case("stack", [r(2, 3), r(2, 3)], lambda a, b: torch.stack([a, b], 1))
     frontend_cases()
+    indexing_cases()
 
     write("ops.bin")
     entries.clear()
@@ -229,6 +230,48 @@ def main():
     gen_reference_nn.main()
     import gen_reference_quant  # pruning and quantization: tests/reference/quant.bin
     gen_reference_quant.main()
+
+
+def indexing_cases():
+    """x[...] and x[...] = v as LibTorch's x.index({...}) and x.index_put_({...}, v), scatter and
+    nonzero, with a seed of their own."""
+    torch.manual_seed(2027)
+
+    def put(x, fn):
+        x = x.clone()
+        fn(x)
+        return x
+
+    case("index_basic", [r(4, 5, 6)], lambda x: x[1:3, None, ..., ::2])
+    case("index_ints", [r(4, 5, 6)], lambda x: x[-1, :, 2])
+    case("index_bools", [r(2, 3)], lambda x: x[..., None, True])
+    case("index_false", [r(2, 3)], lambda x: x[False, 1])
+    case("index_long", [r(4, 5), torch.tensor([[3, 0], [1, -1]])], lambda x, i: x[i])
+    case("index_long_dim1", [r(4, 5), torch.tensor([[3, 0], [1, -1]])], lambda x, i: x[:, i])
+    case("index_two_adjacent", [r(3, 4, 5), torch.tensor([0, 3, 1]), torch.tensor([4, 4, 0])],
+         lambda x, i, j: x[:, i, j])
+    case("index_two_separated", [r(3, 4, 5), torch.tensor([[2], [0]]), torch.tensor([1, 3, 2])],
+         lambda x, i, j: x[i, :, j])
+    case("index_int_with_long", [r(2, 3, 4, 5), torch.tensor([0, 2, 1])], lambda x, j: x[0, :, :, j])
+    case("index_mask_all", [r(3, 4)], lambda x: x[x > 0])
+    case("index_mask_leading", [r(3, 4, 2), r(3, 4) > 0], lambda x, m: x[m])
+    case("index_mask_middle", [r(2, 3, 4), r(3, 4) > 0], lambda x, m: x[:, m])
+    case("index_put_slice", [r(3, 4), r(2)], lambda x, v: put(x, lambda y: y.__setitem__((slice(1, None), 0), v)))
+    case("index_put_long", [r(3, 4), torch.tensor([0, 2]), r(2, 2)],
+         lambda x, i, v: put(x, lambda y: y.__setitem__((i, slice(1, 3)), v)))
+    case("index_put_mask_scalar", [r(3, 4)], lambda x: put(x, lambda y: y.__setitem__(y < 0, 0.5)))
+    case("index_put_broadcast", [r(2, 5), torch.tensor([1, 3]), r(2, 1)],
+         lambda x, i, v: put(x, lambda y: y.__setitem__((slice(None), i), v)))
+    case("index_put_accumulate", [r(3, 4), torch.tensor([0, 0, 2]), r(3, 4)],
+         lambda x, i, v: x.index_put((i,), v, accumulate=True))
+    case("index_put_transposed", [r(4, 3), torch.tensor([2, 0]), r(2, 4)],
+         lambda x, i, v: put(x, lambda y: y.t().__setitem__(i, v)))
+    case("masked_select", [r(3, 4), r(4) > 0], torch.masked_select)
+    case("nonzero", [torch.relu(r(3, 4))], torch.nonzero)
+    case("nonzero_bool_3d", [r(2, 2, 3) > 0], torch.nonzero)
+    case("scatter", [r(3, 4), torch.tensor([[0, 1, 2, 0], [2, 0, 1, 1]]), r(2, 5)],
+         lambda x, i, s: x.scatter(0, i, s))
+    case("scatter_dim1", [r(2, 5), torch.tensor([[4, 0], [1, 3]]), r(2, 2)], lambda x, i, s: x.scatter(1, i, s))
 
 
 def frontend_cases():
@@ -341,6 +384,14 @@ def grad_cases():
         ("interpolate_nearest", [r(1, 2, 3, 5, dtype=d)], lambda x: F.interpolate(x, size=(5, 4))),
         ("leaky_relu", [r(3, 4, dtype=d)], lambda x: F.leaky_relu(x, 0.2)),
         ("elu", [r(3, 4, dtype=d)], lambda x: F.elu(x, 0.7)),
+        # x[...] (Note [Tensor indexing]): repeated positions add their gradients
+        ("index_long_repeats", [r(4, 5, dtype=d), torch.tensor([3, 0, 3])], lambda x, i: x[i, 1:]),
+        ("index_two_separated", [r(3, 4, 5, dtype=d), torch.tensor([2, 0, 2]), torch.tensor([1, 3, 1])],
+         lambda x, i, j: x[i, :, j]),
+        ("index_mask", [r(3, 5, dtype=d), torch.tensor([True, False, True, True, False])], lambda x, m: x[:, m]),
+        ("masked_select", [r(3, 4, dtype=d), r(4) > 0], lambda x, m: torch.masked_select(x, m)),
+        ("scatter", [r(3, 4, dtype=d), torch.tensor([[0, 1, 2, 0], [2, 0, 1, 1]]), r(2, 4, dtype=d)],
+         lambda x, i, s: x.scatter(0, i, s)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -45,6 +45,10 @@ Tensor norm(const Tensor& x, double p, I dim, bool keepdim = false) {
 // The gradient `grad` of a broadcast result, summed back to `sizes` (the input's shape).
 Tensor sum_to(const Tensor& grad, const Shape& sizes);
 
+// x's elements where mask (bool, broadcast with x) is true, row-major: 1-D (x.index({mask}),
+// Note [Tensor indexing]).
+Tensor masked_select(const Tensor& x, const Tensor& mask);
+
 // The differentiable implementations the public ops dispatch to (autograd/functions_*.cpp):
 // the native op, then the tape. Call the public ops, not these: they skip the dispatch point.
 namespace autograd {

@@ -3,6 +3,7 @@
 // offset, sizes, strides, dtype and device. Views share the Storage.
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -86,6 +87,10 @@ struct TensorImpl {
   Device device;
   std::shared_ptr<AutogradMeta> autograd;  // null for tensors that never took part in autograd
 };
+
+namespace indexing {
+class TensorIndex;
+}
 
 class Tensor {
  public:
@@ -178,6 +183,19 @@ class Tensor {
   Tensor pin_memory() const;
   bool is_pinned() const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // Python's x[...] (tensor/tensor_index.h; Note [Tensor indexing]): integers, Slice, None,
+  // Ellipsis, bools and index or mask tensors. Without tensors among them the result is a view.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  // x[...] = value, in place: the same indices; value broadcasts to what they select. With
+  // `accumulate`, values add (repeated positions too) instead of replacing.
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value,
+                     bool accumulate = false);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value, bool accumulate = false);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value);
+  // The elements where mask (broadcast to self) is true, in row-major order: 1-D.
+  Tensor masked_select(const Tensor& mask) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor sum(DType dtype) const { return sum({}, false, dtype); }
   // One dim as an integer where LibTorch's IntArrayRef takes one: x.sum(1), x.view(-1).
@@ -319,3 +337,5 @@ T* Tensor::data_ptr() const {
 }
 
 }  // namespace ember
+
+#include "ember/tensor/tensor_index.h"  // Tensor::index's entries (needs Tensor complete)
