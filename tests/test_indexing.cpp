@@ -97,6 +97,33 @@ TEST(Indexing, IndexPutWritesThroughViewsAndNonContiguousTensors) {
   EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 5, 6}));
 }
 
+TEST(Indexing, RepeatTilesAndItsGradientSumsTheCopies) {
+  const Tensor x = tensor<double>({1, 2, 3}).view({1, 3});
+  EXPECT_EQ(x.repeat({2, 2}).to_vector<double>(), (std::vector<double>{1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(x.repeat({2, 1, 1}).sizes(), (Shape{2, 1, 3}));  // a leading dim added
+  EXPECT_EQ(x.repeat({0, 1}).sizes(), (Shape{0, 3}));
+  EXPECT_EQ(full({}, 4.0).repeat({3}).to_vector<double>(), (std::vector<double>{4, 4, 4}));
+  const auto r = autograd::gradcheck(
+      [](const std::vector<Tensor>& t) {
+        return t[0].repeat({3, 1, 2});
+      },
+      {randn({2, 3}, kFloat64)});
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_ERROR_CONTAINS(x.repeat({2}),
+                        "repeat: the number of repeats (1) can not be smaller than the number of "
+                        "dimensions of the tensor (2)");
+  EXPECT_ERROR_CONTAINS(x.repeat({1, -1}), "repeat: repeats must be non-negative, got [1, -1]");
+}
+
+TEST(Indexing, EqualComparesShapesAndValues) {
+  const Tensor a = tensor<double>({1, 2, 3});
+  EXPECT_TRUE(equal(a, a.clone()));
+  EXPECT_FALSE(a.equal(tensor<double>({1, 2, 4})));
+  EXPECT_FALSE(a.equal(a.view({1, 3})));
+  EXPECT_FALSE(tensor<double>({NAN}).equal(tensor<double>({NAN})));
+  EXPECT_TRUE(zeros({0, 2}).equal(zeros({0, 2})));
+}
+
 TEST(Indexing, NonzeroAndScatter) {
   EXPECT_EQ(nonzero(tensor<double>({0, 2, 0, -1})).to_vector<int64_t>(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(nonzero(zeros({2, 3})).sizes(), (Shape{0, 2}));

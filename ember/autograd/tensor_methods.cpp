@@ -27,6 +27,33 @@ Tensor Tensor::pin_memory() const {
   return out;
 }
 
+Tensor Tensor::repeat(const Shape& repeats) const {
+  EMBER_CHECK(defined(), "repeat: the tensor is undefined");
+  EMBER_CHECK(static_cast<int64_t>(repeats.size()) >= dim(), "repeat: the number of repeats (", repeats.size(),
+              ") can not be smaller than the number of dimensions of the tensor (", dim(), "), shape ",
+              shape_str(sizes()));
+  for (int64_t r : repeats) EMBER_CHECK(r >= 0, "repeat: repeats must be non-negative, got ", shape_str(repeats));
+  // [.., s, ..] -> [.., 1, s, ..] expanded to [.., r, s, ..], then merged into [.., r s, ..]:
+  // one copy, and expand's gradient (a sum over the copies) comes with it.
+  const size_t lead = repeats.size() - sizes().size();
+  Shape padded(lead, 1), pairs, expanded, out;
+  padded.insert(padded.end(), sizes().begin(), sizes().end());
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    pairs.insert(pairs.end(), {1, padded[i]});
+    expanded.insert(expanded.end(), {repeats[i], padded[i]});
+    out.push_back(repeats[i] * padded[i]);
+  }
+  return reshape(pairs).expand(expanded).reshape(out);
+}
+
+bool Tensor::equal(const Tensor& other) const {
+  EMBER_CHECK(defined() && other.defined(), "equal: a tensor is undefined");
+  EMBER_CHECK(device() == other.device(), "equal: the tensors are on ", device(), " and ", other.device());
+  if (sizes() != other.sizes()) return false;
+  NoGradGuard no_grad;
+  return ember::eq(*this, other).all().item<bool>();
+}
+
 Tensor Tensor::max() const {
   EMBER_CHECK(numel() > 0,
               "max: expected reduction dim to be specified for input.numel() == 0; specify the dim argument");

@@ -196,6 +196,11 @@ class Tensor {
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& value);
   // The elements where mask (broadcast to self) is true, in row-major order: 1-D.
   Tensor masked_select(const Tensor& mask) const;
+  // self tiled `repeats[i]` times along dim i (more repeats than dims: leading dims of 1 first),
+  // a copy: x.repeat({2, 1}) stacks x twice along dim 0.
+  Tensor repeat(const Shape& repeats) const;
+  // The same shape and the same values (NaN equals nothing), as torch::equal; a bool, read back.
+  bool equal(const Tensor& other) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
   Tensor sum(DType dtype) const { return sum({}, false, dtype); }
   // One dim as an integer where LibTorch's IntArrayRef takes one: x.sum(1), x.view(-1).
