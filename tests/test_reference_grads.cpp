@@ -122,6 +122,9 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
        }},
       {"masked_select", [](X x) { return masked_select(x[0], x[1]); }},
       {"scatter", [](X x) { return x[0].scatter(0, x[1], x[2]); }},
+      {"cumsum", [](X x) { return x[0].cumsum(1); }},
+      {"sort_values", [](X x) { return std::get<0>(x[0].sort(0, true)); }},
+      {"topk_values", [](X x) { return std::get<0>(x[0].topk(3)); }},
   };
   return *table;
 }

@@ -272,6 +272,20 @@ def indexing_cases():
     case("scatter", [r(3, 4), torch.tensor([[0, 1, 2, 0], [2, 0, 1, 1]]), r(2, 5)],
          lambda x, i, s: x.scatter(0, i, s))
     case("scatter_dim1", [r(2, 5), torch.tensor([[4, 0], [1, 3]]), r(2, 2)], lambda x, i, s: x.scatter(1, i, s))
+    # scans and sorting
+    case("cumsum", [r(3, 4)], lambda x: x.cumsum(1))
+    case("cumsum_dim0_3d", [r(2, 3, 4)], lambda x: x.cumsum(0))
+    case("cumsum_int", [torch.tensor([[3, -1, 4], [1, 5, -9]], dtype=torch.int32)], lambda x: x.cumsum(1))
+    case("cumsum_to_double", [r(5)], lambda x: x.cumsum(0, dtype=torch.float64))
+    case("sort", [r(3, 5)], lambda x: x.sort())
+    case("sort_descending_dim0", [r(4, 3)], lambda x: x.sort(0, descending=True))
+    nan = float("nan")
+    case("sort_nan", [torch.tensor([[1.0, nan, -2.0, 3.0, nan], [0.5, -1.0, nan, 2.0, 0.0]])], lambda x: x.sort())
+    case("sort_nan_descending", [torch.tensor([[1.0, nan, -2.0, 3.0, nan]])], lambda x: x.sort(descending=True))
+    case("sort_stable_ties", [torch.tensor([2, 1, 2, 0, 1, 2])], lambda x: x.sort(stable=True))
+    case("argsort_int", [torch.tensor([[5, -3, 7], [0, 9, -1]])], lambda x: x.argsort(1, descending=True))
+    case("topk", [r(3, 6)], lambda x: x.topk(2))
+    case("topk_smallest_dim0", [r(5, 3)], lambda x: x.topk(3, 0, largest=False))
 
 
 def frontend_cases():
@@ -392,6 +406,9 @@ def grad_cases():
         ("masked_select", [r(3, 4, dtype=d), r(4) > 0], lambda x, m: torch.masked_select(x, m)),
         ("scatter", [r(3, 4, dtype=d), torch.tensor([[0, 1, 2, 0], [2, 0, 1, 1]]), r(2, 4, dtype=d)],
          lambda x, i, s: x.scatter(0, i, s)),
+        ("cumsum", [r(3, 4, dtype=d)], lambda x: x.cumsum(1)),
+        ("sort_values", [r(3, 5, dtype=d)], lambda x: x.sort(0, descending=True)[0]),
+        ("topk_values", [r(4, 6, dtype=d)], lambda x: x.topk(3)[0]),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

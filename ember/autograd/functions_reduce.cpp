@@ -113,6 +113,45 @@ std::tuple<Tensor, Tensor> autograd::min(const Tensor& x, int64_t dim, bool keep
   return extreme_dim(x, dim, keepdim, false);
 }
 
+// cumsum: each input adds into its own and every later output, so its gradient is the sum of
+// the output gradients from its position to the end: a cumsum from the end.
+Tensor autograd::cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  Tensor out = forward([&] { return native::cumsum(x, dim, dtype); });
+  if (needs_grad(x)) {
+    const int64_t d = wrap_dim(dim, x.dim(), "cumsum");
+    record_fn("CumsumBackward", {&x}, {&out}, [d, xd = x.dtype()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{native::to(native::cumsum_reverse(g[0], d), xd)};
+    });
+  }
+  return out;
+}
+
+namespace {
+// sort and topk: each output value is one input element (indices says which), so the gradient
+// goes back to it; the others get zero.
+std::tuple<Tensor, Tensor> record_picks(const Tensor& x, int64_t dim, std::tuple<Tensor, Tensor> result,
+                                        const char* name) {
+  auto& [values, indices] = result;
+  if (needs_grad(x)) {
+    const int64_t d = wrap_dim(dim, x.dim(), name);
+    record_fn(name, {&x}, {&values, &indices}, [lx = Like(x), idx = indices, d](std::vector<Tensor>& g) {
+      if (lx.sizes.empty()) return std::vector<Tensor>{g[0].reshape({})};
+      Tensor gx = lx.zeros();
+      return std::vector<Tensor>{gx.scatter_add_(d, idx, g[0])};
+    });
+  }
+  return result;
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> autograd::sort(const Tensor& x, int64_t dim, bool descending) {
+  return record_picks(x, dim, forward([&] { return native::sort(x, dim, descending); }), "SortBackward");
+}
+
+std::tuple<Tensor, Tensor> autograd::topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+  return record_picks(x, dim, forward([&] { return native::topk(x, k, dim, largest, sorted); }), "TopkBackward");
+}
+
 // Composites: differentiable through the ops they are made of.
 Tensor autograd::var(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
   if (!needs_grad(x)) return forward([&] { return native::var(x, dims, unbiased, keepdim); });

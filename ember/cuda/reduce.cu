@@ -263,4 +263,120 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& in, const Tensor& out, const
   EMBER_CUDA_DISPATCH_ALL(in.dtype(), "reduce", [&] { reduce_typed<scalar_t>(op, in, out, indices); });
 }
 
+// ---- scans and sorting along one dim: x [outer, D, inner] contiguous (tensor/cpu/sort.cpp) ----
+namespace {
+
+// One thread per line, serially along D, accumulated as the reductions are (float for float).
+template <class T>
+__global__ void cumsum_kernel(const T* x, T* out, int64_t outer, int64_t D, int64_t inner, bool reverse) {
+  for (int64_t line = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; line < outer * inner;
+       line += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t base = (line / inner) * D * inner + line % inner;
+    acc_t<T> acc = 0;
+    for (int64_t j = 0; j < D; ++j) {
+      const int64_t at = base + (reverse ? D - 1 - j : j) * inner;
+      acc = SumOp<T>::combine(acc, convert<acc_t<T>>(x[at]));
+      out[at] = convert<T>(acc);
+    }
+  }
+}
+
+constexpr int kSortMax = 1024;  // the longest line one block sorts in shared memory
+
+// Whether (a, ia) comes before (b, ib): by value (NaN above every number), then by index, a total
+// order, so the bitonic network's result is the stable sort's.
+template <class K>
+__device__ bool sorts_before(K a, int ia, K b, int ib, bool descending) {
+  const bool a_nan = a != a, b_nan = b != b;  // (never true for integers)
+  const bool lt = !a_nan && (b_nan || a < b), gt = !b_nan && (a_nan || b < a);
+  if (descending ? gt : lt) return true;
+  if (descending ? lt : gt) return false;
+  return ia < ib;
+}
+
+// One block per line of D <= kSortMax values: padded to P (a power of two) with entries that sort
+// last, a bitonic network in shared memory, then the first D written out.
+template <class T>
+__global__ void sort_lines_kernel(const T* x, T* values, int64_t* indices, int64_t lines, int64_t D, int64_t inner,
+                                  int P, bool descending) {
+  using K = opmath_t<T>;
+  extern __shared__ unsigned char shared[];
+  K* key = reinterpret_cast<K*>(shared);
+  int* pos = reinterpret_cast<int*>(key + P);  // the element's index in the line; D and above: padding
+  for (int64_t line = blockIdx.x; line < lines; line += gridDim.x) {
+    const int64_t base = (line / inner) * D * inner + line % inner;
+    for (int t = threadIdx.x; t < P; t += blockDim.x) {
+      pos[t] = t;
+      key[t] = t < D ? convert<K>(x[base + t * inner]) : K(0);
+    }
+    __syncthreads();
+    for (int k = 2; k <= P; k <<= 1)
+      for (int j = k >> 1; j > 0; j >>= 1) {
+        for (int t = threadIdx.x; t < P; t += blockDim.x) {
+          const int u = t ^ j;
+          if (u <= t) continue;
+          // Padding sorts after everything; real entries by sorts_before.
+          const bool u_first = pos[u] >= D   ? false
+                               : pos[t] >= D ? true
+                                             : sorts_before(key[u], pos[u], key[t], pos[t], descending);
+          if (((t & k) == 0) == u_first) {  // ascending run: u must not precede t; descending: the reverse
+            const K kk = key[t];
+            key[t] = key[u], key[u] = kk;
+            const int pp = pos[t];
+            pos[t] = pos[u], pos[u] = pp;
+          }
+        }
+        __syncthreads();
+      }
+    for (int t = threadIdx.x; t < D; t += blockDim.x) {
+      values[base + t * inner] = x[base + int64_t{pos[t]} * inner];
+      indices[base + t * inner] = pos[t];
+    }
+    __syncthreads();  // before the next line overwrites the shared arrays
+  }
+}
+
+}  // namespace
+
+void CudaBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
+  DeviceGuard guard(x.device().index);
+  const DimSplit s = split_at(x, dim);
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0 || s.size == 0) return;
+  EMBER_CUDA_DISPATCH_ALL(x.dtype(), "cumsum", [&] {
+    cumsum_kernel<scalar_t><<<grid_for(lines), kBlock, 0, stream_of(x)>>>(static_cast<const scalar_t*>(x.data_ptr()),
+                                                                          static_cast<scalar_t*>(out.data_ptr()),
+                                                                          s.outer, s.size, s.inner, reverse);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+// Lines of up to kSortMax values sort on the device, a block each; longer ones are sorted by the
+// CPU back end and copied back (planned: a device merge of sorted blocks).
+void CudaBackend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+  DeviceGuard guard(x.device().index);
+  const DimSplit s = split_at(x, dim);
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0 || s.size == 0) return;
+  if (s.size > kSortMax) {
+    const Tensor host = native::to(x, Device(kCPU), x.dtype());
+    const Tensor v = empty(x.sizes(), TensorOptions(x.dtype())), i = empty(x.sizes(), TensorOptions(kInt64));
+    backend(DeviceType::CPU).sort(host, dim, descending, v, i);
+    Tensor values_out = values, indices_out = indices;  // (handles to the caller's tensors)
+    native::copy_(values_out, v);
+    native::copy_(indices_out, i);
+    return;
+  }
+  int P = 1;
+  while (P < s.size) P <<= 1;
+  EMBER_CUDA_DISPATCH_ALL(x.dtype(), "sort", [&] {
+    const size_t bytes = static_cast<size_t>(P) * (sizeof(opmath_t<scalar_t>) + sizeof(int));
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(lines, 65535 * 8));
+    sort_lines_kernel<scalar_t><<<blocks, std::min(P, kBlock), bytes, stream_of(x)>>>(
+        static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(values.data_ptr()),
+        static_cast<int64_t*>(indices.data_ptr()), lines, s.size, s.inner, P, descending);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
 }  // namespace ember::cuda

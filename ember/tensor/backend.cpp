@@ -87,6 +87,8 @@ void Backend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, c
 void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("index_select"); }
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }
+void Backend::cumsum(const Tensor&, int64_t, bool, const Tensor&) { unsupported("cumsum"); }
+void Backend::sort(const Tensor&, int64_t, bool, const Tensor&, const Tensor&) { unsupported("sort"); }
 void Backend::scatter(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter"); }
 void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }
 void Backend::random_normal(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_normal"); }

@@ -138,6 +138,14 @@ class Backend {
   // `indices` ([K] int64, or undefined) receives the position of the first extreme.
   virtual void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices);
 
+  // ---- scans and sorting along one dim (tensors contiguous, seen as [outer, D, inner]) ----
+  // out[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..] (reverse: x[.., i, ..] + ... + x[.., D - 1, ..]),
+  // accumulated as acc_t<T> on the CPU (PyTorch's: double for float)
+  virtual void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out);
+  // values, indices (int64) [.., D, ..]: each line of x in ascending (or descending) order, ties in
+  // index order (stable), NaN above every number
+  virtual void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices);
+
   // ---- matmul ----
   // c[b] = beta * c[b] + alpha * a[b] @ b[b]; a: [B, M, K], b: [B, K, N], c: [B, M, N], any strides.
   virtual void gemm(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta);
@@ -286,6 +294,8 @@ class Backend {
   void random_int(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) override;              \
   void random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset) override;           \
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                       \
+  void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) override;                                 \
+  void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) override;      \
   void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                                   \
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,            \
                   const Tensor& mean, const Tensor& rstd) override;                                                    \
