@@ -30,6 +30,7 @@ struct Config {
   int64_t chunks = 4;
   int64_t save_every = 0;
   int64_t batch_size = 32, seq_len = 64, stride = 8, n_layer = 2, n_head = 4, n_embd = 64, sample_chars = 400;
+  int64_t top_k = 0;
   double lr = 3e-3, weight_decay = 0.1, dropout = 0.0, temperature = 0.8, val_fraction = 0.1, expect_below = -1;
   uint64_t seed = 0;
   bool distributed = false;
@@ -169,16 +170,20 @@ double evaluate(CharGPT& model, const std::shared_ptr<const data::Dataset>& ds, 
 }
 
 // Continues `prompt` by `count` characters, each drawn from softmax(logits / temperature) of the
-// last block_size characters.
+// last block_size characters; with top_k > 0, only from the top_k likeliest (nanoGPT's top_k).
 std::string sample(CharGPT& model, const data::CharVocabulary& vocab, const std::string& prompt, int64_t count,
-                   double temperature, Device device) {
+                   double temperature, int64_t top_k, Device device) {
   model->eval();
   NoGradGuard no_grad;
   std::vector<int64_t> ids = vocab.encode(prompt);
   for (int64_t i = 0; i < count; ++i) {
     const size_t start = ids.size() > static_cast<size_t>(model->block_size) ? ids.size() - model->block_size : 0;
     const Tensor context = tensor(std::vector<int64_t>(ids.begin() + start, ids.end())).unsqueeze(0).to(device);
-    const Tensor logits = model(context).select(1, -1).squeeze(0);  // [V]
+    Tensor logits = model(context).select(1, -1).squeeze(0);  // [V]
+    if (top_k > 0 && top_k < logits.size(0)) {                // below the k-th largest: never drawn
+      const Tensor kth = std::get<0>(logits.topk(top_k)).select(0, -1);
+      logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
+    }
     const std::vector<double> p = softmax(logits.to(kFloat64) / temperature, 0).to_vector<double>();
     double u = rand({}, kFloat64).item<double>();  // inverse CDF
     int64_t next = static_cast<int64_t>(p.size()) - 1;
@@ -246,6 +251,8 @@ int main(int argc, char** argv) {
           ->check(CLI::Validator([](std::string& v) { return v.empty() ? "must not be empty" : ""; }, ""))
           ->default_str("\\n");
   app.add_option("--temperature", c.temperature, "sampling temperature")->check(examples::cli::positive(1e6));
+  app.add_option("--top-k", c.top_k, "sample only from the k likeliest characters (0: from all)")
+      ->check(examples::cli::count(0, 1e6));
   examples::cli::add_checkpoint_options(app, c.save, c.save_every, c.resume, "steps");
   app.add_option("--metrics", c.metrics, "write per-epoch metrics to this CSV file");
   app.add_option("--expect-below", c.expect_below,
@@ -472,8 +479,9 @@ int main(int argc, char** argv) {
                 << std::flush;
     }
     if (c.sample_chars > 0 && rank == reporter)
-      std::printf("--- sample (temperature %.2f) ---\n%s\n---\n", c.temperature,
-                  sample(model, vocab, c.prompt, c.sample_chars, c.temperature, device).c_str());
+      std::printf("--- sample (temperature %.2f%s) ---\n%s\n---\n", c.temperature,
+                  c.top_k > 0 ? (", top-k " + std::to_string(c.top_k)).c_str() : "",
+                  sample(model, vocab, c.prompt, c.sample_chars, c.temperature, c.top_k, device).c_str());
     if (rank == reporter && c.expect_below >= 0 && !(train_loss < c.expect_below * unigram)) {
       std::fprintf(stderr, "training loss %.4f is not below %.2f x the unigram entropy %.4f\n", train_loss,
                    c.expect_below, unigram);

@@ -40,6 +40,7 @@ expect_refused train_charlm "--pipeline-stages 2 --distributed: the processes mu
 expect_refused train_charlm "--batch-size 30 does not divide into --chunks 4" --pipeline-stages 2 --batch-size 30
 expect_refused train_charlm "--schedule: zigzag not in {gpipe,1f1b}" --schedule zigzag
 expect_refused train_charlm "--prompt: must not be empty" --prompt ''
+expect_refused train_charlm "--top-k: must be an integer in [0, 1000000]" --top-k -1
 expect_refused fit_lbfgs "--max-iterations: must be an integer" --max-iterations 0
 expect_refused ember_tour "--threads: must be an integer in [1, 1024]" --threads 0
 # A destination that cannot be written is found before the first epoch, not after it.
@@ -62,7 +63,7 @@ expect_refused train_mnist "has finished 2 epochs, beyond this run's --epochs 1"
 # A text without a newline samples from its first character (the default prompt, a newline, is
 # not in its vocabulary).
 printf 'abcabcabcabcabcabcabcabcabcabcabc' > "$data/one_line.txt"
-"$bin/train_charlm" --text "$data/one_line.txt" --seq-len 8 --epochs 1 --sample 5 > /dev/null || {
+"$bin/train_charlm" --text "$data/one_line.txt" --seq-len 8 --epochs 1 --sample 5 --top-k 2 > /dev/null || {
   echo "FAIL: train_charlm on a text without a newline" >&2
   failures=$((failures + 1))
 }
