@@ -331,6 +331,47 @@ def sdpa(q, k, v, mask, is_causal, scale):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def rnn(name, module, x, h0=None, c0=None):
+    """A recurrent layer: its state, the input and initial states, the output and final states,
+    their upstream gradients, and the gradients of the input, the initial states and the weights."""
+    for k, v in module.state_dict().items():
+        ref.put(f"rnn.{name}.state.{k}", v)
+    x = x.clone().requires_grad_(True)
+    states = [s.clone().requires_grad_(True) for s in (h0, c0) if s is not None]
+    if isinstance(module, nn.LSTM):
+        out, (hn, cn) = module(x, tuple(states) if states else None)
+        finals = [hn, cn]
+    else:
+        out, hn = module(x, states[0] if states else None)
+        finals = [hn]
+    ref.put(f"rnn.{name}.in", x)
+    ref.put(f"rnn.{name}.out", out)
+    loss = 0
+    for key, t in [("out", out)] + list(zip(["hn", "cn"], finals)):
+        g = torch.linspace(-1.0, 1.0, t.numel()).reshape(t.shape)
+        ref.put(f"rnn.{name}.{key}", t)
+        ref.put(f"rnn.{name}.g{key}", g)
+        loss = loss + (t * g).sum()
+    loss.backward()
+    ref.put(f"rnn.{name}.grad_in", x.grad)
+    for key, s in zip(["h0", "c0"], states):
+        ref.put(f"rnn.{name}.{key}", s)
+        ref.put(f"rnn.{name}.grad_{key}", s.grad)
+    for k, p in module.named_parameters():
+        ref.put(f"rnn.{name}.grad.{k}", p.grad)
+
+
+def rnns():
+    torch.manual_seed(2028)
+    rnn("lstm", nn.LSTM(3, 5), r(4, 2, 3), r(1, 2, 5), r(1, 2, 5))
+    rnn("lstm_2layer_bidir_batch_first", nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True),
+        r(2, 5, 3))
+    rnn("gru", nn.GRU(3, 5, num_layers=2), r(4, 2, 3), r(2, 2, 5))
+    rnn("gru_bidir_unbatched", nn.GRU(3, 4, bidirectional=True), r(5, 3))
+    rnn("rnn_relu_nobias", nn.RNN(3, 4, nonlinearity="relu", bias=False), r(4, 2, 3), r(1, 2, 4))
+    rnn("rnn_tanh_2layer", nn.RNN(2, 3, num_layers=2, batch_first=True), r(3, 4, 2))
+
+
 def main():
     ref.entries.clear()
     layers()
@@ -338,6 +379,7 @@ def main():
     schedulers()
     safetensors_model()
     attention()
+    rnns()
     ref.write("nn.bin")
 
 

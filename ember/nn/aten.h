@@ -27,6 +27,8 @@ inline constexpr const char* kMean = "mean";
 inline constexpr const char* kSum = "sum";
 inline constexpr const char* kNearest = "nearest";
 inline constexpr const char* kBilinear = "bilinear";
+inline constexpr const char* kTanh = "tanh";  // RNNOptions::nonlinearity
+inline constexpr const char* kReLU = "relu";
 
 Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight = {},
                 int64_t reduction = Reduction::Mean, int64_t ignore_index = -100);

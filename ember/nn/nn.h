@@ -11,6 +11,7 @@
 #include "ember/nn/modules/linear.h"
 #include "ember/nn/modules/loss.h"
 #include "ember/nn/modules/norm.h"
+#include "ember/nn/modules/rnn.h"
 #include "ember/nn/modules/transformer.h"
 #include "ember/nn/parallel/data_parallel.h"
 #include "ember/nn/parallel/distributed.h"
