@@ -1,7 +1,7 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary|random]   (only that section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary|random|sequence]   (only that section)
 #include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
@@ -455,6 +455,55 @@ int random_section() {
   return 0;
 }
 
+// ---- sequences: the recurrent layers (composed per step on both sides), sorting, top-k, cumsum ----
+
+int sequence_section() {
+  std::printf("| workload | ember | LibTorch | LibTorch / ember |\n|---|---|---|---|\n");
+  {  // LSTM and GRU, 2 layers 256 -> 512, 64 steps of a batch of 32: forward + backward (BPTT)
+    const ember::Tensor x = ember::randn({64, 32, 256});
+    const torch::Tensor tx = as_torch(x);
+    auto same_weights = [](ember::nn::Module& ours, torch::nn::Module& theirs) {
+      torch::NoGradGuard no_grad;
+      auto ep = ours.named_parameters();
+      for (auto& p : theirs.named_parameters()) p.value().copy_(as_torch(ep[p.key()]));
+    };
+    ember::nn::LSTM elstm(ember::nn::LSTMOptions(256, 512).num_layers(2));
+    torch::nn::LSTM tlstm(torch::nn::LSTMOptions(256, 512).num_layers(2));
+    same_weights(*elstm, *tlstm);
+    check("LSTM output", std::get<0>(elstm->forward(x)), std::get<0>(tlstm->forward(tx)), 1e-4);
+    const auto lstm = ember::bench::interleaved_medians({[&] { std::get<0>(elstm->forward(x)).sum().backward(); },
+                                                         [&] { std::get<0>(tlstm->forward(tx)).sum().backward(); }},
+                                                        5);
+    std::printf("| LSTM 256->512, 2 layers, 64 steps x batch 32, forward + backward | %.1f ms | %.1f ms | %.2f |\n",
+                lstm[0] * 1e3, lstm[1] * 1e3, lstm[1] / lstm[0]);
+    ember::nn::GRU egru(ember::nn::GRUOptions(256, 512).num_layers(2));
+    torch::nn::GRU tgru(torch::nn::GRUOptions(256, 512).num_layers(2));
+    same_weights(*egru, *tgru);
+    check("GRU output", std::get<0>(egru->forward(x)), std::get<0>(tgru->forward(tx)), 1e-4);
+    const auto gru = ember::bench::interleaved_medians({[&] { std::get<0>(egru->forward(x)).sum().backward(); },
+                                                        [&] { std::get<0>(tgru->forward(tx)).sum().backward(); }},
+                                                       5);
+    std::printf("| GRU 256->512, 2 layers, 64 steps x batch 32, forward + backward | %.1f ms | %.1f ms | %.2f |\n",
+                gru[0] * 1e3, gru[1] * 1e3, gru[1] / gru[0]);
+  }
+  {  // sorting rows, top-5 of a vocabulary, running sums
+    const ember::Tensor x = ember::randn({4096, 1024}), logits = ember::randn({256, 32000});
+    const torch::Tensor tx = as_torch(x), tl = as_torch(logits);
+    check("sort", std::get<0>(x.sort(1)), std::get<0>(tx.sort(1)), 0);
+    check("topk", std::get<0>(logits.topk(5)), std::get<0>(tl.topk(5)), 0);
+    check("cumsum", x.cumsum(1), tx.cumsum(1), 1e-3);
+    const auto t = ember::bench::interleaved_medians(
+        {[&] { (void)x.sort(1); }, [&] { (void)tx.sort(1); }, [&] { (void)logits.topk(5); }, [&] { (void)tl.topk(5); },
+         [&] { (void)x.cumsum(1); }, [&] { (void)tx.cumsum(1); }},
+        7);
+    std::printf("| sort rows of 4096 x 1024 | %.2f ms | %.2f ms | %.2f |\n", t[0] * 1e3, t[1] * 1e3, t[1] / t[0]);
+    std::printf("| top-5 of 256 x 32000 (a partial sort) | %.2f ms | %.2f ms | %.2f |\n", t[2] * 1e3, t[3] * 1e3,
+                t[3] / t[2]);
+    std::printf("| cumsum rows of 4096 x 1024 | %.2f ms | %.2f ms | %.2f |\n", t[4] * 1e3, t[5] * 1e3, t[5] / t[4]);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   // LibTorch's CPU allocator caches nothing: with glibc's default (dynamic) mmap threshold,
   // its large blocks go back to the OS on free and every training step page-faults them in
@@ -472,6 +521,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "conv") return conv_section();
   if (argc > 2 && std::string(argv[2]) == "unary") return unary_section();
   if (argc > 2 && std::string(argv[2]) == "random") return random_section();
+  if (argc > 2 && std::string(argv[2]) == "sequence") return sequence_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");

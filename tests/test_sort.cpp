@@ -34,6 +34,20 @@ TEST(Sort, SixteenBitAndIntegerDtypesAndLongLines) {
   EXPECT_EQ(tensor<int64_t>({3, 1, 2}).argsort().to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 0}));
 }
 
+TEST(Sort, TopkIsTheHeadOfTheStableSortWithTiesAndNaN) {
+  // Few distinct values (many ties) and NaNs, along an inner dim and an outer one.
+  Tensor x = randint(0, 5, {6, 40, 3}).to(kFloat32);
+  x.index_put_({x == 4.0}, NAN);
+  for (int64_t dim : {1, 0, 2})
+    for (bool largest : {true, false}) {
+      const int64_t k = std::min<int64_t>(x.size(dim), 4);
+      auto [tv, ti] = x.topk(k, dim, largest);
+      auto [sv, si] = x.sort(dim, largest);
+      EXPECT_TRUE(testing::all_close(tv, sv.narrow(dim, 0, k), 0, 0)) << dim << largest;
+      EXPECT_EQ(ti.to_vector<int64_t>(), si.narrow(dim, 0, k).contiguous().to_vector<int64_t>()) << dim << largest;
+    }
+}
+
 TEST(Sort, EmptyAndZeroDimTensors) {
   auto [v, i] = zeros({2, 0}).sort(1);
   EXPECT_EQ(v.sizes(), (Shape{2, 0}));

@@ -352,31 +352,39 @@ void CudaBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tenso
 }
 
 // Lines of up to kSortMax values sort on the device, a block each; longer ones are sorted by the
-// CPU back end and copied back (planned: a device merge of sorted blocks).
+// CPU back end and copied back (planned: a device merge of sorted blocks). For the first K < D of
+// each line (topk), the whole line is sorted and its head copied.
 void CudaBackend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
   DeviceGuard guard(x.device().index);
   const DimSplit s = split_at(x, dim);
-  const int64_t lines = s.outer * s.inner;
-  if (lines == 0 || s.size == 0) return;
+  const int64_t lines = s.outer * s.inner, K = values.dim() == 0 ? 1 : values.size(dim);
+  if (lines == 0 || s.size == 0 || K == 0) return;
+  Tensor values_out = values, indices_out = indices;  // (handles to the caller's tensors)
   if (s.size > kSortMax) {
     const Tensor host = native::to(x, Device(kCPU), x.dtype());
-    const Tensor v = empty(x.sizes(), TensorOptions(x.dtype())), i = empty(x.sizes(), TensorOptions(kInt64));
+    const Tensor v = empty(values.sizes(), TensorOptions(x.dtype())), i = empty(values.sizes(), TensorOptions(kInt64));
     backend(DeviceType::CPU).sort(host, dim, descending, v, i);
-    Tensor values_out = values, indices_out = indices;  // (handles to the caller's tensors)
     native::copy_(values_out, v);
     native::copy_(indices_out, i);
     return;
   }
+  const bool head = K < s.size;
+  const Tensor v = head ? empty(x.sizes(), TensorOptions(x.dtype()).device(x.device())) : values;
+  const Tensor i = head ? empty(x.sizes(), TensorOptions(kInt64).device(x.device())) : indices;
   int P = 1;
   while (P < s.size) P <<= 1;
   EMBER_CUDA_DISPATCH_ALL(x.dtype(), "sort", [&] {
     const size_t bytes = static_cast<size_t>(P) * (sizeof(opmath_t<scalar_t>) + sizeof(int));
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(lines, 65535 * 8));
     sort_lines_kernel<scalar_t><<<blocks, std::min(P, kBlock), bytes, stream_of(x)>>>(
-        static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(values.data_ptr()),
-        static_cast<int64_t*>(indices.data_ptr()), lines, s.size, s.inner, P, descending);
+        static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(v.data_ptr()),
+        static_cast<int64_t*>(i.data_ptr()), lines, s.size, s.inner, P, descending);
   });
   EMBER_KERNEL_CHECK();
+  if (head) {
+    native::copy_(values_out, native::narrow(v, dim, 0, K));
+    native::copy_(indices_out, native::narrow(i, dim, 0, K));
+  }
 }
 
 }  // namespace ember::cuda

@@ -142,8 +142,8 @@ class Backend {
   // out[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..] (reverse: x[.., i, ..] + ... + x[.., D - 1, ..]),
   // accumulated as acc_t<T> on the CPU (PyTorch's: double for float)
   virtual void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out);
-  // values, indices (int64) [.., D, ..]: each line of x in ascending (or descending) order, ties in
-  // index order (stable), NaN above every number
+  // values, indices (int64) [.., K, ..], K <= D: the first K of each line of x in ascending (or
+  // descending) order, ties in index order (stable), NaN above every number
   virtual void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices);
 
   // ---- matmul ----

@@ -52,27 +52,36 @@ void CpuBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor
   });
 }
 
-// values, indices [outer, D, inner]: each line of x ordered, stable, NaN last (first, descending)
+// values, indices [outer, K, inner], K <= D: the first K of each line of x in order, stable,
+// NaN last (first, descending). Each line is sorted as (key, index) pairs, the index breaking
+// ties, so std::sort (or, for K < D, std::partial_sort: O(D log K), top-k's selection) gives the
+// stable order.
 void CpuBackend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
   const DimSplit s = split_at(x, dim);
+  const int64_t K = values.dim() == 0 ? 1 : values.size(dim);
   EMBER_DISPATCH_ALL(x.dtype(), "sort", [&] {
-    using K = opmath_t<scalar_t>;  // 16-bit floats compared as the float32 they widen to, exactly
+    using Key = opmath_t<scalar_t>;  // 16-bit floats compared as the float32 they widen to, exactly
+    using Entry = std::pair<Key, int64_t>;
     const auto* in = static_cast<const scalar_t*>(x.data_ptr());
     auto* v = static_cast<scalar_t*>(values.data_ptr());
     auto* ix = static_cast<int64_t*>(indices.data_ptr());
+    const auto before = [descending](const Entry& a, const Entry& b) {
+      if (descending ? less_nan_last(b.first, a.first) : less_nan_last(a.first, b.first)) return true;
+      if (descending ? less_nan_last(a.first, b.first) : less_nan_last(b.first, a.first)) return false;
+      return a.second < b.second;
+    };
     for_each_line(s, [&](int64_t base) {
-      std::vector<int64_t> order(static_cast<size_t>(s.size));
-      std::iota(order.begin(), order.end(), int64_t{0});
-      const auto key = [&](int64_t j) { return static_cast<K>(in[base + j * s.inner]); };
-      if (descending)
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int64_t a, int64_t b) { return less_nan_last(key(b), key(a)); });
+      std::vector<Entry> line(static_cast<size_t>(s.size));
+      for (int64_t j = 0; j < s.size; ++j) line[static_cast<size_t>(j)] = {static_cast<Key>(in[base + j * s.inner]), j};
+      if (K < s.size)
+        std::partial_sort(line.begin(), line.begin() + K, line.end(), before);
       else
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int64_t a, int64_t b) { return less_nan_last(key(a), key(b)); });
-      for (int64_t j = 0; j < s.size; ++j) {
-        v[base + j * s.inner] = in[base + order[static_cast<size_t>(j)] * s.inner];
-        ix[base + j * s.inner] = order[static_cast<size_t>(j)];
+        std::sort(line.begin(), line.end(), before);
+      const int64_t out_base = (base / (s.size * s.inner)) * K * s.inner + base % s.inner;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t from = line[static_cast<size_t>(j)].second;
+        v[out_base + j * s.inner] = in[base + from * s.inner];
+        ix[out_base + j * s.inner] = from;
       }
     });
   });

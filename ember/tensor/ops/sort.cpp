@@ -39,17 +39,19 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending) { return std::get<1>(sort(x, dim, descending)); }
 
-// A full sort, then the first k: O(D log D) per line where a selection would be O(D); simple, and
-// the same order on every back end.
+// The sort kernel asked for the first k of each line only (a partial sort on the CPU).
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /*sorted*/) {
   ops::check_defined(x, "topk");
   dim = wrap_dim(dim, x.dim(), "topk");
   const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
   EMBER_CHECK(k >= 0 && k <= n, "topk: k (", k, ") must be in [0, ", n, "], the size of dimension ", dim,
               " of the input of shape ", shape_str(x.sizes()));
-  auto [values, indices] = sort(x, dim, largest);
-  if (x.dim() == 0) return {values, indices};
-  return {contiguous(narrow(values, dim, 0, k)), contiguous(narrow(indices, dim, 0, k))};
+  const Tensor src = lines_of(x);
+  Shape shape = src.sizes();
+  shape[static_cast<size_t>(dim)] = k;
+  Tensor values = ops::empty_on(shape, x.dtype(), x.device()), indices = ops::empty_on(shape, kInt64, x.device());
+  if (values.numel() > 0) backend(x.device()).sort(src, dim, largest, values, indices);
+  return {shaped_like(values, x), shaped_like(indices, x)};
 }
 
 }  // namespace ember::native
