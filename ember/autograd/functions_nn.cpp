@@ -345,18 +345,24 @@ Tensor autograd::gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return out;
 }
 
+namespace {
+// The gradient of a scatter's src: the output gradient where each element landed; src elements
+// beyond index's extent were not scattered and get zero.
+Tensor scattered_gradient(const Like& src, const Tensor& index, int64_t dim, const Tensor& grad_out) {
+  Tensor gs = src.zeros();
+  Tensor region = gs;
+  for (int64_t k = 0; k < index.dim(); ++k) region = native::narrow(region, k, 0, index.size(k));
+  native::copy_(region, native::gather(grad_out, dim, index));
+  return gs;
+}
+}  // namespace
+
 Tensor autograd::scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   Tensor out = forward([&] { return native::scatter_add(x, dim, index, src); });
   if (needs_grad(x, src)) {
     const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
     record_fn("ScatterAddBackward", {&x, &src}, {&out}, [ls = Like(src), idx = index, d](std::vector<Tensor>& g) {
-      // src's gradient is the output gradient where each element landed; src elements
-      // beyond index's extent were not scattered and get zero.
-      Tensor gs = ls.zeros();
-      Tensor region = gs;
-      for (int64_t k = 0; k < idx.dim(); ++k) region = native::narrow(region, k, 0, idx.size(k));
-      native::copy_(region, native::gather(g[0], d, idx));
-      return std::vector<Tensor>{g[0], gs};
+      return std::vector<Tensor>{g[0], scattered_gradient(ls, idx, d, g[0])};
     });
   }
   return out;
@@ -379,11 +385,7 @@ Tensor autograd::scatter(const Tensor& x, int64_t dim, const Tensor& index, cons
     const int64_t d = wrap_dim(dim, x.dim(), "scatter");
     record_fn("ScatterBackward", {&x, &src}, {&out}, [ls = Like(src), idx = index, d](std::vector<Tensor>& g) {
       const Tensor gx = native::scatter(g[0], d, idx, ember::zeros_like(native::gather(g[0], d, idx)));
-      Tensor gs = ls.zeros();
-      Tensor region = gs;
-      for (int64_t k = 0; k < idx.dim(); ++k) region = native::narrow(region, k, 0, idx.size(k));
-      native::copy_(region, native::gather(g[0], d, idx));
-      return std::vector<Tensor>{gx, gs};
+      return std::vector<Tensor>{gx, scattered_gradient(ls, idx, d, g[0])};
     });
   }
   return out;
