@@ -170,7 +170,74 @@ Calls calls() {
   op("index_select", [](Draw& d) { (void)d.tensor().index_select(d.integer(), d.index(3)); });
   op("gather", [](Draw& d) { (void)d.tensor().gather(d.integer(), d.index(3)); });
   op("scatter_add", [](Draw& d) { (void)d.tensor().scatter_add(d.integer(), d.index(3), d.tensor()); });
+  op("scatter", [](Draw& d) {
+    Tensor x = d.tensor();
+    (void)x.scatter(d.integer(), d.index(3), d.tensor());
+    NoGradGuard no_grad;
+    (void)x.scatter_(d.integer(), d.index(3), d.tensor());
+  });
+  op("nonzero", [](Draw& d) { (void)nonzero(d.tensor()); });
+  op("masked_select", [](Draw& d) { (void)d.tensor().masked_select(d.tensor()); });
+  // x[...] and x[...] = v (Note [Tensor indexing]): up to four entries of every kind
+  auto index_list = [](Draw& d) {
+    std::vector<indexing::TensorIndex> list;
+    for (int64_t i = 0, n = d.below(5); i < n; ++i) switch (d.below(7)) {
+        case 0:
+          list.emplace_back(indexing::None);
+          break;
+        case 1:
+          list.emplace_back(indexing::Ellipsis);
+          break;
+        case 2:
+          list.emplace_back(d.integer());
+          break;
+        case 3:
+          list.emplace_back(d.coin());
+          break;
+        case 4: {
+          auto bound = [&]() { return d.coin() ? std::optional<int64_t>(d.integer()) : std::nullopt; };
+          list.emplace_back(indexing::Slice(bound(), bound(), d.coin() ? std::optional<int64_t>(d.integer()) : 1));
+          break;
+        }
+        case 5:
+          list.emplace_back(d.index(3));
+          break;
+        default:
+          list.emplace_back(d.tensor(d.shape(2), kBool));
+      }
+    return list;
+  };
+  op("index", [index_list](Draw& d) { (void)d.tensor().index(index_list(d)); });
+  op("index_put_", [index_list](Draw& d) {
+    Tensor x = d.tensor();
+    if (d.coin())
+      (void)x.index_put_(index_list(d), d.tensor(), d.coin());
+    else
+      (void)x.index_put_(index_list(d), Scalar(d.real()));
+  });
+  op("repeat", [](Draw& d) { (void)d.tensor().repeat(d.dims()); });
+  op("equal", [](Draw& d) { (void)d.tensor().equal(d.tensor()); });
+  // scans and sorting
+  op("cumsum",
+     [](Draw& d) { (void)d.tensor().cumsum(d.integer(), d.coin() ? std::optional<DType>(d.dtype()) : std::nullopt); });
+  op("sort", [](Draw& d) { (void)d.tensor().sort(d.integer(), d.coin()); });
+  op("argsort", [](Draw& d) { (void)d.tensor().argsort(d.integer(), d.coin()); });
+  op("topk", [](Draw& d) { (void)d.tensor().topk(d.integer(), d.integer(), d.coin()); });
   op("embedding", [](Draw& d) { (void)embedding(d.floating(), d.index(3)); });
+  // the recurrent layers: small ones, awkward inputs and states
+  op("lstm", [](Draw& d) {
+    const int64_t in = 1 + d.below(3), hidden = 1 + d.below(3), layers = 1 + d.below(2);
+    nn::LSTM m(nn::LSTMOptions(in, hidden).num_layers(layers).batch_first(d.coin()).bidirectional(d.coin()));
+    std::optional<std::tuple<Tensor, Tensor>> hx;  // (mostly) of the right shape, or anything
+    auto state = [&] { return d.coin() ? d.tensor(d.near({layers * 2, 3, hidden}), kFloat32) : d.tensor(); };
+    if (d.coin()) hx = std::make_tuple(state(), state());
+    (void)m->forward(d.coin() ? d.tensor(d.near({2, 3, in}), kFloat32) : d.tensor(), hx);
+  });
+  op("gru", [](Draw& d) {
+    const int64_t in = 1 + d.below(3);
+    nn::GRU m(nn::GRUOptions(in, 1 + d.below(3)).bidirectional(d.coin()));
+    (void)m->forward(d.coin() ? d.tensor(d.near({4, in}), kFloat32) : d.tensor(), d.coin() ? d.tensor() : Tensor());
+  });
   op("one_hot", [](Draw& d) { (void)one_hot(d.index(3), d.integer()); });
   op("cat", [](Draw& d) { (void)cat({d.tensor(), d.tensor()}, d.integer()); });
   op("stack", [](Draw& d) { (void)stack({d.tensor(), d.tensor()}, d.integer()); });
