@@ -4,6 +4,7 @@
 // or throw ember::Error; any other exception fails here, and a crash or a sanitizer report fails
 // the run (the ASan+UBSan preset runs this file too). The draws are seeded: a failure names
 // the op and the draw that reproduces it.
+#include <map>
 #include <sstream>
 
 #include "ember/nn/prune.h"
@@ -216,6 +217,24 @@ Calls calls() {
       (void)x.index_put_(index_list(d), Scalar(d.real()));
   });
   op("repeat", [](Draw& d) { (void)d.tensor().repeat(d.dims()); });
+  op("einsum", [](Draw& d) {
+    static const char* equations[] = {"ij,jk->ik", "i,i->", "bij,bjk", "ijk->kj", "i,j->ij", "ij->", "a,b,c->cab"};
+    const std::string eq = equations[d.below(7)];
+    std::map<char, int64_t> size;  // operands mostly of the shapes the letters give, some a dim off
+    TensorList operands(1);
+    Shape shape;
+    for (size_t i = 0; i <= eq.find("->"); ++i) {
+      if (i == eq.size() || eq[i] == ',' || eq[i] == '-') {
+        operands.back() = d.coin() ? d.tensor(d.near(shape), kFloat32) : d.tensor();
+        if (i < eq.size() && eq[i] == ',') operands.emplace_back();
+        shape.clear();
+        if (i == eq.size() || eq[i] == '-') break;
+        continue;
+      }
+      shape.push_back(size.emplace(eq[i], d.below(4)).first->second);
+    }
+    (void)einsum(eq, operands);
+  });
   op("equal", [](Draw& d) { (void)d.tensor().equal(d.tensor()); });
   // scans and sorting
   op("cumsum",

@@ -125,6 +125,14 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"cumsum", [](X x) { return x[0].cumsum(1); }},
       {"sort_values", [](X x) { return std::get<0>(x[0].sort(0, true)); }},
       {"topk_values", [](X x) { return std::get<0>(x[0].topk(3)); }},
+      {"einsum_three",
+       [](X x) {
+         return einsum("ab,bc,cd->da", {x[0], x[1], x[2]});
+       }},
+      {"einsum_bilinear",
+       [](X x) {
+         return einsum("bi,oij,bj->bo", {x[0], x[1], x[2]});
+       }},
   };
   return *table;
 }

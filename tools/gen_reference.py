@@ -286,6 +286,16 @@ def indexing_cases():
     case("argsort_int", [torch.tensor([[5, -3, 7], [0, 9, -1]])], lambda x: x.argsort(1, descending=True))
     case("topk", [r(3, 6)], lambda x: x.topk(2))
     case("topk_smallest_dim0", [r(5, 3)], lambda x: x.topk(3, 0, largest=False))
+    # einsum
+    case("einsum_matmul", [r(3, 4), r(4, 5)], lambda a, b: torch.einsum("ij,jk->ik", a, b))
+    case("einsum_batched_transposed", [r(2, 3, 4), r(2, 5, 4)], lambda a, b: torch.einsum("bik,bjk->bji", a, b))
+    case("einsum_attention", [r(2, 3, 4, 5), r(2, 3, 6, 5)], lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k))
+    case("einsum_implicit", [r(3, 4), r(4, 2)], lambda a, b: torch.einsum("ij,jk", a, b))
+    case("einsum_dot_outer", [r(4), r(4), r(3)], lambda a, b, c: torch.einsum("i,i,j->j", a, b, c))
+    case("einsum_outer", [r(3), r(2)], lambda a, b: torch.einsum("i,j->ij", a, b))
+    case("einsum_sum_permute", [r(2, 3, 4)], lambda a: torch.einsum("ijk->kj", a))
+    case("einsum_three", [r(2, 3), r(3, 4), r(4, 5)], lambda a, b, c: torch.einsum("ab,bc,cd->da", a, b, c))
+    case("einsum_bilinear", [r(2, 3), r(5, 3, 4), r(2, 4)], lambda x, w, y: torch.einsum("bi,oij,bj->bo", x, w, y))
 
 
 def frontend_cases():
@@ -409,6 +419,10 @@ def grad_cases():
         ("cumsum", [r(3, 4, dtype=d)], lambda x: x.cumsum(1)),
         ("sort_values", [r(3, 5, dtype=d)], lambda x: x.sort(0, descending=True)[0]),
         ("topk_values", [r(4, 6, dtype=d)], lambda x: x.topk(3)[0]),
+        ("einsum_three", [r(2, 3, dtype=d), r(3, 4, dtype=d), r(4, 2, dtype=d)],
+         lambda a, b, c: torch.einsum("ab,bc,cd->da", a, b, c)),
+        ("einsum_bilinear", [r(2, 3, dtype=d), r(5, 3, 4, dtype=d), r(2, 4, dtype=d)],
+         lambda x, w, y: torch.einsum("bi,oij,bj->bo", x, w, y)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

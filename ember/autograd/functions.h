@@ -48,6 +48,8 @@ Tensor sum_to(const Tensor& grad, const Shape& sizes);
 // x's elements where mask (bool, broadcast with x) is true, row-major: 1-D (x.index({mask}),
 // Note [Tensor indexing]).
 Tensor masked_select(const Tensor& x, const Tensor& mask);
+// Einstein summation (Note [einsum]): einsum("bij,bjk->bik", {a, b}); letters, "->" optional.
+Tensor einsum(const std::string& equation, const TensorList& operands);
 // torch::equal: the same shape and values (a.equal(b)).
 inline bool equal(const Tensor& a, const Tensor& b) { return a.equal(b); }
 
