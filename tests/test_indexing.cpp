@@ -113,6 +113,8 @@ TEST(Indexing, RepeatTilesAndItsGradientSumsTheCopies) {
                         "repeat: the number of repeats (1) can not be smaller than the number of "
                         "dimensions of the tensor (2)");
   EXPECT_ERROR_CONTAINS(x.repeat({1, -1}), "repeat: repeats must be non-negative, got [1, -1]");
+  EXPECT_ERROR_CONTAINS(x.repeat({1, int64_t{1} << 62}),
+                        "repeat: 4611686018427387904 repeats of size 3 overflow int64");
 }
 
 TEST(Indexing, EqualComparesShapesAndValues) {

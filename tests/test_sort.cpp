@@ -1,6 +1,8 @@
 // cumsum, sort, argsort and topk (tensor/ops/sort.cpp); their values against PyTorch are in
 // test_reference.cpp ("cumsum*", "sort*", "topk*"). Here: gradients by finite differences, the
 // dtypes, long lines, empty and 0-d tensors, and the refusals.
+#include <limits>
+
 #include "helpers.h"
 
 namespace ember {
@@ -31,6 +33,10 @@ TEST(Sort, SixteenBitAndIntegerDtypesAndLongLines) {
   EXPECT_EQ(tensor<uint8_t>({200, 100}).cumsum(0).to_vector<int64_t>(), (std::vector<int64_t>{200, 300}));
   EXPECT_EQ(tensor<bool>({true, false, true}).cumsum(0).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, 2}));
   EXPECT_EQ(full({4}, 0.5).to(kFloat16).cumsum(0).dtype(), kFloat16);
+  // int64 sums wrap, as PyTorch's do (found by UBSan on the random arguments)
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(tensor<int64_t>({big, 1}).cumsum(0).to_vector<int64_t>(),
+            (std::vector<int64_t>{big, std::numeric_limits<int64_t>::min()}));
   EXPECT_EQ(tensor<int64_t>({3, 1, 2}).argsort().to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 0}));
 }
 

@@ -51,7 +51,9 @@ Tensor arranged(const Labeled& x, const std::string& order) {
 
 int64_t product(const Labeled& x, const std::string& letters) {
   int64_t n = 1;
-  for (char c : letters) n *= x.t.size(static_cast<int64_t>(x.letters.find(c)));
+  for (char c : letters)
+    EMBER_CHECK(!__builtin_mul_overflow(n, x.t.size(static_cast<int64_t>(x.letters.find(c))), &n), "einsum: the dims '",
+                letters, "' of shape ", shape_str(x.t.sizes()), " multiply beyond int64");
   return n;
 }
 

@@ -41,7 +41,10 @@ Tensor Tensor::repeat(const Shape& repeats) const {
   for (size_t i = 0; i < repeats.size(); ++i) {
     pairs.insert(pairs.end(), {1, padded[i]});
     expanded.insert(expanded.end(), {repeats[i], padded[i]});
-    out.push_back(repeats[i] * padded[i]);
+    int64_t size = 0;
+    EMBER_CHECK(!__builtin_mul_overflow(repeats[i], padded[i], &size), "repeat: ", repeats[i], " repeats of size ",
+                padded[i], " overflow int64 (repeats ", shape_str(repeats), ", shape ", shape_str(sizes()), ")");
+    out.push_back(size);
   }
   return reshape(pairs).expand(expanded).reshape(out);
 }

@@ -3,7 +3,9 @@
 // lines runs on one thread.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
@@ -45,7 +47,10 @@ void CpuBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor
       A acc = A(0);
       for (int64_t j = 0; j < s.size; ++j) {
         const int64_t at = base + (reverse ? s.size - 1 - j : j) * s.inner;
-        acc = acc + static_cast<A>(in[at]);
+        if constexpr (std::is_integral_v<A>)  // integers wrap, as PyTorch's do (signed overflow is UB)
+          acc = static_cast<A>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(static_cast<A>(in[at])));
+        else
+          acc = acc + static_cast<A>(in[at]);
         o[at] = static_cast<scalar_t>(acc);
       }
     });
