@@ -149,6 +149,49 @@ TEST(CustomFunction, NonDifferentiableDirtyAndReturnedInputs) {
   EXPECT_TRUE(all_close(v.grad(), tensor<double>({10.0}), 0, 0));
 }
 
+// x w^T (+ b): forward's last parameter has a default, so apply() may be given two arguments
+// while backward always returns three gradients (the last undefined without a bias), as
+// PyTorch's C++ autograd tutorial writes it.
+struct LinearWithDefaultBias : autograd::Function<LinearWithDefaultBias> {
+  static Tensor forward(AutogradContext* ctx, Tensor x, Tensor w, Tensor b = Tensor()) {
+    ctx->save_for_backward({x, w, b});
+    Tensor y = x.mm(w.t());
+    return b.defined() ? y + b : y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list g) {
+    const auto saved = ctx->get_saved_variables();
+    return {g[0].mm(saved[1]), g[0].t().mm(saved[0]), saved[2].defined() ? g[0].sum(0) : Tensor()};
+  }
+};
+struct ExtraDefinedGradient : autograd::Function<ExtraDefinedGradient> {
+  static Tensor forward(AutogradContext*, Tensor x, Tensor b = Tensor()) { return b.defined() ? x + b : x * 1.0; }
+  static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0], g[0]}; }
+};
+
+TEST(CustomFunction, DefaultedArgumentsTakeTrailingUndefinedGradients) {
+  manual_seed(4);
+  const Tensor x0 = randn({2, 3}, kFloat64), w0 = randn({4, 3}, kFloat64), b0 = randn({4}, kFloat64);
+  for (bool with_bias : {false, true}) {
+    Tensor x = x0.clone().set_requires_grad(true), w = w0.clone().set_requires_grad(true);
+    Tensor b = b0.clone().set_requires_grad(true);
+    Tensor y = with_bias ? LinearWithDefaultBias::apply(x, w, b) : LinearWithDefaultBias::apply(x, w);
+    (y * y).sum().backward();
+    Tensor rx = x0.clone().set_requires_grad(true), rw = w0.clone().set_requires_grad(true);
+    Tensor rb = b0.clone().set_requires_grad(true);
+    Tensor r = rx.mm(rw.t());
+    if (with_bias) r = r + rb;
+    (r * r).sum().backward();
+    EXPECT_TRUE(all_close(x.grad(), rx.grad(), 1e-14, 1e-14));
+    EXPECT_TRUE(all_close(w.grad(), rw.grad(), 1e-14, 1e-14));
+    EXPECT_EQ(b.grad().defined(), with_bias);
+    if (with_bias) EXPECT_TRUE(all_close(b.grad(), rb.grad(), 1e-14, 1e-14));
+  }
+  // A defined gradient for an argument apply() was not given is still a miscount.
+  const Tensor x = x0.clone().set_requires_grad(true);
+  EXPECT_ERROR_CONTAINS(ExtraDefinedGradient::apply(x).sum().backward(),
+                        "ExtraDefinedGradientBackward: backward returned 2 gradients, expected 1");
+}
+
 struct WrongCount : autograd::Function<WrongCount> {
   static Tensor forward(AutogradContext*, const Tensor& x, double) { return x * 2.0; }
   static tensor_list backward(AutogradContext*, tensor_list g) { return {g[0] * 2.0}; }

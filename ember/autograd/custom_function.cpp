@@ -68,7 +68,10 @@ class CustomFunctionNode final : public Node {
   }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const tensor_list result = backward_(ctx_.get(), std::move(grads));
+    tensor_list result = backward_(ctx_.get(), std::move(grads));
+    // Gradients past the arguments apply() was given are for forward's defaulted parameters
+    // (`Tensor bias = Tensor()`): dropped when undefined, as LibTorch drops them.
+    while (result.size() > num_args_ && !result.back().defined()) result.pop_back();
     EMBER_CHECK(result.size() == num_args_, name(), ": backward returned ", result.size(), " gradients, expected ",
                 num_args_,
                 " (one per argument of forward; an undefined Tensor for an argument that is not a tensor "

@@ -20,7 +20,8 @@
 // recorded), then, when grad mode is on and a tensor argument requires grad, records one node
 // whose backward calls T::backward. backward receives one gradient per output (zeros for an
 // output that got none) and returns one per argument of forward, tensor or not — undefined for
-// an argument that is not a tensor or needs no gradient; a wrong count, a gradient for a
+// an argument that is not a tensor or needs no gradient (trailing undefined ones for forward's
+// defaulted parameters that apply() was not given are dropped); a wrong count, a gradient for a
 // non-tensor, or a shape that differs from its input's is an ember::Error naming the function.
 // save_for_backward keeps inputs and outputs with their version (in-place changes before
 // backward are caught); mark_dirty declares inputs that forward modified in place (they must be
