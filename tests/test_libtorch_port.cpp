@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "helpers.h"
 
@@ -265,6 +266,16 @@ TEST(LibTorchPort, TensorIdioms) {
   a[0][0] = 7.0f;
   EXPECT_EQ(x[0][0].item<float>(), 7.0f);
   EXPECT_ERROR_CONTAINS((x.accessor<float, 1>()), "accessor: expected a 1-d tensor, got shape [2, 3]");
+
+  // Sizes print as LibTorch's IntArrayRef prints them; vec() copies them out.
+  std::ostringstream printed;
+  printed << x.sizes() << " " << x.t().strides() << " " << torch::zeros({}).sizes();
+  EXPECT_EQ(printed.str(), "[2, 3] [1, 3] []");
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.push_back(1);
+  const torch::IntArrayRef grown = x.view(sizes).sizes();
+  EXPECT_EQ(grown, (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(torch::str("shape ", x.sizes()), "shape [2, 3]");
 
   EXPECT_EQ(torch::str("epoch ", 3, ": ", 0.5), "epoch 3: 0.5");
   EXPECT_ERROR_CONTAINS([&] { TORCH_CHECK(x.dim() == 3, "got ", x.dim(), " dims"); }(),

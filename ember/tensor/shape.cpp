@@ -17,6 +17,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape_str(shape); }
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t n = ndim == 0 ? 1 : ndim;
   EMBER_CHECK(dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [", -n, ", ", n - 1,

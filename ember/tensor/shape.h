@@ -3,12 +3,26 @@
 // contiguous strides and broadcasting.
 #include <array>
 #include <cstdint>
+#include <iosfwd>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ember {
 
-using Shape = std::vector<int64_t>;
+// The sizes (or strides) of a tensor: a std::vector<int64_t> in every way, and its own type so
+// that ember's operator<< is found for it: `std::cout << x.sizes()` prints "[2, 3]", as
+// LibTorch's IntArrayRef does. vec() is IntArrayRef's copy out.
+struct Shape : std::vector<int64_t> {
+  using std::vector<int64_t>::vector;
+  Shape() = default;
+  Shape(const std::vector<int64_t>& v) : std::vector<int64_t>(v) {}        // NOLINT: implicit by design
+  Shape(std::vector<int64_t>&& v) : std::vector<int64_t>(std::move(v)) {}  // NOLINT: implicit by design
+  std::vector<int64_t> vec() const { return *this; }
+};
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
+// LibTorch's name for what sizes() returns (there a view, here the sizes themselves).
+using IntArrayRef = Shape;
 // Two sizes, one per spatial dim (the kernel, stride, padding and dilation of 2-D ops). One
 // number stands for both, as LibTorch's ExpandingArray<2> takes it: max_pool2d(x, 2).
 struct Int2 : std::array<int64_t, 2> {
