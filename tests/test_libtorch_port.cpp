@@ -283,6 +283,154 @@ TEST(LibTorchPort, TensorIdioms) {
   EXPECT_ERROR_CONTAINS([] { AT_ASSERT(false); }(), "Assertion failed: false");
 }
 
+// What the C++ frontend's tutorials and examples call beyond the above: each of these failed to
+// compile against ember before (the values of the ops themselves are checked against PyTorch in
+// test_reference.cpp).
+TEST(LibTorchPort, ScalarsFactoriesAndTheLikeForms) {
+  // item() as LibTorch's Scalar, with its checked integer conversions.
+  auto x = torch::tensor({1.5f, 2.25f});
+  EXPECT_EQ(x.sum().item().toFloat(), 3.75f);
+  EXPECT_EQ(x.sum().item().toDouble(), 3.75);
+  EXPECT_EQ(x.sum().item().toInt(), 3);
+  EXPECT_EQ(torch::tensor({-7}).sum().item().toLong(), -7);
+  EXPECT_TRUE(x.sum().item().toBool());
+  EXPECT_ERROR_CONTAINS(torch::tensor(int64_t{1} << 40).item().toInt(),
+                        "Scalar::toInt: value 1099511627776 cannot be converted without overflow");
+  EXPECT_ERROR_CONTAINS(torch::tensor(1e300).item().toLong(), "Scalar::toLong: value 1e+300 cannot be converted");
+  EXPECT_ERROR_CONTAINS(torch::tensor(std::nan("")).item().toInt(), "cannot be converted without overflow");
+  EXPECT_EQ(torch::tensor(-2147483648.9).item().toInt(), -2147483648);  // truncated toward zero first
+
+  // 0-d tensors from one number; int literals are int64 as in LibTorch.
+  EXPECT_EQ(torch::tensor(3.5).dim(), 0);
+  EXPECT_EQ(torch::tensor(3.5).dtype(), torch::kFloat64);
+  EXPECT_EQ(torch::tensor(3.5f).dtype(), torch::kFloat32);
+  EXPECT_EQ(torch::tensor(3).dtype(), torch::kInt64);
+  EXPECT_EQ(torch::tensor(true).dtype(), torch::kBool);
+  EXPECT_EQ(torch::tensor(3, torch::kFloat16).dtype(), torch::kFloat16);
+  EXPECT_TRUE(torch::tensor(2.0, torch::requires_grad()).requires_grad());
+  EXPECT_EQ(torch::tensor({0, 2, 1}).dtype(), torch::kInt64);  // class targets, as nll_loss takes them
+  EXPECT_EQ(torch::tensor({0, 2, 1}, torch::requires_grad(false)).dtype(), torch::kInt64);
+  EXPECT_EQ(torch::tensor({1.0, 2.0}, torch::requires_grad()).dtype(), torch::kFloat64);
+  EXPECT_EQ(torch::tensor(std::vector<int32_t>{1, 2}).dtype(), torch::kInt32);  // an explicit type stays
+
+  // *_like with options: what the options give, the tensor's dtype and device otherwise.
+  auto h = torch::zeros({2, 3}, torch::kFloat16);
+  EXPECT_EQ(torch::ones_like(h).dtype(), torch::kFloat16);
+  EXPECT_EQ(torch::ones_like(h, torch::kFloat64).dtype(), torch::kFloat64);
+  EXPECT_EQ(torch::zeros_like(h, torch::TensorOptions().requires_grad(true)).dtype(), torch::kFloat16);
+  EXPECT_TRUE(torch::randn_like(h, torch::requires_grad()).requires_grad());
+  EXPECT_EQ(torch::full_like(h, 7, torch::kInt32).sum().item<int64_t>(), 42);
+  EXPECT_EQ(torch::empty_like(h, torch::kCPU).sizes(), h.sizes());
+  EXPECT_EQ(torch::rand_like(h, torch::dtype(torch::kFloat32)).dtype(), torch::kFloat32);
+  EXPECT_ERROR_CONTAINS(torch::ones_like(torch::Tensor()), "ones_like: the tensor is undefined");
+
+  auto l = torch::logspace(0, 2, 3);
+  EXPECT_EQ(l.dtype(), torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(l, torch::tensor({1.0f, 10.0f, 100.0f})));
+  EXPECT_TRUE(torch::allclose(torch::logspace(1, 3, 3, 2.0, torch::kFloat64), torch::tensor({2.0, 4.0, 8.0}), 0, 0));
+  EXPECT_ERROR_CONTAINS(torch::logspace(0, 1, 3, 10, torch::kInt64), "logspace: expected a floating dtype");
+
+  // The split forms, elementwise max/min, addmm as a method, clamp_min/max.
+  auto m = torch::arange(12.0f).reshape({3, 4});
+  auto parts = m.split({1, 3}, 1);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].sizes(), (torch::Shape{3, 3}));
+  EXPECT_TRUE(torch::equal(torch::max(m, 11 - m), torch::maximum(m, 11 - m)));
+  EXPECT_TRUE(torch::equal(m.min(11 - m), torch::minimum(m, 11 - m)));
+  EXPECT_TRUE(torch::allclose(m.addmm(m, torch::eye(4), 2, 0.5), m * 2.5));
+  EXPECT_TRUE(torch::equal(m.clamp_min(3).clamp_max(5), m.clamp(3, 5)));
+  EXPECT_TRUE((m + 1).allclose((m + 1) * 1.000001f));  // within rtol 1e-5
+  EXPECT_FALSE(m.allclose(m + 1e-7f));                 // at 0 only atol 1e-8 applies, as in PyTorch
+  EXPECT_TRUE(torch::isnan(torch::tensor({std::nan("")})).all().item<bool>());
+  EXPECT_FALSE(torch::isinf(torch::tensor({1, 2})).any().item<bool>());  // integers: never
+  EXPECT_TRUE(torch::isfinite(torch::tensor({1, 2})).all().item<bool>());
+}
+
+TEST(LibTorchPort, CompositeOpsRefuseBadArguments) {
+  auto v = torch::randn({3}), m = torch::randn({2, 3});
+  EXPECT_ERROR_CONTAINS(torch::dot(v, m), "dot: 1D tensors expected, but got 1D and 2D tensors");
+  EXPECT_ERROR_CONTAINS(torch::dot(v, torch::randn({4})), "dot: inconsistent tensor size");
+  EXPECT_ERROR_CONTAINS(torch::dot(v, v.to(torch::kFloat64)), "dot: expected both vectors to have same dtype");
+  EXPECT_ERROR_CONTAINS(torch::outer(v, m), "outer: expected 1-D tensors, got shapes [3] and [2, 3]");
+  EXPECT_ERROR_CONTAINS(m.flip({1, -1}), "flip: dim 1 appears multiple times in the list of dims");
+  EXPECT_ERROR_CONTAINS(m.flip({2}), "flip: dimension out of range");
+  EXPECT_ERROR_CONTAINS(m.roll({1, 2}, {0}), "roll: shifts and dimensions must align");
+  EXPECT_ERROR_CONTAINS(m.roll({1, 2}), "roll: without dims, expected one shift, got [1, 2]");
+  EXPECT_ERROR_CONTAINS(m.repeat_interleave(-1), "repeat_interleave: repeats can not be negative, got -1");
+  EXPECT_ERROR_CONTAINS(m.repeat_interleave(torch::tensor({1, 2}), 1), "repeats must have the same size as input");
+  EXPECT_ERROR_CONTAINS(m.repeat_interleave(torch::tensor({1.0, 2.0}), 0), "repeats has to be Long or Int tensor");
+  EXPECT_ERROR_CONTAINS(m.repeat_interleave(torch::tensor({1, -2}), 0), "repeats can not be negative, got -2");
+  EXPECT_ERROR_CONTAINS(m.repeat_interleave(int64_t{1} << 62, 1), "overflow int64");
+  EXPECT_ERROR_CONTAINS(torch::isclose(v, v.to(torch::kFloat64)), "isclose: float32 did not match float64");
+  EXPECT_ERROR_CONTAINS(torch::isclose(v, v, -1), "isclose: rtol and atol must be non-negative");
+  EXPECT_ERROR_CONTAINS(torch::tensor({true}).floor(), "floor: not implemented for bool tensors");
+  EXPECT_TRUE(torch::equal(torch::tensor({-3, 4}).round(), torch::tensor({-3, 4})));  // integers: a copy
+  // Flip and roll of empty, 0-d and size-1 dims are copies, never views.
+  auto s = torch::tensor(2.0);
+  EXPECT_FALSE(s.flip({0}).is_same(s));
+  EXPECT_EQ(s.roll(3).item<double>(), 2.0);
+  EXPECT_EQ(torch::zeros({0, 2}).roll({1, 1}, {0, 1}).sizes(), (torch::Shape{0, 2}));
+  EXPECT_EQ(s.repeat_interleave(3).sizes(), (torch::Shape{3}));
+}
+
+TEST(LibTorchPort, LayersInitAndParameterGroups) {
+  namespace F = torch::nn::functional;
+  // ReLU(inplace): overwrites its input where the tape would not record it, else leaves it.
+  auto relu = torch::nn::ReLU(torch::nn::ReLUOptions().inplace(true));
+  auto a = torch::tensor({-1.0f, 2.0f});
+  auto out = relu(a);
+  EXPECT_TRUE(torch::equal(a, torch::tensor({0.0f, 2.0f})));
+  EXPECT_TRUE(out.is_same(a));
+  auto w = torch::tensor({-1.0f, 2.0f}, torch::requires_grad());
+  auto y = relu(w * 1.0f);
+  y.sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({0.0f, 1.0f})));
+  std::ostringstream printed;
+  printed << *relu;
+  EXPECT_EQ(printed.str(), "ReLU(inplace=true)");
+
+  auto pool = torch::nn::AdaptiveAvgPool2d(torch::nn::AdaptiveAvgPool2dOptions({1, 2}));
+  EXPECT_EQ(pool(torch::randn({1, 3, 4, 4})).sizes(), (torch::Shape{1, 3, 1, 2}));
+
+  // kaiming_normal_ with LibTorch's tags: std = gain / sqrt(fan_out), gain sqrt(2) for ReLU.
+  torch::manual_seed(5);
+  auto weight = torch::empty({256, 64, 3, 3});
+  torch::nn::init::kaiming_normal_(weight, 0.0, torch::kFanOut, torch::kReLU);
+  EXPECT_NEAR(weight.std().item<double>(), std::sqrt(2.0 / (256 * 9)), 0.002);
+  torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0), torch::kFanIn, torch::kLeakyReLU);
+  EXPECT_LE(weight.abs().max().item<double>(), std::sqrt(6.0 / 6.0 / (64 * 9)) + 1e-6);
+
+  // Losses through their options, as modules and as functions.
+  auto p = torch::randn({4, 3}), t = torch::randn({4, 3});
+  EXPECT_TRUE(torch::allclose(torch::nn::HuberLoss(torch::nn::HuberLossOptions().delta(2.0))(p, t),
+                              F::smooth_l1_loss(p, t, F::SmoothL1LossFuncOptions().beta(2.0)) * 2.0));
+  EXPECT_TRUE(torch::allclose(torch::nn::SmoothL1Loss(torch::nn::SmoothL1LossOptions().reduction("sum"))(p, t),
+                              F::smooth_l1_loss(p, t, "sum")));
+  EXPECT_ERROR_CONTAINS(F::huber_loss(p, t, "mean", 0), "huber_loss: delta must be > 0, got 0");
+
+  // Parameters as one vector and back.
+  auto net = torch::nn::Linear(3, 2);
+  auto flat = torch::nn::utils::parameters_to_vector(net->parameters());
+  ASSERT_EQ(flat.sizes(), (torch::Shape{8}));
+  EXPECT_TRUE(torch::equal(flat.narrow(0, 0, 6), net->weight.reshape({-1})));
+  torch::nn::utils::vector_to_parameters(torch::arange(8.0f), net->parameters());
+  EXPECT_EQ(net->bias[1].item<float>(), 7.0f);
+  EXPECT_FALSE(net->weight.grad_fn());  // still a leaf
+  EXPECT_ERROR_CONTAINS(torch::nn::utils::vector_to_parameters(torch::zeros({7}), net->parameters()),
+                        "vector_to_parameters: the parameters hold 8 elements, the vector 7");
+
+  // Parameter groups with their own options, LibTorch's way.
+  auto other = torch::nn::Linear(3, 1);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(net->parameters());
+  groups.emplace_back(other->parameters(), std::make_unique<torch::optim::SGDOptions>(0.5));
+  torch::optim::SGD sgd(std::move(groups), torch::optim::SGDOptions(0.1));
+  EXPECT_EQ(sgd.param_groups()[0].options().get_lr(), 0.1);
+  EXPECT_EQ(sgd.param_groups()[1].options().get_lr(), 0.5);
+  for (auto& group : sgd.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(0.01);
+  EXPECT_EQ(sgd.param_groups()[1].options().get_lr(), 0.01);
+}
+
 TEST(LibTorchPort, SaveAndLoadTensorsAndRefusePyTorchArchives) {
   const std::string path = ::testing::TempDir() + "/ember_port_tensor.pt";
   auto t = torch::randn({3, 4});

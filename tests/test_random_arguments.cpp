@@ -242,6 +242,52 @@ Calls calls() {
   op("sort", [](Draw& d) { (void)d.tensor().sort(d.integer(), d.coin()); });
   op("argsort", [](Draw& d) { (void)d.tensor().argsort(d.integer(), d.coin()); });
   op("topk", [](Draw& d) { (void)d.tensor().topk(d.integer(), d.integer(), d.coin()); });
+  // LibTorch's composites (autograd/composites.cpp) and the rounding ops
+  op("rounding", [](Draw& d) {
+    const Tensor t = d.tensor();
+    (void)t.expm1(), (void)t.floor(), (void)t.ceil(), (void)t.round(), (void)t.trunc();
+  });
+  op("flip", [](Draw& d) { (void)d.tensor().flip(d.dims()); });
+  op("roll", [](Draw& d) {
+    Shape shifts(static_cast<size_t>(d.below(3)));
+    for (auto& s : shifts) s = d.integer();
+    (void)d.tensor().roll(shifts, d.coin() ? Shape{} : d.dims());
+  });
+  op("repeat_interleave", [](Draw& d) {
+    const std::optional<int64_t> dim = d.coin() ? std::optional<int64_t>(d.integer()) : std::nullopt;
+    if (d.coin())
+      (void)d.tensor().repeat_interleave(d.integer(), dim);
+    else
+      (void)d.tensor().repeat_interleave(d.coin() ? d.index(4) : d.tensor(), dim);
+  });
+  op("dot", [](Draw& d) {  // same-shaped operands half of the time, so that some reach the GEMV
+    const Tensor a = d.tensor();
+    (void)dot(a, d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.tensor());
+  });
+  op("outer", [](Draw& d) { (void)outer(d.tensor(), d.tensor()); });
+  op("isclose", [](Draw& d) {
+    const Tensor a = d.tensor();
+    (void)isclose(a, d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.tensor(), d.real(), d.real(), d.coin());
+    (void)isnan(d.tensor()), (void)isinf(d.tensor()), (void)isfinite(d.tensor());
+  });
+  op("logspace", [](Draw& d) {
+    (void)logspace(d.real(), d.real(), d.integer(), d.real(), d.coin() ? TensorOptions(d.dtype()) : TensorOptions());
+  });
+  op("huber_loss", [](Draw& d) {
+    const Tensor x = d.floating();
+    (void)nn::functional::huber_loss(x, d.coin() ? d.tensor(x.sizes(), x.dtype()) : d.floating(),
+                                     d.coin() ? "mean" : "sum", d.coin() ? 1.0 : d.real());
+  });
+  op("kl_div", [](Draw& d) {
+    const Tensor x = d.floating();
+    (void)nn::functional::kl_div(x, d.coin() ? d.tensor(x.sizes(), x.dtype()) : d.floating(),
+                                 d.coin() ? "batchmean" : "none", d.coin());
+  });
+  op("vector_to_parameters", [](Draw& d) {
+    const std::vector<Tensor> params{d.floating(), d.floating()};
+    (void)nn::utils::parameters_to_vector(params);
+    nn::utils::vector_to_parameters(d.tensor(), params);
+  });
   op("embedding", [](Draw& d) { (void)embedding(d.floating(), d.index(3)); });
   // the recurrent layers: small ones, awkward inputs and states
   op("lstm", [](Draw& d) {

@@ -133,6 +133,21 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
        [](X x) {
          return einsum("bi,oij,bj->bo", {x[0], x[1], x[2]});
        }},
+      {"flip",
+       [](X x) {
+         return x[0].flip({0, 2});
+       }},
+      {"roll",
+       [](X x) {
+         return x[0].roll({1, -5}, {0, 1});
+       }},
+      {"repeat_interleave", [](X x) { return x[0].repeat_interleave(2, 1); }},
+      {"repeat_interleave_tensor", [](X x) { return x[0].repeat_interleave(x[1], 0); }},
+      {"dot", [](X x) { return dot(x[0], x[1]); }},
+      {"outer", [](X x) { return outer(x[0], x[1]); }},
+      {"expm1", [](X x) { return x[0].expm1(); }},
+      {"round", [](X x) { return x[0].round(); }},
+      {"huber_loss", [](X x) { return nn::functional::huber_loss(x[0], x[1], "mean", 0.7); }},
   };
   return *table;
 }

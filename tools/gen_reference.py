@@ -220,6 +220,7 @@ def main():
     case("stack", [r(2, 3), r(2, 3)], lambda a, b: torch.stack([a, b], 1))
     frontend_cases()
     indexing_cases()
+    composite_cases()
 
     write("ops.bin")
     entries.clear()
@@ -296,6 +297,48 @@ def indexing_cases():
     case("einsum_sum_permute", [r(2, 3, 4)], lambda a: torch.einsum("ijk->kj", a))
     case("einsum_three", [r(2, 3), r(3, 4), r(4, 5)], lambda a, b, c: torch.einsum("ab,bc,cd->da", a, b, c))
     case("einsum_bilinear", [r(2, 3), r(5, 3, 4), r(2, 4)], lambda x, w, y: torch.einsum("bi,oij,bj->bo", x, w, y))
+
+
+def composite_cases():
+    """LibTorch's composite ops (autograd/composites.cpp), the rounding unaries and the losses
+    added with them, with a seed of their own."""
+    torch.manual_seed(2028)
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.49999, -0.0, 1e8 + 0.5, 3.7, -3.7])
+    for name, fn in [("expm1", torch.expm1), ("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round),
+                     ("trunc", torch.trunc)]:
+        case("unary_" + name, [r(4, 5) * 3], fn)
+        case("unary64_" + name, [r(3, 2, dtype=torch.float64) * 3], fn)
+    case("expm1_range", [torch.tensor([-100.0, -20.0, -1e-3, -1e-7, 0.0, 1e-7, 1e-3, 0.5, 20.0, 88.5, 88.8, 100.0,
+                                       float("inf"), float("-inf"), float("nan")])], torch.expm1)
+    case("round_halves", [halves], torch.round)
+    case("round_halves64", [halves.double()], torch.round)
+    case("floor_int", [torch.tensor([-3, 0, 7])], torch.floor)
+    case("flip", [r(2, 3, 4)], lambda x: x.flip([0, 2]))
+    case("flip_int", [torch.arange(6).reshape(2, 3)], lambda x: x.flip([-1]))
+    case("roll_dims", [r(3, 4)], lambda x: x.roll((1, -5), (0, 1)))
+    case("roll_flat", [r(3, 4)], lambda x: x.roll(5))
+    case("repeat_interleave_dim", [r(2, 3)], lambda x: x.repeat_interleave(2, dim=1))
+    case("repeat_interleave_flat", [r(2, 2)], lambda x: x.repeat_interleave(3))
+    case("repeat_interleave_tensor", [r(3, 2), torch.tensor([2, 0, 3])], lambda x, k: x.repeat_interleave(k, dim=0))
+    case("repeat_interleave_counts", [torch.tensor([1, 0, 2])], lambda k: torch.repeat_interleave(k))
+    case("dot", [r(7), r(7)], torch.dot)
+    case("dot64", [r(5, dtype=torch.float64), r(5, dtype=torch.float64)], torch.dot)
+    case("outer", [r(3), r(4)], torch.outer)
+    special = torch.tensor([1.0, float("nan"), float("inf"), float("-inf"), 0.0, 1e-9, 100.0, 5.0])
+    other = torch.tensor([1.0 + 1e-6, float("nan"), float("inf"), float("inf"), 1e-8, 0.0, 100.001, 5.1])
+    case("isclose", [special, other], torch.isclose)
+    case("isclose_nan_tol", [special, other], lambda a, b: torch.isclose(a, b, rtol=1e-4, atol=1e-2, equal_nan=True))
+    case("isclose_int", [torch.tensor([1, 5, 10]), torch.tensor([1, 6, 12])],
+         lambda a, b: torch.isclose(a, b, rtol=0.1, atol=0))
+    case("isnan_isinf_isfinite", [special], lambda x: (x.isnan(), x.isinf(), x.isfinite()))
+    case("clamp_max", [r(10)], lambda x: x.clamp(max=0.3))
+    t = r(4, 5)
+    case("huber_loss", [r(4, 5) * 2, t], F.huber_loss)
+    case("huber_loss_delta_sum", [r(4, 5) * 2, t], lambda x, y: F.huber_loss(x, y, reduction="sum", delta=0.5))
+    case("smooth_l1_loss_beta", [r(4, 5) * 2, t], lambda x, y: F.smooth_l1_loss(x, y, beta=0.5, reduction="none"))
+    logp, q = torch.log_softmax(r(3, 4), 1), torch.softmax(r(3, 4), 1)
+    case("kl_div_batchmean", [logp, q], lambda x, y: F.kl_div(x, y, reduction="batchmean"))
+    case("kl_div_log_target_sum", [logp, q.log()], lambda x, y: F.kl_div(x, y, reduction="sum", log_target=True))
 
 
 def frontend_cases():
@@ -423,6 +466,17 @@ def grad_cases():
          lambda a, b, c: torch.einsum("ab,bc,cd->da", a, b, c)),
         ("einsum_bilinear", [r(2, 3, dtype=d), r(5, 3, 4, dtype=d), r(2, 4, dtype=d)],
          lambda x, w, y: torch.einsum("bi,oij,bj->bo", x, w, y)),
+        # composites: their gradients are those of the recorded ops they are made of
+        ("flip", [r(2, 3, 4, dtype=d)], lambda x: x.flip([0, 2])),
+        ("roll", [r(3, 4, dtype=d)], lambda x: x.roll((1, -5), (0, 1))),
+        ("repeat_interleave", [r(2, 3, dtype=d)], lambda x: x.repeat_interleave(2, dim=1)),
+        ("repeat_interleave_tensor", [r(3, 2, dtype=d), torch.tensor([2, 0, 3])],
+         lambda x, k: x.repeat_interleave(k, dim=0)),
+        ("dot", [r(6, dtype=d), r(6, dtype=d)], torch.dot),
+        ("outer", [r(3, dtype=d), r(4, dtype=d)], torch.outer),
+        ("expm1", [r(3, 4, dtype=d)], torch.expm1),
+        ("round", [r(3, 4, dtype=d)], torch.round),
+        ("huber_loss", [r(4, 5, dtype=d) * 2, r(4, 5, dtype=d)], lambda x, y: F.huber_loss(x, y, delta=0.7)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

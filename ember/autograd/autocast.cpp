@@ -48,6 +48,7 @@ std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> make_policies() {
   for (OpId op : {OpId::exp,
                   OpId::log,
                   OpId::log1p,
+                  OpId::expm1,
                   OpId::pow,
                   OpId::pow_scalar,
                   OpId::pow_scalar_base,

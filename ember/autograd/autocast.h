@@ -4,7 +4,7 @@
 // inputs on that device type of each op a user calls:
 //   - lower precision (the autocast dtype, float16 or bfloat16): matmul, mm, bmm, addmm, linear,
 //     conv2d, conv_transpose2d — the ops that tensor cores and bf16 GEMMs speed up;
-//   - float32: ops whose range or accuracy needs it — exp, log, log1p, pow, reciprocal, rsqrt,
+//   - float32: ops whose range or accuracy needs it — exp, log, log1p, expm1, pow, reciprocal, rsqrt,
 //     softplus, softmax, log_softmax, logsumexp, and the sum/mean/prod/norm/var/std reductions
 //     (so layer_norm, cross_entropy and the losses, which nn::functional composes from these,
 //     compute in float32 too);

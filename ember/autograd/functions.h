@@ -53,6 +53,42 @@ Tensor einsum(const std::string& equation, const TensorList& operands);
 // torch::equal: the same shape and values (a.equal(b)).
 inline bool equal(const Tensor& a, const Tensor& b) { return a.equal(b); }
 
+// LibTorch's composite ops (autograd/composites.cpp): a few recorded ops each, so their
+// gradients come with them.
+Tensor clamp_min(const Tensor& x, const Scalar& min);
+Tensor clamp_max(const Tensor& x, const Scalar& max);
+Tensor max(const Tensor& a, const Tensor& b);  // elementwise: maximum(a, b), as at::max(a, b)
+Tensor min(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);     // [n] . [n] -> [], same dtype
+Tensor outer(const Tensor& a, const Tensor& b);   // [n] x [m] -> [n, m]
+Tensor flip(const Tensor& x, const Shape& dims);  // a copy, reversed along each of dims
+// Elements shifted by shifts[i] along dims[i], wrapping around; no dims: over the flattened x.
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+template <class I, detail::if_index<I> = 0>
+Tensor roll(const Tensor& x, I shift) {
+  return roll(x, Shape{static_cast<int64_t>(shift)});
+}
+template <class I, class J, detail::if_index<I> = 0, detail::if_index<J> = 0>
+Tensor roll(const Tensor& x, I shift, J dim) {
+  return roll(x, Shape{static_cast<int64_t>(shift)}, Shape{static_cast<int64_t>(dim)});
+}
+// Each element `repeats` times in a row along dim (flattened without one): [a, b] -> [a, a, b, b].
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+// Element i repeats[i] times (repeats: int64/int32, one per element along dim, or one for all).
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// [0] * repeats[0] + [1] * repeats[1] + ...: int64 positions (read on the host).
+Tensor repeat_interleave(const Tensor& repeats);
+// Bool masks: NaN; +-inf; neither.
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+// |a - b| <= atol + rtol |b| elementwise (equal infinities too, NaNs only with equal_nan);
+// allclose: everywhere (a bool, read back). PyTorch's defaults.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+// base ** linspace(start, end, steps), float32 unless the options say otherwise.
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions options = {});
+
 // The differentiable implementations the public ops dispatch to (autograd/functions_*.cpp):
 // the native op, then the tape. Call the public ops, not these: they skip the dispatch point.
 namespace autograd {

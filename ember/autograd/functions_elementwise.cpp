@@ -271,6 +271,20 @@ Tensor autograd::log1p(const Tensor& x) {
   return unary("Log1pBackward", native::log1p, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v + 1.0); });
 }
+Tensor autograd::expm1(const Tensor& x) {
+  return unary("Expm1Backward", native::expm1, x, kOutput,
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * (y + 1.0); });
+}
+#define EMBER_STEP_FUNCTION(name, node)                                                        \
+  Tensor autograd::name(const Tensor& x) {                                                     \
+    return unary(node, native::name, x, 0,                                                     \
+                 [](const Tensor& d, const Tensor&, const Tensor&) { return zeros_like(d); }); \
+  }
+EMBER_STEP_FUNCTION(floor, "FloorBackward")
+EMBER_STEP_FUNCTION(ceil, "CeilBackward")
+EMBER_STEP_FUNCTION(round, "RoundBackward")
+EMBER_STEP_FUNCTION(trunc, "TruncBackward")
+#undef EMBER_STEP_FUNCTION
 Tensor autograd::sqrt(const Tensor& x) {
   return unary("SqrtBackward", native::sqrt, x, kOutput,
                [](const Tensor& d, const Tensor&, const Tensor& y) { return d / (y * 2.0); });

@@ -27,8 +27,14 @@ inline constexpr const char* kMean = "mean";
 inline constexpr const char* kSum = "sum";
 inline constexpr const char* kNearest = "nearest";
 inline constexpr const char* kBilinear = "bilinear";
-inline constexpr const char* kTanh = "tanh";  // RNNOptions::nonlinearity
+inline constexpr const char* kBatchMean = "batchmean";  // kl_div
+inline constexpr const char* kTanh = "tanh";            // RNNOptions::nonlinearity, init's gains
 inline constexpr const char* kReLU = "relu";
+inline constexpr const char* kLeakyReLU = "leaky_relu";
+inline constexpr const char* kSigmoid = "sigmoid";
+inline constexpr const char* kLinear = "linear";
+inline constexpr const char* kFanIn = "fan_in";  // init::kaiming_*_'s mode
+inline constexpr const char* kFanOut = "fan_out";
 
 Tensor nll_loss(const Tensor& self, const Tensor& target, const Tensor& weight = {},
                 int64_t reduction = Reduction::Mean, int64_t ignore_index = -100);

@@ -138,6 +138,14 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
   return reduce(where(d < beta, quadratic, d - 0.5 * beta), reduction, "smooth_l1_loss");
 }
 
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double delta) {
+  EMBER_CHECK(input.sizes() == target.sizes(), "huber_loss: input of shape ", shape_str(input.sizes()),
+              " and target of shape ", shape_str(target.sizes()), " differ");
+  EMBER_CHECK(delta > 0, "huber_loss: delta must be > 0, got ", delta);
+  const Tensor d = (input - target).abs();
+  return reduce(where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss");
+}
+
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
   EMBER_CHECK(input.sizes() == target.sizes(), "kl_div: input of shape ", shape_str(input.sizes()),
               " and target of shape ", shape_str(target.sizes()), " differ");

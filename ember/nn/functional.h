@@ -47,11 +47,38 @@ inline Tensor l1_loss(const Tensor& input, const Tensor& target, const Reduction
 // Huber-like: 0.5 d² / beta where |d| < beta, |d| - 0.5 beta elsewhere (beta = 0: L1).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
                       double beta = 1.0);
+struct SmoothL1LossOptions {
+  EMBER_ARG(std::string, reduction) = "mean";
+  EMBER_ARG(double, beta) = 1.0;
+};
+using SmoothL1LossFuncOptions = SmoothL1LossOptions;
+inline Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossOptions& options) {
+  return smooth_l1_loss(input, target, options.reduction_, options.beta_);
+}
+// 0.5 d² where |d| < delta, delta (|d| - 0.5 delta) elsewhere: delta times smooth_l1 with
+// beta = delta (delta > 0).
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean", double delta = 1.0);
+struct HuberLossOptions {
+  EMBER_ARG(std::string, reduction) = "mean";
+  EMBER_ARG(double, delta) = 1.0;
+};
+using HuberLossFuncOptions = HuberLossOptions;
+inline Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossOptions& options) {
+  return huber_loss(input, target, options.reduction_, options.delta_);
+}
 // input: log-probabilities; target: probabilities (log-probabilities when log_target).
 // Pointwise target (log target - input); reduction "batchmean" divides the sum by the batch size
 // (the mathematically correct KL divergence; PyTorch's "mean" divides by the element count).
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
               bool log_target = false);
+struct KLDivLossOptions {
+  EMBER_ARG(std::string, reduction) = "mean";
+  EMBER_ARG(bool, log_target) = false;
+};
+using KLDivFuncOptions = KLDivLossOptions;
+inline Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& options) {
+  return kl_div(input, target, options.reduction_, options.log_target_);
+}
 
 struct BCEWithLogitsOptions {
   EMBER_ARG(Tensor, weight);

@@ -60,4 +60,36 @@ void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) 
   }
 }
 
+Tensor parameters_to_vector(const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> flat;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& p = parameters[i];
+    EMBER_CHECK(p.defined(), "parameters_to_vector: parameter ", i, " is undefined");
+    EMBER_CHECK(p.device() == parameters[0].device(), "parameters_to_vector: parameter ", i, " is on ", p.device(),
+                ", parameter 0 on ", parameters[0].device(), "; all must be on one device");
+    flat.push_back(p.reshape({-1}));
+  }
+  EMBER_CHECK(!flat.empty(), "parameters_to_vector: no parameters");
+  return cat(flat, 0);
+}
+
+void vector_to_parameters(const Tensor& vec, const std::vector<Tensor>& parameters) {
+  EMBER_CHECK(vec.defined() && vec.dim() == 1, "vector_to_parameters: expected a 1-D vector, got ",
+              vec.defined() ? shape_str(vec.sizes()) : std::string("an undefined tensor"));
+  int64_t total = 0;
+  for (const Tensor& p : parameters) {
+    EMBER_CHECK(p.defined(), "vector_to_parameters: a parameter is undefined");
+    total += p.numel();
+  }
+  EMBER_CHECK(total == vec.numel(), "vector_to_parameters: the parameters hold ", total, " elements, the vector ",
+              vec.numel());
+  NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const Tensor& p : parameters) {
+    Tensor target = p.detach();
+    target.copy_(vec.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+}
+
 }  // namespace ember::nn::utils

@@ -1,5 +1,6 @@
 #pragma once
-// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_).
+// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_) and parameters as one
+// vector (parameters_to_vector / vector_to_parameters).
 #include <vector>
 
 #include "ember/tensor/tensor.h"
@@ -14,5 +15,12 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
                        bool error_if_nonfinite = false);
 // Clamps every gradient element to [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value);
+
+// The parameters flattened and concatenated, in order: a new 1-D tensor (recorded, so gradients
+// flow back to the parameters). All on one device.
+Tensor parameters_to_vector(const std::vector<Tensor>& parameters);
+// Copies consecutive slices of vec (1-D, exactly as many elements as the parameters hold) into the
+// parameters, in place and unrecorded (PyTorch assigns param.data the same way).
+void vector_to_parameters(const Tensor& vec, const std::vector<Tensor>& parameters);
 
 }  // namespace ember::nn::utils

@@ -73,6 +73,8 @@ class ParamGroup {
   std::unique_ptr<OptimizerOptions> options_;
 };
 
+using OptimizerParamGroup = ParamGroup;  // LibTorch's name
+
 // An optimizer's saved state: tensors ("state.<i>.<name>", i = the parameter's position over
 // all groups, as PyTorch numbers them) and scalars as strings (optimizer type, param_groups as
 // JSON, "state.<i>.step"). ember::save writes it as one safetensors file whose __metadata__

@@ -28,6 +28,11 @@ enum class UnaryOp : int8_t {
   exp,
   log,
   log1p,
+  expm1,
+  floor,
+  ceil,
+  round,  // half to even, as PyTorch rounds
+  trunc,
   sqrt,
   rsqrt,
   sin,
@@ -146,6 +151,26 @@ struct Log1p {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::log1p(x); }
 };
 template <class M>
+struct Expm1 {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::expm1(x); }
+};
+template <class M>
+struct Floor {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::floor(x); }
+};
+template <class M>
+struct Ceil {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::ceil(x); }
+};
+template <class M>
+struct Round {  // nearbyint in the default rounding mode: halves go to the even neighbour
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::nearbyint(x); }
+};
+template <class M>
+struct Trunc {
+  EMBER_HOST_DEVICE M operator()(M x) const { return std::trunc(x); }
+};
+template <class M>
 struct Sqrt {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::sqrt(x); }
 };
@@ -262,6 +287,16 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
         return f(Log<M>{});
       case UnaryOp::log1p:
         return f(Log1p<M>{});
+      case UnaryOp::expm1:
+        return f(Expm1<M>{});
+      case UnaryOp::floor:  // integers are their own floor, ceil, round, trunc: Identity below
+        return f(Floor<M>{});
+      case UnaryOp::ceil:
+        return f(Ceil<M>{});
+      case UnaryOp::round:
+        return f(Round<M>{});
+      case UnaryOp::trunc:
+        return f(Trunc<M>{});
       case UnaryOp::sqrt:
         return f(Sqrt<M>{});
       case UnaryOp::rsqrt:

@@ -36,12 +36,14 @@ Tensor rand(const Shape& sizes, TensorOptions options = {});
 Tensor randn(const Shape& sizes, TensorOptions options = {});
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options = kInt64);
 Tensor randperm(int64_t n, TensorOptions options = kInt64);
-Tensor empty_like(const Tensor& t);
-Tensor zeros_like(const Tensor& t);
-Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, const Scalar& value);
-Tensor rand_like(const Tensor& t);
-Tensor randn_like(const Tensor& t);
+// t's shape; the dtype and device the options give, t's where they give none (requires_grad
+// only when asked): ones_like(t), ones_like(t, kFloat64).
+Tensor empty_like(const Tensor& t, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t, TensorOptions options = {});
+Tensor ones_like(const Tensor& t, TensorOptions options = {});
+Tensor full_like(const Tensor& t, const Scalar& value, TensorOptions options = {});
+Tensor rand_like(const Tensor& t, TensorOptions options = {});
+Tensor randn_like(const Tensor& t, TensorOptions options = {});
 // What dropout multiplies by: 1 / (1 - p) with probability 1 - p, else 0 (a floating dtype), in one
 // pass: the values bernoulli_(1 - p) * (1 / (1 - p)) would give. p in [0, 1).
 Tensor dropout_mask(const Shape& sizes, double p, TensorOptions options = {});
@@ -50,12 +52,31 @@ Tensor dropout_mask(const Shape& sizes, double p, TensorOptions options = {});
 Tensor from_blob(void* data, const Shape& sizes, TensorOptions options = {});
 Tensor from_blob(void* data, const Shape& sizes, const Shape& strides, std::function<void(void*)> deleter = nullptr,
                  TensorOptions options = {});
-// A tensor holding a copy of `values`; the dtype follows T, the shape defaults to 1-D.
+// A tensor holding a copy of `values`; the dtype follows T, the shape defaults to 1-D. A braced
+// list of int literals is int64, as in PyTorch and LibTorch (tensor({0, 2, 1}): class targets).
 template <class T>
 Tensor tensor(const std::vector<T>& values, std::optional<Shape> sizes = std::nullopt);
 template <class T>
 Tensor tensor(std::initializer_list<T> values, std::optional<Shape> sizes = std::nullopt) {
-  return tensor(std::vector<T>(values), std::move(sizes));
+  if constexpr (std::is_same_v<T, int>)
+    return tensor(std::vector<int64_t>(values.begin(), values.end()), std::move(sizes));
+  else
+    return tensor(std::vector<T>(values), std::move(sizes));
+}
+// A 0-d tensor holding `value`: tensor(3.5) is float64, tensor(3) int64, tensor(true) bool,
+// unless the options give a dtype.
+template <class T,
+          std::enable_if_t<std::is_integral_v<T> || std::is_same_v<T, float> || std::is_same_v<T, double>, int> = 0>
+Tensor tensor(T value, TensorOptions options = {}) {
+  if (!options.has_dtype_) {
+    if constexpr (std::is_same_v<T, bool>)
+      options = options.dtype(kBool);
+    else if constexpr (std::is_integral_v<T>)
+      options = options.dtype(kInt64);
+    else
+      options = options.dtype(std::is_same_v<T, float> ? kFloat32 : kFloat64);
+  }
+  return full({}, value, options);
 }
 
 // A 1-D size as an integer, as LibTorch takes it: zeros(n), randn(n, kFloat64).
@@ -74,7 +95,8 @@ template <class I, detail::if_index<I> = 0>
 Tensor full(I n, const Scalar& value, TensorOptions options = {}) {
   return full(Shape{static_cast<int64_t>(n)}, value, std::move(options));
 }
-// tensor({1.0, 2.0}, options): the values in the options' dtype and device (requires_grad too).
+// tensor({1.0, 2.0}, options): the values in the options' dtype (T's without one, int64 for int)
+// and device (requires_grad too).
 template <class T>
 Tensor tensor(std::initializer_list<T> values, TensorOptions options);
 

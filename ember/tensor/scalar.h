@@ -1,11 +1,13 @@
 #pragma once
 // A number that is not a tensor: the `2` in `x * 2`. It remembers whether it was
 // written as a bool, an integer or a floating value, since type promotion depends on it.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
 
 #include "ember/tensor/dtype.h"
+#include "ember/tensor/error.h"
 
 namespace ember {
 
@@ -50,12 +52,31 @@ class Scalar {
     else
       return static_cast<T>(static_cast<opmath_t<T>>(kind_ == Kind::Float ? d_ : static_cast<double>(i_)));
   }
+  // LibTorch's names: x.item().toFloat(). toInt and toLong throw when the value does not fit
+  // (a float is truncated toward zero first), as LibTorch's checked conversions do.
+  double toDouble() const { return to_double(); }
+  float toFloat() const { return static_cast<float>(to_double()); }
+  bool toBool() const { return to_bool(); }
+  int64_t toLong() const { return checked_integer<int64_t>("toLong"); }
+  int toInt() const { return checked_integer<int>("toInt"); }
   // The dtype PyTorch gives a tensor made from this number alone.
   DType default_dtype() const {
     return kind_ == Kind::Bool ? kBool : kind_ == Kind::Int ? kInt64 : default_float_dtype();
   }
 
  private:
+  template <class I>
+  I checked_integer(const char* op) const {
+    if (kind_ != Kind::Float) {
+      EMBER_CHECK(i_ >= std::numeric_limits<I>::min() && i_ <= std::numeric_limits<I>::max(), "Scalar::", op,
+                  ": value ", i_, " cannot be converted without overflow");
+      return static_cast<I>(i_);
+    }
+    // In double, min and max + 1 (-min) are exact; NaN fails the test.
+    const double t = std::trunc(d_), lo = static_cast<double>(std::numeric_limits<I>::min());
+    EMBER_CHECK(t >= lo && t < -lo, "Scalar::", op, ": value ", d_, " cannot be converted without overflow");
+    return static_cast<I>(t);
+  }
   Kind kind_;
   int64_t i_;
   double d_;

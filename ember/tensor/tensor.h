@@ -31,18 +31,23 @@ struct TensorOptions {
   // the autograd layer's (autograd/tensor_autograd.cpp) and leaves its own function here, so
   // that the factories below it call up through this pointer, never by name.
   void (*mark_requires_grad_)(Tensor&) = nullptr;
+  // Whether dtype and device were given: zeros_like(t, options) takes the rest from t.
+  bool has_dtype_ = false;
+  bool has_device_ = false;
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}        // NOLINT: implicit by design
-  TensorOptions(Device d) : device_(d) {}      // NOLINT
-  TensorOptions(DeviceType d) : device_(d) {}  // NOLINT
+  TensorOptions(DType d) : dtype_(d), has_dtype_(true) {}         // NOLINT: implicit by design
+  TensorOptions(Device d) : device_(d), has_device_(true) {}      // NOLINT
+  TensorOptions(DeviceType d) : device_(d), has_device_(true) {}  // NOLINT
   TensorOptions dtype(DType d) const {
     auto o = *this;
     o.dtype_ = d;
+    o.has_dtype_ = true;
     return o;
   }
   TensorOptions device(Device d) const {
     auto o = *this;
     o.device_ = d;
+    o.has_device_ = true;
     return o;
   }
   TensorOptions pinned_memory(bool p = true) const {
@@ -237,6 +242,31 @@ class Tensor {
   }
   Tensor max() const;  // of all elements (an error for an empty tensor, as in PyTorch)
   Tensor min() const;
+  // LibTorch's composites (autograd/composites.cpp; their free forms in autograd/functions.h).
+  Tensor max(const Tensor& other) const;  // elementwise, as maximum
+  Tensor min(const Tensor& other) const;
+  Tensor clamp_min(const Scalar& min) const;
+  Tensor clamp_max(const Scalar& max) const;
+  Tensor dot(const Tensor& other) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor flip(const Shape& dims) const;
+  Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
+  template <class I, detail::if_index<I> = 0>
+  Tensor roll(I shift) const {
+    return roll(Shape{static_cast<int64_t>(shift)});
+  }
+  template <class I, class J, detail::if_index<I> = 0, detail::if_index<J> = 0>
+  Tensor roll(I shift, J dim) const {
+    return roll(Shape{static_cast<int64_t>(shift)}, Shape{static_cast<int64_t>(dim)});
+  }
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
+  std::vector<Tensor> split(const Shape& sizes, int64_t dim = 0) const;  // split_with_sizes
   // in place: the result is cast to self's dtype; broadcasting must not grow self
   Tensor& add_(const Scalar& other, const Scalar& alpha = 1);
   Tensor& sub_(const Scalar& other, const Scalar& alpha = 1);

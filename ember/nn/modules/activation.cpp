@@ -1,6 +1,16 @@
 #include "ember/nn/modules/activation.h"
 
+#include "ember/autograd/grad_mode.h"
+
 namespace ember::nn {
+
+Tensor ReLUImpl::forward(const Tensor& x) {
+  if (options.inplace_ && !(GradMode::is_enabled() && x.requires_grad())) {
+    Tensor self = x;
+    return self.relu_();
+  }
+  return relu(x);
+}
 
 GELUImpl::GELUImpl(std::string approximate) : Module("GELU"), approximate_(std::move(approximate)) {
   EMBER_CHECK(approximate_ == "none" || approximate_ == "tanh", "GELU: approximate must be 'none' or 'tanh', got '",

@@ -15,10 +15,19 @@ class IdentityImpl : public Module {
 };
 EMBER_MODULE(Identity);
 
+struct ReLUOptions {
+  ReLUOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT(google-explicit-constructor): as LibTorch's
+  EMBER_ARG(bool, inplace);
+};
+// max(x, 0). With inplace, x itself is overwritten and returned where the tape would not record
+// the op (grad mode off, or x needs no gradient); where it would, ember's tape records no
+// in-place op, so the result is a new tensor with the same values and x stays as it was.
 class ReLUImpl : public Module {
  public:
-  ReLUImpl() : Module("ReLU") {}
-  Tensor forward(const Tensor& x) override { return relu(x); }
+  explicit ReLUImpl(const ReLUOptions& options = {}) : Module("ReLU"), options(options) {}
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override { os << (options.inplace_ ? "ReLU(inplace=true)" : "ReLU()"); }
+  ReLUOptions options;
 };
 EMBER_MODULE(ReLU);
 

@@ -114,10 +114,16 @@ class AvgPool2dImpl : public Module {
 };
 EMBER_MODULE(AvgPool2d);
 
+struct AdaptiveAvgPool2dOptions {
+  AdaptiveAvgPool2dOptions(Int2 output_size) : output_size_(output_size) {}  // NOLINT: implicit, as LibTorch's
+  EMBER_ARG(Int2, output_size);
+};
 class AdaptiveAvgPool2dImpl : public Module {
  public:
   explicit AdaptiveAvgPool2dImpl(Int2 output_size) : Module("AdaptiveAvgPool2d"), output_size(output_size) {}
   explicit AdaptiveAvgPool2dImpl(int64_t output_size) : AdaptiveAvgPool2dImpl(Int2{output_size, output_size}) {}
+  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options)
+      : AdaptiveAvgPool2dImpl(options.output_size_) {}
   Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, output_size); }
   void pretty_print(std::ostream& os) const override;
   Int2 output_size;

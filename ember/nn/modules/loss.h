@@ -70,6 +70,8 @@ class SmoothL1LossImpl : public Module {
  public:
   explicit SmoothL1LossImpl(std::string reduction = "mean", double beta = 1.0)
       : Module("SmoothL1Loss"), reduction(std::move(reduction)), beta(beta) {}
+  explicit SmoothL1LossImpl(const functional::SmoothL1LossOptions& options)
+      : SmoothL1LossImpl(options.reduction_, options.beta_) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) {
     return functional::smooth_l1_loss(input, target, reduction, beta);
@@ -79,10 +81,22 @@ class SmoothL1LossImpl : public Module {
 };
 EMBER_MODULE(SmoothL1Loss);
 
+class HuberLossImpl : public Module {
+ public:
+  explicit HuberLossImpl(functional::HuberLossOptions options = {})
+      : Module("HuberLoss"), options(std::move(options)) {}
+  using Module::forward;
+  Tensor forward(const Tensor& input, const Tensor& target) { return functional::huber_loss(input, target, options); }
+  functional::HuberLossOptions options;
+};
+EMBER_MODULE(HuberLoss);
+
 class KLDivLossImpl : public Module {
  public:
   explicit KLDivLossImpl(std::string reduction = "mean", bool log_target = false)
       : Module("KLDivLoss"), reduction(std::move(reduction)), log_target(log_target) {}
+  explicit KLDivLossImpl(const functional::KLDivLossOptions& options)
+      : KLDivLossImpl(options.reduction_, options.log_target_) {}
   using Module::forward;
   Tensor forward(const Tensor& input, const Tensor& target) {
     return functional::kl_div(input, target, reduction, log_target);
@@ -99,5 +113,8 @@ using BCELossOptions = functional::BCELossOptions;
 using BCEWithLogitsLossOptions = functional::BCEWithLogitsOptions;
 using MSELossOptions = functional::ReductionOptions;
 using L1LossOptions = functional::ReductionOptions;
+using SmoothL1LossOptions = functional::SmoothL1LossOptions;
+using HuberLossOptions = functional::HuberLossOptions;
+using KLDivLossOptions = functional::KLDivLossOptions;
 
 }  // namespace ember::nn

@@ -80,6 +80,7 @@ inline __m256 vec_form(const math::Exp<float>&, __m256 x) { return exp8(x); }
 inline __m256 vec_form(const math::Tanh<float>&, __m256 x) { return tanh8(x); }
 inline __m256 vec_form(const math::Log<float>&, __m256 x) { return log8(x); }
 inline __m256 vec_form(const math::Log1p<float>&, __m256 x) { return log1p8(x); }
+inline __m256 vec_form(const math::Expm1<float>&, __m256 x) { return expm1_any8(x); }
 inline __m256 vec_form(const math::Softplus<float>& f, __m256 x) { return softplus8(x, f.beta, f.threshold); }
 inline __m256 vec_form(const math::Sigmoid<float>&, __m256 x) { return sigmoid8(x); }
 inline __m256 vec_form(const math::Silu<float>&, __m256 x) { return silu8(x); }

@@ -90,6 +90,13 @@ inline __m256 expm1_8(__m256 x) {
   return keep_nan(y, x);
 }
 
+// e^x - 1 over the whole float range: expm1_8, and e^x itself above 88 (where the two are
+// the same float), up to inf.
+inline __m256 expm1_any8(__m256 x) {
+  const __m256 big = _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+  return _mm256_blendv_ps(expm1_8(x), exp8(x), big);
+}
+
 // log(1 + f) for |f| <= 1/2: f - (f^2/2 - s (f^2/2 + R)) with s = f / (2 + f) and R = 2s^2/3 +
 // 2s^4/5 + ... (|s| <= 1/5: six terms leave 1e-10 relative), fdlibm's arrangement, in which the
 // small corrections carry the rounding errors.

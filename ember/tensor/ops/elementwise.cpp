@@ -176,6 +176,11 @@ Tensor unary(UnaryOp op, const Tensor& x, const char* name, bool floating, doubl
 
 Tensor unary_op(UnaryOp op, UnaryDomain domain, const char* name, const Tensor& x, const Scalar& p0 = 0,
                 const Scalar& p1 = 0) {
+  const bool rounding = op == UnaryOp::floor || op == UnaryOp::ceil || op == UnaryOp::round || op == UnaryOp::trunc;
+  if (rounding && x.defined() && !x.is_floating_point()) {  // integers are already whole: a copy, as PyTorch's
+    EMBER_CHECK(x.dtype() != kBool, name, ": not implemented for bool tensors");
+    return native::clone(x);
+  }
   return unary(op, x, name, domain == UnaryDomain::floating, p0.to_double(), p1.to_double());
 }
 

@@ -18,6 +18,13 @@ TensorOptions plain(TensorOptions options) {
   options.mark_requires_grad_ = nullptr;
   return options;
 }
+// The options of a *_like factory: what they give, t's dtype and device where they give none.
+TensorOptions like(const Tensor& t, TensorOptions options, const char* op) {
+  EMBER_CHECK(t.defined(), op, ": the tensor is undefined");
+  if (!options.has_dtype_) options = options.dtype(t.dtype());
+  if (!options.has_device_) options = options.device(t.device());
+  return options;
+}
 }  // namespace
 
 Tensor empty(const Shape& sizes, TensorOptions options) {
@@ -169,8 +176,8 @@ Tensor rand(const Shape& sizes, TensorOptions options) {
 Tensor randn(const Shape& sizes, TensorOptions options) {
   return leaf(empty(sizes, plain(options)).normal_(0, 1), options);
 }
-Tensor rand_like(const Tensor& t) { return rand(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
-Tensor randn_like(const Tensor& t) { return randn(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
+Tensor rand_like(const Tensor& t, TensorOptions options) { return rand(t.sizes(), like(t, options, "rand_like")); }
+Tensor randn_like(const Tensor& t, TensorOptions options) { return randn(t.sizes(), like(t, options, "randn_like")); }
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions options) {
   EMBER_CHECK(low < high, "randint: expects low < high, but got low=", low, ", high=", high);
@@ -196,11 +203,11 @@ Tensor randperm(int64_t n, TensorOptions options) {
   return leaf(native::to(host, options.device_, options.dtype_), options);
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions().dtype(t.dtype()).device(t.device())); }
-Tensor full_like(const Tensor& t, const Scalar& v) {
-  return full(t.sizes(), v, TensorOptions().dtype(t.dtype()).device(t.device()));
+Tensor empty_like(const Tensor& t, TensorOptions options) { return empty(t.sizes(), like(t, options, "empty_like")); }
+Tensor zeros_like(const Tensor& t, TensorOptions options) { return zeros(t.sizes(), like(t, options, "zeros_like")); }
+Tensor ones_like(const Tensor& t, TensorOptions options) { return ones(t.sizes(), like(t, options, "ones_like")); }
+Tensor full_like(const Tensor& t, const Scalar& v, TensorOptions options) {
+  return full(t.sizes(), v, like(t, options, "full_like"));
 }
 
 Tensor from_blob(void* data, const Shape& sizes, TensorOptions options) {
@@ -255,7 +262,8 @@ template Tensor tensor<double>(const std::vector<double>&, std::optional<Shape>)
 
 template <class T>
 Tensor tensor(std::initializer_list<T> values, TensorOptions options) {
-  return leaf(native::to(tensor(std::vector<T>(values)), options.device_, options.dtype_), options);
+  const Tensor t = tensor(values);
+  return leaf(native::to(t, options.device_, options.has_dtype_ ? options.dtype_ : t.dtype()), options);
 }
 template Tensor tensor<bool>(std::initializer_list<bool>, TensorOptions);
 template Tensor tensor<int>(std::initializer_list<int>, TensorOptions);

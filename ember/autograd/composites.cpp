@@ -1,0 +1,216 @@
+// LibTorch's ops that are compositions of the op list's: each is a few public (recorded) ops, so
+// its gradient comes with them and it runs on every device the ops run on. Where a composite
+// copies more than a kernel of its own would, the comment says so.
+#include <cmath>
+#include <limits>
+
+#include "ember/autograd/functions.h"
+#include "ember/autograd/grad_mode.h"
+
+namespace ember {
+
+Tensor clamp_min(const Tensor& x, const Scalar& min) { return clamp(x, min, std::nullopt); }
+Tensor clamp_max(const Tensor& x, const Scalar& max) { return clamp(x, std::nullopt, max); }
+Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
+Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }
+
+Tensor dot(const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), "dot: a tensor is undefined");
+  EMBER_CHECK(a.dim() == 1 && b.dim() == 1, "dot: 1D tensors expected, but got ", a.dim(), "D and ", b.dim(),
+              "D tensors (shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
+  EMBER_CHECK(a.size(0) == b.size(0), "dot: inconsistent tensor size, expected tensor [", a.size(0), "] and src [",
+              b.size(0), "] to have the same number of elements, but got ", a.size(0), " and ", b.size(0),
+              " elements respectively");
+  EMBER_CHECK(a.dtype() == b.dtype(), "dot: expected both vectors to have same dtype, but found ", a.dtype(), " and ",
+              b.dtype());
+  return matmul(a, b);  // [n] @ [n] -> [], one GEMV
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  EMBER_CHECK(a.defined() && b.defined(), "outer: a tensor is undefined");
+  EMBER_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected 1-D tensors, got shapes ", shape_str(a.sizes()), " and ",
+              shape_str(b.sizes()));
+  return mul(a.unsqueeze(1), b.unsqueeze(0));  // [n, 1] * [1, m] -> [n, m], PyTorch's own composition
+}
+
+namespace {
+// The positions of `dims` in x, wrapped, each once.
+std::vector<int64_t> distinct_dims(const Tensor& x, const Shape& dims, const char* op) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, x.dim(), op);
+    for (int64_t seen : out) EMBER_CHECK(seen != w, op, ": dim ", w, " appears multiple times in the list of dims");
+    out.push_back(w);
+  }
+  return out;
+}
+}  // namespace
+
+// One index_select per flipped dim with the reversed positions (ember's strides are never
+// negative, so a flip cannot be a view): a copy per dim, its gradient the same flip.
+Tensor flip(const Tensor& x, const Shape& dims) {
+  EMBER_CHECK(x.defined(), "flip: the tensor is undefined");
+  Tensor out = x;
+  for (int64_t d : distinct_dims(x, dims, "flip")) {
+    if (x.dim() == 0 || x.size(d) <= 1) continue;
+    const Tensor reversed = arange(x.size(d) - 1, -1, -1, TensorOptions(kInt64).device(x.device()));
+    out = out.index_select(d, reversed);
+  }
+  return out.is_same(x) ? x.clone() : out;
+}
+
+// Each rolled dim: its last `shift` entries moved to the front, cat of two narrows. Without
+// dims, the flattened tensor rolls and takes x's shape back.
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  EMBER_CHECK(x.defined(), "roll: the tensor is undefined");
+  if (dims.empty()) {
+    EMBER_CHECK(shifts.size() == 1, "roll: without dims, expected one shift, got ", shape_str(shifts));
+    return roll(x.flatten(), shifts, {0}).view(x.sizes());
+  }
+  EMBER_CHECK(shifts.size() == dims.size(), "roll: shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims: ", dims.size());
+  const std::vector<int64_t> wrapped = distinct_dims(x, dims, "roll");
+  Tensor out = x;
+  for (size_t i = 0; i < wrapped.size(); ++i) {
+    const int64_t d = wrapped[i], n = x.dim() == 0 ? 1 : x.size(d);
+    if (n == 0) continue;
+    const int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    out = cat({out.narrow(d, n - s, s), out.narrow(d, 0, n - s)}, d);
+  }
+  return out.is_same(x) ? x.clone() : out;
+}
+
+// [.., n, ..] -> [.., n, r, ..] by expand, merged into [.., n r, ..]: one copy; expand's
+// gradient sums the copies back. Without a dim the flattened tensor repeats.
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  EMBER_CHECK(x.defined(), "repeat_interleave: the tensor is undefined");
+  EMBER_CHECK(repeats >= 0, "repeat_interleave: repeats can not be negative, got ", repeats);
+  const Tensor in = dim ? x : x.flatten();
+  const int64_t d = dim ? wrap_dim(*dim, in.dim(), "repeat_interleave") : 0;
+  if (in.dim() == 0) return repeat_interleave(in.reshape({1}), repeats, 0);
+  int64_t size = 0;
+  EMBER_CHECK(!__builtin_mul_overflow(in.size(d), repeats, &size), "repeat_interleave: ", repeats, " repeats of size ",
+              in.size(d), " overflow int64");
+  Shape expanded = in.sizes();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  Shape merged = in.sizes();
+  merged[d] = size;
+  return in.unsqueeze(d + 1).expand(expanded).reshape(merged);
+}
+
+// The positions repeated: [0] * r0 + [1] * r1 + ..., read on the host (the output's length
+// depends on the values, as PyTorch's CUDA version also waits for them).
+Tensor repeat_interleave(const Tensor& repeats) {
+  EMBER_CHECK(repeats.defined(), "repeat_interleave: the repeats tensor is undefined");
+  EMBER_CHECK(repeats.dim() <= 1, "repeat_interleave: repeats must be 0-dim or 1-dim tensor, got shape ",
+              shape_str(repeats.sizes()));
+  EMBER_CHECK(repeats.dtype() == kInt64 || repeats.dtype() == kInt32,
+              "repeat_interleave: repeats has to be Long or Int tensor, got ", repeats.dtype());
+  const std::vector<int64_t> counts = repeats.to_vector<int64_t>();
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    EMBER_CHECK(counts[i] >= 0, "repeat_interleave: repeats can not be negative, got ", counts[i]);
+    EMBER_CHECK(positions.size() + static_cast<uint64_t>(counts[i]) < (uint64_t{1} << 40),
+                "repeat_interleave: the repeats sum to more elements than ember allocates");
+    positions.insert(positions.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
+  }
+  return tensor(positions).to(repeats.device());
+}
+
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  EMBER_CHECK(x.defined() && repeats.defined(), "repeat_interleave: a tensor is undefined");
+  const Tensor in = dim ? x : x.flatten();
+  const int64_t d = dim ? wrap_dim(*dim, in.dim(), "repeat_interleave") : 0;
+  if (in.dim() == 0) return repeat_interleave(in.reshape({1}), repeats, 0);
+  EMBER_CHECK(repeats.numel() == 1 || repeats.numel() == in.size(d),
+              "repeat_interleave: repeats must have the "
+              "same size as input along dim, but got repeats of shape ",
+              shape_str(repeats.sizes()), " and input ", shape_str(in.sizes()), " along dim ", d);
+  if (repeats.numel() == 1 && repeats.dim() <= 1) {
+    EMBER_CHECK(repeats.dtype() == kInt64 || repeats.dtype() == kInt32,
+                "repeat_interleave: repeats has to be Long or Int tensor, got ", repeats.dtype());
+    return repeat_interleave(in, repeats.item<int64_t>(), d);
+  }
+  return in.index_select(d, repeat_interleave(repeats));  // one copy, index_select's gradient
+}
+
+// NaN is the one value unequal to itself; inf is the one finite-looking value whose difference
+// with itself is NaN. Integers and bools are never NaN nor infinite.
+Tensor isnan(const Tensor& x) {
+  EMBER_CHECK(x.defined(), "isnan: the tensor is undefined");
+  return ne(x, x);
+}
+Tensor isinf(const Tensor& x) {
+  EMBER_CHECK(x.defined(), "isinf: the tensor is undefined");
+  if (!x.is_floating_point()) return zeros_like(x, kBool);
+  NoGradGuard no_grad;
+  return eq(x.abs(), std::numeric_limits<double>::infinity());
+}
+Tensor isfinite(const Tensor& x) {
+  EMBER_CHECK(x.defined(), "isfinite: the tensor is undefined");
+  if (!x.is_floating_point()) return ones_like(x, kBool);
+  NoGradGuard no_grad;
+  return eq(sub(x, x), 0);
+}
+
+// |a - b| <= atol + rtol |b|, or equal (infinities of one sign), or both NaN with equal_nan.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  EMBER_CHECK(a.defined() && b.defined(), "isclose: a tensor is undefined");
+  EMBER_CHECK(a.dtype() == b.dtype(), "isclose: ", a.dtype(), " did not match ", b.dtype());
+  EMBER_CHECK(rtol >= 0 && atol >= 0, "isclose: rtol and atol must be non-negative, got rtol=", rtol, " atol=", atol);
+  NoGradGuard no_grad;
+  Tensor close = eq(a, b);
+  if (equal_nan) close = logical_or(close, logical_and(isnan(a), isnan(b)));
+  if (!a.is_floating_point()) {
+    if (rtol == 0 && atol == 0) return close;
+    const Tensor da = a.to(kFloat64), db = b.to(kFloat64);
+    return logical_or(close, le(sub(da, db).abs(), add(mul(db.abs(), rtol), atol)));
+  }
+  // Where a or b is infinite and they are unequal, the difference is inf or NaN: never close.
+  const Tensor within = le(sub(a, b).abs(), add(mul(b.abs(), rtol), atol));
+  return logical_or(close, logical_and(within, isfinite(sub(a, b))));
+}
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return isclose(a, b, rtol, atol, equal_nan).all().item<bool>();
+}
+
+// base ** linspace(start, end, steps), computed in float64 and then cast, as PyTorch computes
+// it in the accumulate type.
+Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions options) {
+  EMBER_CHECK(steps >= 0, "logspace: number of steps must be non-negative, got ", steps);
+  const DType out = options.has_dtype_ ? options.dtype_ : default_float_dtype();
+  EMBER_CHECK(is_floating(out), "logspace: expected a floating dtype, got ", out);
+  const Tensor exponents = linspace(start, end, steps, kFloat64);
+  std::vector<double> values = exponents.to_vector<double>();
+  for (double& v : values) v = std::pow(base, v);
+  return tensor(values).to(options.device_, out).set_requires_grad(options.requires_grad());
+}
+
+// Tensor's methods for the composites above.
+Tensor Tensor::clamp_min(const Scalar& min) const { return ember::clamp_min(*this, min); }
+Tensor Tensor::clamp_max(const Scalar& max) const { return ember::clamp_max(*this, max); }
+Tensor Tensor::max(const Tensor& other) const { return ember::maximum(*this, other); }
+Tensor Tensor::min(const Tensor& other) const { return ember::minimum(*this, other); }
+Tensor Tensor::dot(const Tensor& other) const { return ember::dot(*this, other); }
+Tensor Tensor::outer(const Tensor& other) const { return ember::outer(*this, other); }
+Tensor Tensor::flip(const Shape& dims) const { return ember::flip(*this, dims); }
+Tensor Tensor::roll(const Shape& shifts, const Shape& dims) const { return ember::roll(*this, shifts, dims); }
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
+  return ember::repeat_interleave(*this, repeats, dim);
+}
+Tensor Tensor::repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim) const {
+  return ember::repeat_interleave(*this, repeats, dim);
+}
+Tensor Tensor::isnan() const { return ember::isnan(*this); }
+Tensor Tensor::isinf() const { return ember::isinf(*this); }
+Tensor Tensor::isfinite() const { return ember::isfinite(*this); }
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return ember::isclose(*this, other, rtol, atol, equal_nan);
+}
+bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return ember::allclose(*this, other, rtol, atol, equal_nan);
+}
+TensorList Tensor::split(const Shape& sizes, int64_t dim) const { return ember::split_with_sizes(*this, sizes, dim); }
+
+}  // namespace ember
