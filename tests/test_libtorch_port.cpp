@@ -431,6 +431,31 @@ TEST(LibTorchPort, LayersInitAndParameterGroups) {
   EXPECT_EQ(sgd.param_groups()[1].options().get_lr(), 0.01);
 }
 
+TEST(LibTorchPort, NewTensorsUnbindClipSwapaxesGroupNorm) {
+  auto h = torch::randn({2, 3}).to(torch::kFloat64);
+  auto z = h.new_zeros({4});
+  EXPECT_EQ(z.dtype(), torch::kFloat64);
+  EXPECT_EQ(z.sum().item<double>(), 0.0);
+  EXPECT_EQ(h.new_ones({2, 2}).sum().item<double>(), 4.0);
+  EXPECT_EQ(h.new_full({3}, 2.5).sum().item<double>(), 7.5);
+  EXPECT_EQ(h.new_empty({5}).sizes(), (torch::Shape{5}));
+  auto rows = h.unbind();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_TRUE(rows[1].shares_storage(h));  // views
+  EXPECT_TRUE(torch::equal(torch::unbind(h, -1)[2], h.select(1, 2)));
+  EXPECT_ERROR_CONTAINS(torch::tensor(1.0).unbind(), "unbind: a 0-d tensor has no dimension to unbind");
+  EXPECT_TRUE(torch::equal(h.clip(-0.5, 0.5), h.clamp(-0.5, 0.5)));
+  EXPECT_TRUE(torch::equal(torch::clip(h, 0), h.clamp_min(0)));
+  EXPECT_TRUE(torch::equal(h.swapaxes(0, 1), h.t()));
+  auto gn = torch::nn::GroupNorm(torch::nn::GroupNormOptions(2, 4).eps(1e-3).affine(false));
+  EXPECT_EQ(gn->eps, 1e-3);
+  EXPECT_FALSE(gn->weight.defined());
+  EXPECT_ERROR_CONTAINS(torch::nn::GroupNorm(torch::nn::GroupNormOptions(3, 4)), "must be divisible by num_groups");
+  namespace F = torch::nn::functional;
+  EXPECT_ERROR_CONTAINS(F::normalize(torch::tensor({1, 2})), "normalize: expected a floating tensor, got int64");
+  EXPECT_TRUE(torch::allclose(F::normalize(torch::zeros({2, 3})), torch::zeros({2, 3})));  // eps keeps 0 / 0 away
+}
+
 TEST(LibTorchPort, SaveAndLoadTensorsAndRefusePyTorchArchives) {
   const std::string path = ::testing::TempDir() + "/ember_port_tensor.pt";
   auto t = torch::randn({3, 4});

@@ -288,6 +288,20 @@ Calls calls() {
     (void)nn::utils::parameters_to_vector(params);
     nn::utils::vector_to_parameters(d.tensor(), params);
   });
+  op("unbind_lerp", [](Draw& d) {
+    (void)unbind(d.tensor(), d.integer());
+    const Tensor a = d.tensor();
+    (void)lerp(a, d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.tensor(),
+               d.coin() ? Scalar(d.real()) : Scalar(d.integer()));
+    (void)lerp(d.tensor(), d.tensor(), d.tensor());
+  });
+  op("normalize_cosine", [](Draw& d) {
+    const Tensor a = d.floating();
+    (void)nn::functional::normalize(a,
+                                    nn::functional::NormalizeFuncOptions().p(d.real()).dim(d.integer()).eps(d.real()));
+    (void)nn::functional::cosine_similarity(a, d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.floating(),
+                                            nn::functional::CosineSimilarityFuncOptions().dim(d.integer()));
+  });
   op("embedding", [](Draw& d) { (void)embedding(d.floating(), d.index(3)); });
   // the recurrent layers: small ones, awkward inputs and states
   op("lstm", [](Draw& d) {

@@ -254,6 +254,15 @@ const std::map<std::string, CaseFn>& cases() {
       {"kl_div_batchmean", one([](const Inputs& x) { return F::kl_div(x[0], x[1], F::KLDivFuncOptions().reduction(kBatchMean)); })},
       {"kl_div_log_target_sum",
        one([](const Inputs& x) { return nn::KLDivLoss(nn::KLDivLossOptions().reduction("sum").log_target(true))(x[0], x[1]); })},
+      // the third sweep of LibTorch calls
+      {"lerp_scalar", one([](const Inputs& x) { return lerp(x[0], x[1], 0.3); })},
+      {"lerp_tensor", one([](const Inputs& x) { return x[0].lerp(x[1], x[2]); })},
+      {"unbind", [](const Inputs& x) { return x[0].unbind(1); }},
+      {"normalize", one([](const Inputs& x) { return F::normalize(x[0]); })},
+      {"normalize_l1_dim0", one([](const Inputs& x) { return F::normalize(x[0], F::NormalizeFuncOptions().p(1).dim(0)); })},
+      {"cosine_similarity", one([](const Inputs& x) { return F::cosine_similarity(x[0], x[1]); })},
+      {"cosine_similarity_bcast",
+       one([](const Inputs& x) { return F::cosine_similarity(x[0], x[1], F::CosineSimilarityFuncOptions().dim(-1)); })},
   };
   static bool unary_added = [] {
     // Every EMBER_UNARY op of ops.def (with its default parameters), and the other unary ops.

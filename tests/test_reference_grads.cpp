@@ -148,6 +148,9 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"expm1", [](X x) { return x[0].expm1(); }},
       {"round", [](X x) { return x[0].round(); }},
       {"huber_loss", [](X x) { return nn::functional::huber_loss(x[0], x[1], "mean", 0.7); }},
+      {"lerp_tensor", [](X x) { return lerp(x[0], x[1], x[2]); }},
+      {"normalize", [](X x) { return nn::functional::normalize(x[0]); }},
+      {"cosine_similarity", [](X x) { return nn::functional::cosine_similarity(x[0], x[1]); }},
   };
   return *table;
 }

@@ -221,6 +221,7 @@ def main():
     frontend_cases()
     indexing_cases()
     composite_cases()
+    ports3_cases()
 
     write("ops.bin")
     entries.clear()
@@ -339,6 +340,18 @@ def composite_cases():
     logp, q = torch.log_softmax(r(3, 4), 1), torch.softmax(r(3, 4), 1)
     case("kl_div_batchmean", [logp, q], lambda x, y: F.kl_div(x, y, reduction="batchmean"))
     case("kl_div_log_target_sum", [logp, q.log()], lambda x, y: F.kl_div(x, y, reduction="sum", log_target=True))
+
+
+def ports3_cases():
+    """The third sweep of LibTorch calls: lerp, unbind, normalize, cosine_similarity."""
+    torch.manual_seed(2029)
+    case("lerp_scalar", [r(3, 4), r(3, 4)], lambda a, b: torch.lerp(a, b, 0.3))
+    case("lerp_tensor", [r(3, 4), r(4), torch.rand(3, 1)], torch.lerp)
+    case("unbind", [r(3, 2, 4)], lambda x: torch.unbind(x, 1))
+    case("normalize", [r(3, 5)], F.normalize)
+    case("normalize_l1_dim0", [r(4, 3)], lambda x: F.normalize(x, p=1.0, dim=0))
+    case("cosine_similarity", [r(4, 6), r(4, 6)], F.cosine_similarity)
+    case("cosine_similarity_bcast", [r(2, 3, 5), r(3, 5)], lambda a, b: F.cosine_similarity(a, b, dim=-1))
 
 
 def frontend_cases():
@@ -477,6 +490,9 @@ def grad_cases():
         ("expm1", [r(3, 4, dtype=d)], torch.expm1),
         ("round", [r(3, 4, dtype=d)], torch.round),
         ("huber_loss", [r(4, 5, dtype=d) * 2, r(4, 5, dtype=d)], lambda x, y: F.huber_loss(x, y, delta=0.7)),
+        ("lerp_tensor", [r(3, 4, dtype=d), r(4, dtype=d), torch.rand(3, 1, dtype=d)], torch.lerp),
+        ("normalize", [r(3, 5, dtype=d)], F.normalize),
+        ("cosine_similarity", [r(4, 6, dtype=d), r(4, 6, dtype=d)], F.cosine_similarity),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -187,6 +187,26 @@ Tensor logspace(double start, double end, int64_t steps, double base, TensorOpti
   return tensor(values).to(options.device_, out).set_requires_grad(options.requires_grad());
 }
 
+// One view per index along dim, that dim removed: select's views, so gradients flow.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  EMBER_CHECK(x.defined(), "unbind: the tensor is undefined");
+  EMBER_CHECK(x.dim() > 0, "unbind: a 0-d tensor has no dimension to unbind");
+  const int64_t d = wrap_dim(dim, x.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x.size(d); ++i) out.push_back(x.select(d, i));
+  return out;
+}
+
+// start + weight (end - start), PyTorch's formula for a scalar or a tensor weight.
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  EMBER_CHECK(start.defined() && end.defined(), "lerp: a tensor is undefined");
+  return add(start, mul(sub(end, start), weight));
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  EMBER_CHECK(start.defined() && end.defined() && weight.defined(), "lerp: a tensor is undefined");
+  return add(start, mul(sub(end, start), weight));
+}
+
 // Tensor's methods for the composites above.
 Tensor Tensor::clamp_min(const Scalar& min) const { return ember::clamp_min(*this, min); }
 Tensor Tensor::clamp_max(const Scalar& max) const { return ember::clamp_max(*this, max); }
@@ -212,5 +232,18 @@ bool Tensor::allclose(const Tensor& other, double rtol, double atol, bool equal_
   return ember::allclose(*this, other, rtol, atol, equal_nan);
 }
 TensorList Tensor::split(const Shape& sizes, int64_t dim) const { return ember::split_with_sizes(*this, sizes, dim); }
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return ember::unbind(*this, dim); }
+Tensor Tensor::lerp(const Tensor& end, const Scalar& weight) const { return ember::lerp(*this, end, weight); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const { return ember::lerp(*this, end, weight); }
+Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return ember::clamp(*this, min, max);
+}
+Tensor Tensor::swapaxes(int64_t dim0, int64_t dim1) const { return ember::transpose(*this, dim0, dim1); }
+Tensor Tensor::new_zeros(const Shape& sizes) const { return zeros(sizes, TensorOptions(dtype()).device(device())); }
+Tensor Tensor::new_ones(const Shape& sizes) const { return ones(sizes, TensorOptions(dtype()).device(device())); }
+Tensor Tensor::new_empty(const Shape& sizes) const { return empty(sizes, TensorOptions(dtype()).device(device())); }
+Tensor Tensor::new_full(const Shape& sizes, const Scalar& value) const {
+  return full(sizes, value, TensorOptions(dtype()).device(device()));
+}
 
 }  // namespace ember

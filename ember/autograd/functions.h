@@ -86,6 +86,14 @@ Tensor isfinite(const Tensor& x);
 // allclose: everywhere (a bool, read back). PyTorch's defaults.
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+// x.select(dim, i) for every i: views.
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+// start + weight (end - start).
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+inline Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) {
+  return clamp(x, min, max);
+}
 // base ** linspace(start, end, steps), float32 unless the options say otherwise.
 Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions options = {});
 

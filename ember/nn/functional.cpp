@@ -138,6 +138,20 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
   return reduce(where(d < beta, quadratic, d - 0.5 * beta), reduction, "smooth_l1_loss");
 }
 
+Tensor normalize(const Tensor& x, const NormalizeFuncOptions& o) {
+  EMBER_CHECK(x.defined(), "normalize: the tensor is undefined");
+  EMBER_CHECK(x.is_floating_point(), "normalize: expected a floating tensor, got ", x.dtype());
+  const Tensor norm = x.norm(o.p_, Shape{o.dim_}, /*keepdim=*/true).clamp_min(o.eps_);
+  return x / norm;
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilarityFuncOptions& o) {
+  EMBER_CHECK(x1.defined() && x2.defined(), "cosine_similarity: a tensor is undefined");
+  const Tensor dot = (x1 * x2).sum(Shape{o.dim_});
+  const Tensor squares = (x1 * x1).sum(Shape{o.dim_}) * (x2 * x2).sum(Shape{o.dim_});
+  return dot / squares.clamp_min(o.eps_ * o.eps_).sqrt();
+}
+
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double delta) {
   EMBER_CHECK(input.sizes() == target.sizes(), "huber_loss: input of shape ", shape_str(input.sizes()),
               " and target of shape ", shape_str(target.sizes()), " differ");

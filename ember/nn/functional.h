@@ -100,6 +100,21 @@ struct BCELossOptions {
 using BinaryCrossEntropyFuncOptions = BCELossOptions;  // LibTorch's name for the functional's options
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const BCELossOptions& options = {});
 
+// x / max(||x||_p along dim, eps): unit vectors along dim (torch.nn.functional.normalize).
+struct NormalizeFuncOptions {
+  EMBER_ARG(double, p) = 2.0;
+  EMBER_ARG(int64_t, dim) = 1;
+  EMBER_ARG(double, eps) = 1e-12;
+};
+Tensor normalize(const Tensor& x, const NormalizeFuncOptions& options = {});
+// sum(x1 x2) / sqrt(max(||x1||² ||x2||², eps²)) along dim, PyTorch 1.13's formula; x1 and x2
+// broadcast.
+struct CosineSimilarityFuncOptions {
+  EMBER_ARG(int64_t, dim) = 1;
+  EMBER_ARG(double, eps) = 1e-8;
+};
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilarityFuncOptions& options = {});
+
 // Normalizes over the trailing `normalized_shape` dims; weight and bias (that shape) optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);

@@ -267,6 +267,16 @@ class Tensor {
   Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
   bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
   std::vector<Tensor> split(const Shape& sizes, int64_t dim = 0) const;  // split_with_sizes
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  Tensor lerp(const Tensor& end, const Scalar& weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;  // clamp
+  Tensor swapaxes(int64_t dim0, int64_t dim1) const;                                       // transpose
+  // New tensors with this one's dtype and device.
+  Tensor new_zeros(const Shape& sizes) const;
+  Tensor new_ones(const Shape& sizes) const;
+  Tensor new_empty(const Shape& sizes) const;
+  Tensor new_full(const Shape& sizes, const Scalar& value) const;
   // in place: the result is cast to self's dtype; broadcasting must not grow self
   Tensor& add_(const Scalar& other, const Scalar& alpha = 1);
   Tensor& sub_(const Scalar& other, const Scalar& alpha = 1);

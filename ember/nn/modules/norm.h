@@ -65,9 +65,19 @@ class LayerNormImpl : public Module {
 };
 EMBER_MODULE(LayerNorm);
 
+struct GroupNormOptions {
+  GroupNormOptions(int64_t num_groups, int64_t num_channels) : num_groups_(num_groups), num_channels_(num_channels) {}
+  EMBER_ARG(int64_t, num_groups);
+  EMBER_ARG(int64_t, num_channels);
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(bool, affine) = true;
+};
+
 class GroupNormImpl : public Module {
  public:
   GroupNormImpl(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  explicit GroupNormImpl(const GroupNormOptions& o)
+      : GroupNormImpl(o.num_groups_, o.num_channels_, o.eps_, o.affine_) {}
   Tensor forward(const Tensor& x) override;
   void pretty_print(std::ostream& os) const override;
   int64_t num_groups, num_channels;
