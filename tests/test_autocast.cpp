@@ -44,9 +44,17 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
                                                                              {"mean", h.mean({1})},
                                                                              {"norm", h.norm()},
                                                                              {"logsumexp", h.logsumexp({1})},
-                                                                             {"softplus", softplus(h)}})
+                                                                             {"softplus", softplus(h)},
+                                                                             {"log2", log2(h.abs() + 1.0)},
+                                                                             {"log10", log10(h.abs() + 1.0)},
+                                                                             {"tan", tan(h)},
+                                                                             {"asin", asin(h * 0.1)},
+                                                                             {"acos", acos(h * 0.1)},
+                                                                             {"sinh", sinh(h)},
+                                                                             {"cosh", cosh(h)}})
     EXPECT_EQ(out.dtype(), kFloat32) << name;
   EXPECT_EQ(relu(h).dtype(), kBFloat16) << "unlisted ops keep their input dtype";
+  EXPECT_EQ(atan(h).dtype(), kBFloat16) << "atan is not on PyTorch's float32 list";
   EXPECT_EQ((h + randn({3, 4})).dtype(), kFloat32) << "binary ops promote to the widest input";
   EXPECT_EQ(cat({h, randn({3, 4})}).dtype(), kFloat32);
   const Tensor d = randn({3, 3}, kFloat64), i = ones({3, 3}, kInt64);

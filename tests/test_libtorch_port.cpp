@@ -456,6 +456,99 @@ TEST(LibTorchPort, NewTensorsUnbindClipSwapaxesGroupNorm) {
   EXPECT_TRUE(torch::allclose(F::normalize(torch::zeros({2, 3})), torch::zeros({2, 3})));  // eps keeps 0 / 0 away
 }
 
+// The fourth sweep: the 1-D layers, padding, PReLU and InstanceNorm as a LibTorch program builds
+// them (their values against PyTorch are in tests/reference/ops.bin).
+TEST(LibTorchPort, OneDimLayersPaddingPReLUAndInstanceNorm) {
+  namespace nn = torch::nn;
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  nn::Conv1d conv(nn::Conv1dOptions(4, 6, 3).stride(2).padding(1).groups(2));
+  EXPECT_EQ(conv->weight.sizes(), (torch::Shape{6, 2, 3}));
+  auto x = torch::randn({2, 4, 9});
+  EXPECT_TRUE(all_close(conv(x), F::conv1d(x, conv->weight, conv->bias, 2, 1, 1, 2), 0, 0));
+  EXPECT_EQ(conv(x).sizes(), (torch::Shape{2, 6, 5}));
+  std::ostringstream printed;
+  printed << *conv;
+  EXPECT_EQ(printed.str(), "Conv1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), groups=2)");
+  nn::MaxPool1d max_pool(nn::MaxPool1dOptions(3).stride(2));
+  nn::AvgPool1d avg_pool(nn::AvgPool1dOptions(2));
+  EXPECT_EQ(max_pool(x).sizes(), (torch::Shape{2, 4, 4}));
+  EXPECT_TRUE(all_close(avg_pool(x).select(2, 0), (x.select(2, 0) + x.select(2, 1)) / 2, 1e-6, 1e-6));
+  EXPECT_TRUE(all_close(max_pool(x).select(2, 1), x.narrow(2, 2, 3).amax({2}), 0, 0));
+
+  // Padding layers: F::pad with their mode; one number pads every side.
+  auto img = torch::arange(12, torch::kFloat32).reshape({1, 1, 3, 4});
+  nn::ReflectionPad2d reflect(nn::ReflectionPad2dOptions({1, 1, 2, 0}));
+  EXPECT_TRUE(all_close(reflect(img), F::pad(img, F::PadFuncOptions({1, 1, 2, 0}).mode(torch::kReflect)), 0, 0));
+  EXPECT_EQ(reflect(img)[0][0][0][0].item<float>(), 9.0f);  // row 2, column 1 of the input
+  EXPECT_EQ(nn::ZeroPad2d(2)(img).sizes(), (torch::Shape{1, 1, 7, 8}));
+  EXPECT_EQ(nn::ReplicationPad1d(3)(torch::tensor({1.0, 2.0})).sum().item<double>(), 1.0 * 4 + 2.0 * 4);
+  nn::ConstantPad1d constant(nn::ConstantPad1dOptions({1, 2}, 3.5));
+  EXPECT_EQ(constant(torch::zeros({2, 1})).sum().item<double>(), 2 * 3 * 3.5);
+  printed.str("");
+  printed << *constant << " " << *reflect;
+  EXPECT_EQ(printed.str(), "ConstantPad1d(padding=(1, 2), value=3.5) ReflectionPad2d((1, 1, 2, 0))");
+  EXPECT_ERROR_CONTAINS(nn::ReflectionPad2d(nn::ReflectionPad2dOptions({1, 1})), "expected 4 padding amounts");
+  EXPECT_ERROR_CONTAINS(reflect(torch::zeros({1, 1, 1, 4})), "reflect padding (2, 0) must be less than dim 2's size 1");
+  EXPECT_ERROR_CONTAINS(F::pad(img, F::PadFuncOptions({1, 2, 3})), "padding length must be divisible by 2");
+  EXPECT_ERROR_CONTAINS(F::pad(img, F::PadFuncOptions({1, 1}).mode("mirror")), "mode must be 'constant'");
+  EXPECT_ERROR_CONTAINS(F::pad(img, F::PadFuncOptions({-3, -2})),
+                        "cropping (-3, -2) of dim 3 (size 4) leaves a negative size");
+
+  // PReLU: one learned slope per channel (dim 1), its gradient the sum of that channel's negative inputs.
+  nn::PReLU prelu(nn::PReLUOptions().num_parameters(3).init(0.1));
+  EXPECT_TRUE(all_close(prelu->weight, torch::full({3}, 0.1), 0, 0));
+  auto v = torch::tensor({-1.0f, 2.0f, -3.0f, 4.0f, -5.0f, 6.0f}).reshape({2, 3});
+  prelu(v).sum().backward();
+  EXPECT_TRUE(all_close(prelu->weight.grad(), torch::tensor({-1.0f, -5.0f, -3.0f}), 0, 0));
+  EXPECT_ERROR_CONTAINS(prelu(torch::zeros({2, 4})), "3 weights need an input with 3 channels in dim 1");
+
+  // InstanceNorm1d with running statistics: each sample's channel is normalized on its own; the
+  // running mean moves by momentum toward the batch's mean of the per-sample means.
+  nn::InstanceNorm1d norm(nn::InstanceNorm1dOptions(2).track_running_stats(true).momentum(0.5));
+  auto s = torch::tensor({1.0f, 3.0f, 10.0f, 30.0f, 5.0f, 7.0f, -2.0f, 2.0f}).reshape({2, 2, 2});
+  auto y = norm(s);
+  EXPECT_TRUE(all_close(y.select(2, 0), torch::full({2, 2}, -1.0f), 1e-4, 1e-4));  // (x - mean) / sqrt(var + eps)
+  EXPECT_TRUE(
+      all_close(norm->running_mean, torch::tensor({0.5f * (2.0f + 6.0f) / 2, 0.5f * (20.0f + 0.0f) / 2}), 1e-6, 1e-6));
+  // The unbiased per-sample variances (2, 200; 2, 8), averaged over the batch, moved halfway from 1.
+  EXPECT_TRUE(all_close(norm->running_var, torch::tensor({0.5f + 0.5f * 2.0f, 0.5f + 0.5f * 104.0f}), 1e-5, 1e-5));
+  norm->eval();
+  auto e = norm(s);  // normalized with the running statistics now
+  EXPECT_NEAR(e[0][0][0].item<float>(), (1.0f - 2.0f) / std::sqrt(1.5f + 1e-5f), 1e-5);
+  EXPECT_TRUE(all_close(norm(s[1]), e[1], 0, 0)) << "an unbatched input is one sample";
+  EXPECT_FALSE(nn::InstanceNorm2d(3)->weight.defined()) << "PyTorch's default: affine=false";
+  EXPECT_ERROR_CONTAINS(nn::InstanceNorm2d(3)(torch::zeros({2, 3})), "expected a 4-D (batched) or 3-D (unbatched)");
+  EXPECT_ERROR_CONTAINS(F::instance_norm(torch::zeros({2, 3})), "at least one spatial dim");
+}
+
+TEST(LibTorchPort, MathDiagonalsAndRemainders) {
+  auto m = torch::arange(12, torch::kFloat64).reshape({3, 4});
+  EXPECT_TRUE(m.diagonal().shares_storage(m)) << "a view of a contiguous matrix, as PyTorch's";
+  EXPECT_EQ(m.trace().item<double>(), 0 + 5 + 10);
+  EXPECT_TRUE(torch::equal(torch::diag(torch::tensor({1, 2})), torch::tensor({1, 0, 0, 2}).reshape({2, 2})));
+  EXPECT_ERROR_CONTAINS(torch::diag(torch::zeros({2, 2, 2})),
+                        "diag: expected a 1-D or 2-D tensor, got shape [2, 2, 2]");
+  EXPECT_ERROR_CONTAINS(torch::diagonal(m, 0, 1, -1), "diagonal: dimensions cannot be identical 1, -1");
+  EXPECT_ERROR_CONTAINS(torch::trace(torch::zeros({2})), "trace: expected a matrix, got shape [2]");
+  auto [var, mean] = torch::var_mean(m, 1);
+  EXPECT_TRUE(all_close(var, m.var(1), 0, 0));
+  EXPECT_TRUE(all_close(mean, m.mean({1}), 0, 0));
+  // Integer remainders: a zero divisor throws (PyTorch's ZeroDivisionError); INT64_MIN % -1,
+  // which traps on x86 (and crashes PyTorch 1.13), is 0.
+  auto a = torch::tensor({std::numeric_limits<int64_t>::min(), int64_t{7}});
+  EXPECT_TRUE(torch::equal(torch::remainder(a, -1), torch::zeros({2}, torch::kInt64)));
+  EXPECT_TRUE(torch::equal(a.fmod(torch::tensor({int64_t{-1}, int64_t{-3}})), torch::tensor({int64_t{0}, int64_t{1}})));
+  EXPECT_ERROR_CONTAINS(torch::remainder(a, 0), "remainder: ZeroDivisionError");
+  EXPECT_ERROR_CONTAINS(a.fmod(torch::tensor({int64_t{1}, int64_t{0}})), "fmod: ZeroDivisionError");
+  EXPECT_ERROR_CONTAINS(torch::remainder(torch::tensor({true}), torch::tensor({true})),
+                        "not implemented for dtype bool");
+  EXPECT_TRUE(std::isnan(torch::remainder(torch::tensor({5.0}), 0.0).item<double>()));
+  EXPECT_NEAR(torch::atan2(torch::tensor({1.0}), torch::tensor({-1.0})).item<double>(), 3 * M_PI / 4, 1e-15);
+  EXPECT_EQ(torch::atan2(torch::tensor({1}), torch::tensor({1})).dtype(), torch::kFloat32);
+  EXPECT_NEAR(torch::tensor({8.0}).log2().item<double>(), 3.0, 0.0);
+}
+
 TEST(LibTorchPort, SaveAndLoadTensorsAndRefusePyTorchArchives) {
   const std::string path = ::testing::TempDir() + "/ember_port_tensor.pt";
   auto t = torch::randn({3, 4});

@@ -302,6 +302,65 @@ Calls calls() {
     (void)nn::functional::cosine_similarity(a, d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.floating(),
                                             nn::functional::CosineSimilarityFuncOptions().dim(d.integer()));
   });
+  // the fourth sweep of LibTorch calls
+  op("trigonometric_logarithmic", [](Draw& d) {
+    const Tensor t = d.tensor();
+    (void)t.tan(), (void)t.asin(), (void)t.acos(), (void)t.atan(), (void)t.sinh(), (void)t.cosh();
+    (void)t.asinh(), (void)t.acosh(), (void)t.atanh(), (void)t.log2(), (void)t.log10(), (void)t.exp2();
+  });
+  op("atan2_remainder_fmod", [](Draw& d) {
+    const Tensor a = d.tensor();
+    const Tensor b = d.coin() ? d.tensor(a.sizes(), a.dtype()) : d.tensor();
+    (void)atan2(a, b), (void)remainder(a, b), (void)fmod(a, b);
+    const Scalar s = d.coin() ? Scalar(d.real()) : Scalar(d.integer());
+    (void)remainder(a, s), (void)fmod(a, s);
+  });
+  op("diagonal", [](Draw& d) { (void)diagonal(d.tensor(), d.integer(), d.integer(), d.integer()); });
+  op("diag_trace", [](Draw& d) {
+    const Tensor t = d.coin() ? d.tensor(d.near({3}), d.dtype()) : d.tensor();
+    (void)diag(t, d.integer());
+    (void)trace(d.coin() ? d.tensor(d.near({3, 2}), d.dtype()) : t);
+  });
+  op("var_mean", [](Draw& d) {
+    const Tensor t = d.tensor();
+    (void)var_mean(t, d.dims(), d.coin(), d.coin()), (void)std_mean(t, d.dims(), d.coin(), d.coin());
+  });
+  op("conv1d", [](Draw& d) {
+    const Tensor x = d.coin() ? d.tensor(d.near({2, 2, 5}), kFloat32) : d.tensor();
+    const Tensor w = d.coin() ? d.tensor(d.near({2, 2, 3}), kFloat32) : d.tensor();
+    auto small = [&] { return d.coin() ? 1 + d.below(2) : d.integer(); };
+    (void)conv1d(x, w, d.coin() ? Tensor() : d.tensor(), small(), small() - 1, small(), small());
+  });
+  op("pool1d", [](Draw& d) {
+    const Tensor x = d.coin() ? d.tensor(d.near({2, 2, 5}), kFloat32) : d.tensor();
+    auto small = [&] { return d.coin() ? 1 + d.below(2) : d.integer(); };
+    const std::optional<int64_t> stride = d.coin() ? std::optional<int64_t>(small()) : std::nullopt;
+    if (d.coin())
+      (void)max_pool1d(x, small(), stride, small() - 1, small(), d.coin());
+    else
+      (void)avg_pool1d(x, small(), stride, small() - 1, d.coin(), d.coin());
+  });
+  op("pad", [](Draw& d) {
+    static const char* modes[] = {"constant", "reflect", "replicate", "circular", "wrap"};
+    Shape amounts(static_cast<size_t>(d.below(7)));
+    for (auto& a : amounts) a = d.integer();
+    (void)nn::functional::pad(d.tensor(),
+                              nn::functional::PadFuncOptions(amounts).mode(modes[d.below(5)]).value(d.real()));
+  });
+  op("prelu", [](Draw& d) {
+    const Tensor x = d.tensor();
+    const int64_t channels = x.defined() && x.dim() > 1 ? x.size(1) : 1;
+    (void)nn::functional::prelu(x, d.coin() ? d.tensor(d.near({channels}), x.dtype()) : d.tensor());
+  });
+  op("instance_norm", [](Draw& d) {
+    const Tensor x = d.coin() ? d.tensor(d.near({2, 2, 3}), kFloat32) : d.tensor();
+    const int64_t channels = x.defined() && x.dim() > 1 ? x.size(1) : 1;
+    auto per_channel = [&] { return d.coin() ? d.tensor(d.near({channels}), kFloat32) : d.tensor(); };
+    const Tensor mean = d.coin() ? per_channel() : Tensor();
+    const Tensor var = d.coin() && mean.defined() ? per_channel() : d.coin() ? Tensor() : d.tensor();
+    (void)nn::functional::instance_norm(x, mean, var, d.coin() ? Tensor() : per_channel(),
+                                        d.coin() ? Tensor() : per_channel(), d.coin(), d.real(), d.real());
+  });
   op("embedding", [](Draw& d) { (void)embedding(d.floating(), d.index(3)); });
   // the recurrent layers: small ones, awkward inputs and states
   op("lstm", [](Draw& d) {

@@ -263,6 +263,82 @@ const std::map<std::string, CaseFn>& cases() {
       {"cosine_similarity", one([](const Inputs& x) { return F::cosine_similarity(x[0], x[1]); })},
       {"cosine_similarity_bcast",
        one([](const Inputs& x) { return F::cosine_similarity(x[0], x[1], F::CosineSimilarityFuncOptions().dim(-1)); })},
+      // the fourth sweep (the new unary ops are in the EMBER_UNARY list below)
+      {"unary_edges",
+       [](const Inputs& x) {
+         return Outputs{x[0].log2(),  x[0].log10(), x[0].exp2(),  x[0].asin(),
+                        x[0].acosh(), x[0].atanh(), x[0].atan(), x[0].sinh()};
+       }},
+      {"int_log2", one([](const Inputs& x) { return log2(x[0]); })},
+      {"atan2", one([](const Inputs& x) { return atan2(x[0], x[1]); })},
+      {"atan2_quadrants", one([](const Inputs& x) { return x[0].atan2(x[1]); })},
+      {"atan2_int", one([](const Inputs& x) { return atan2(x[0], x[1]); })},
+      {"remainder", one([](const Inputs& x) { return remainder(x[0], x[1]); })},
+      {"fmod", one([](const Inputs& x) { return fmod(x[0], x[1]); })},
+      {"remainder_bcast64", one([](const Inputs& x) { return x[0].remainder(x[1]); })},
+      {"remainder_int", one([](const Inputs& x) { return remainder(x[0], x[1]); })},
+      {"fmod_int", one([](const Inputs& x) { return x[0].fmod(x[1]); })},
+      {"remainder_int8", one([](const Inputs& x) { return remainder(x[0], x[1]); })},
+      {"remainder_uint8", one([](const Inputs& x) { return remainder(x[0], 3); })},
+      {"remainder_scalar", one([](const Inputs& x) { return x[0].remainder(-1.5); })},
+      {"fmod_scalar", one([](const Inputs& x) { return fmod(x[0], 1.5); })},
+      {"remainder_int_float_scalar", one([](const Inputs& x) { return remainder(x[0], 2.5); })},
+      {"diagonal", one([](const Inputs& x) { return diagonal(x[0]); })},
+      {"diagonal_offset",
+       [](const Inputs& x) { return Outputs{x[0].diagonal(1), x[0].diagonal(-2), x[0].diagonal(5)}; }},
+      {"diagonal_dims", one([](const Inputs& x) { return diagonal(x[0], 1, 2, 0); })},
+      {"diag_vector", [](const Inputs& x) { return Outputs{diag(x[0]), x[0].diag(2), diag(x[0], -1)}; }},
+      {"diag_matrix", [](const Inputs& x) { return Outputs{x[0].diag(), diag(x[0], -1)}; }},
+      {"diag_inf", one([](const Inputs& x) { return diag(x[0]); })},
+      {"trace", one([](const Inputs& x) { return trace(x[0]); })},
+      {"trace_int", one([](const Inputs& x) { return x[0].trace(); })},
+      {"var_mean",
+       [](const Inputs& x) {
+         auto [v, m] = var_mean(x[0], 1);
+         return Outputs{v, m};
+       }},
+      {"std_mean_biased_keepdim",
+       [](const Inputs& x) {
+         auto [s, m] = std_mean(x[0], 0, false, true);
+         return Outputs{s, m};
+       }},
+      {"var_mean_all",
+       [](const Inputs& x) {
+         auto [v, m] = var_mean(x[0]);
+         return Outputs{v, m};
+       }},
+      {"conv1d", one([](const Inputs& x) { return F::conv1d(x[0], x[1], x[2], 2, 1, 1, 2); })},
+      {"conv1d_dilation_unbatched", one([](const Inputs& x) { return conv1d(x[0], x[1], {}, 1, 0, 2); })},
+      {"max_pool1d", one([](const Inputs& x) { return F::max_pool1d(x[0], F::MaxPool1dFuncOptions(3).stride(2).padding(1)); })},
+      {"max_pool1d_ceil_dilation", one([](const Inputs& x) { return max_pool1d(x[0], 2, std::nullopt, 0, 2, true); })},
+      {"avg_pool1d",
+       one([](const Inputs& x) {
+         return F::avg_pool1d(x[0], F::AvgPool1dFuncOptions(3).stride(2).padding(1).count_include_pad(false));
+       })},
+      {"avg_pool1d_default", one([](const Inputs& x) { return avg_pool1d(x[0], 2); })},
+      {"pad_constant", one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({1, 2, 0, 1}).value(-1.5)); })},
+      {"pad_constant_crop", one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({-1, 2, 1, -2, 1, 0})); })},
+      {"pad_reflect",
+       one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({3, 1, 2, 3}).mode(kReflect)); })},
+      {"pad_replicate",
+       one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({2, 4, 3, 0}).mode(kReplicate)); })},
+      {"pad_circular",
+       one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({5, 1, 2, 4}).mode(kCircular)); })},
+      {"pad_reflect_1d", one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({5, 2}).mode("reflect")); })},
+      {"pad_int", one([](const Inputs& x) { return F::pad(x[0], F::PadFuncOptions({1, 1}).value(7)); })},
+      {"prelu", one([](const Inputs& x) { return F::prelu(x[0], x[1]); })},
+      {"prelu_one", one([](const Inputs& x) { return F::prelu(x[0], x[1]); })},
+      {"instance_norm", one([](const Inputs& x) { return F::instance_norm(x[0]); })},
+      {"instance_norm_affine",
+       one([](const Inputs& x) {
+         return F::instance_norm(x[0], F::InstanceNormFuncOptions().weight(x[1]).bias(x[2]).eps(1e-3));
+       })},
+      {"instance_norm_running",
+       [](const Inputs& x) {
+         Tensor m = x[1].clone(), v = x[2].clone();
+         return Outputs{F::instance_norm(x[0], m, v, {}, {}, true, 0.2), m, v};
+       }},
+      {"instance_norm_eval", one([](const Inputs& x) { return F::instance_norm(x[0], x[1], x[2], {}, {}, false); })},
   };
   static bool unary_added = [] {
     // Every EMBER_UNARY op of ops.def (with its default parameters), and the other unary ops.

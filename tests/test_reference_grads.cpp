@@ -151,6 +151,28 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"lerp_tensor", [](X x) { return lerp(x[0], x[1], x[2]); }},
       {"normalize", [](X x) { return nn::functional::normalize(x[0]); }},
       {"cosine_similarity", [](X x) { return nn::functional::cosine_similarity(x[0], x[1]); }},
+      // the fourth sweep
+      {"tan", [](X x) { return x[0].tan(); }},
+      {"asin_acos_atan", [](X x) { return x[0].asin() + x[0].acos() * 2 + x[0].atan() * 3; }},
+      {"hyperbolic", [](X x) { return x[0].sinh() + x[0].cosh() * 2 + x[0].asinh() * 3; }},
+      {"acosh_atanh", [](X x) { return (x[0] + 1.5).acosh() + x[0].atanh() * 2; }},
+      {"log2_log10_exp2", [](X x) { return x[0].log2() + x[0].log10() * 2 + x[0].exp2() * 3; }},
+      {"atan2", [](X x) { return atan2(x[0], x[1]); }},
+      {"remainder", [](X x) { return remainder(x[0], x[1]); }},
+      {"fmod", [](X x) { return fmod(x[0], x[1]); }},
+      {"remainder_scalar", [](X x) { return remainder(x[0], 1.5); }},
+      {"diagonal", [](X x) { return diagonal(x[0], -1, 2, 1); }},
+      {"diag_vector", [](X x) { return diag(x[0], 1); }},
+      {"trace", [](X x) { return trace(x[0]); }},
+      {"conv1d", [](X x) { return F::conv1d(x[0], x[1], x[2], 2, 1, 1, 2); }},
+      {"max_pool1d", [](X x) { return F::max_pool1d(x[0], 3, 2, 1); }},
+      {"avg_pool1d", [](X x) { return F::avg_pool1d(x[0], 3, 2, 1); }},
+      {"pad_reflect", [](X x) { return F::pad(x[0], F::PadFuncOptions({3, 1, 2, 3}).mode("reflect")); }},
+      {"pad_replicate", [](X x) { return F::pad(x[0], F::PadFuncOptions({2, 4, 3, 0}).mode("replicate")); }},
+      {"pad_circular", [](X x) { return F::pad(x[0], F::PadFuncOptions({5, 1, 2, 4}).mode("circular")); }},
+      {"pad_constant_crop", [](X x) { return F::pad(x[0], F::PadFuncOptions({-1, 2, 1, -2, 1, 0}).value(0.5)); }},
+      {"prelu", [](X x) { return F::prelu(x[0], x[1]); }},
+      {"instance_norm_affine", [](X x) { return F::instance_norm(x[0], {}, {}, x[1], x[2]); }},
   };
   return *table;
 }

@@ -222,6 +222,7 @@ def main():
     indexing_cases()
     composite_cases()
     ports3_cases()
+    ports4_cases()
 
     write("ops.bin")
     entries.clear()
@@ -352,6 +353,81 @@ def ports3_cases():
     case("normalize_l1_dim0", [r(4, 3)], lambda x: F.normalize(x, p=1.0, dim=0))
     case("cosine_similarity", [r(4, 6), r(4, 6)], F.cosine_similarity)
     case("cosine_similarity_bcast", [r(2, 3, 5), r(3, 5)], lambda a, b: F.cosine_similarity(a, b, dim=-1))
+
+
+def ports4_cases():
+    """The fourth sweep of LibTorch calls: the rest of the unary math, atan2, remainder, fmod,
+    diagonals, var_mean, the 1-D convolution and pooling, pad, prelu and instance_norm."""
+    torch.manual_seed(2030)
+    def unit(*s, dtype=torch.float32):  # (-0.95, 0.95): asin, acos, atanh
+        return (torch.rand(*s, dtype=dtype) * 2 - 1) * 0.95
+    def above1(*s, dtype=torch.float32):  # acosh
+        return torch.rand(*s, dtype=dtype) * 3 + 1.01
+    def wide(*s, dtype=torch.float32):
+        return r(*s, dtype=dtype) * 3
+    for name, fn, gen in [("tan", torch.tan, r), ("asin", torch.asin, unit), ("acos", torch.acos, unit),
+                          ("atan", torch.atan, wide), ("sinh", torch.sinh, wide), ("cosh", torch.cosh, wide),
+                          ("asinh", torch.asinh, wide), ("acosh", torch.acosh, above1), ("atanh", torch.atanh, unit),
+                          ("log2", torch.log2, pos), ("log10", torch.log10, pos), ("exp2", torch.exp2, wide)]:
+        case("unary_" + name, [gen(4, 5)], fn)
+        case("unary64_" + name, [gen(3, 2, dtype=torch.float64)], fn)
+    case("unary_edges", [torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, float("inf"), float("-inf"), float("nan"), 1e-30])],
+         lambda x: (torch.log2(x), torch.log10(x), torch.exp2(x), torch.asin(x), torch.acosh(x), torch.atanh(x),
+                    torch.atan(x), torch.sinh(x)))
+    case("int_log2", [torch.tensor([1, 2, 8, 1000])], torch.log2)
+    case("atan2", [r(3, 4), r(4)], torch.atan2)
+    case("atan2_quadrants", [torch.tensor([0.0, -0.0, 1.0, 1.0, -1.0, -1.0, 0.0, 0.0, float("inf"), 1.0]),
+                             torch.tensor([1.0, 1.0, 1.0, -1.0, 1.0, -1.0, -1.0, 0.0, float("inf"), 0.0])], torch.atan2)
+    case("atan2_int", [torch.tensor([1, -2, 3]), torch.tensor([3, 4, -5])], torch.atan2)
+    signs_a = torch.tensor([5.3, -5.3, 5.3, -5.3, 0.0, -0.0, 1e-30, -1e-30, 7.5, float("inf"), 3.0, 4.0])
+    signs_b = torch.tensor([2.0, 2.0, -2.0, -2.0, -2.0, 2.0, 3.0, 3.0, 0.0, 2.0, float("inf"), 2.0])
+    case("remainder", [signs_a, signs_b], torch.remainder)
+    case("fmod", [signs_a, signs_b], torch.fmod)
+    case("remainder_bcast64", [r(3, 4, dtype=torch.float64) * 5, r(4, dtype=torch.float64)], torch.remainder)
+    ia, ib = torch.tensor([7, -7, 7, -7, 0, 9, -9]), torch.tensor([3, 3, -3, -3, -5, 1, -1])
+    case("remainder_int", [ia, ib], torch.remainder)
+    case("fmod_int", [ia, ib], torch.fmod)
+    case("remainder_int8", [ia.to(torch.int8), ib.to(torch.int8)], torch.remainder)
+    case("remainder_uint8", [torch.tensor([200, 7, 0], dtype=torch.uint8)], lambda x: torch.remainder(x, 3))
+    case("remainder_scalar", [r(6) * 4], lambda x: torch.remainder(x, -1.5))
+    case("fmod_scalar", [r(6) * 4], lambda x: torch.fmod(x, 1.5))
+    case("remainder_int_float_scalar", [ia], lambda x: torch.remainder(x, 2.5))
+    case("diagonal", [r(3, 4)], lambda x: torch.diagonal(x))
+    case("diagonal_offset", [r(3, 4)], lambda x: (torch.diagonal(x, 1), torch.diagonal(x, -2), torch.diagonal(x, 5)))
+    case("diagonal_dims", [r(2, 3, 4)], lambda x: torch.diagonal(x, 1, 2, 0))
+    case("diag_vector", [r(3)], lambda x: (torch.diag(x), torch.diag(x, 2), torch.diag(x, -1)))
+    case("diag_matrix", [r(4, 3)], lambda x: (torch.diag(x), torch.diag(x, -1)))
+    case("diag_inf", [torch.tensor([float("inf"), 1.0])], torch.diag)
+    case("trace", [r(4, 3)], torch.trace)
+    case("trace_int", [torch.arange(9, dtype=torch.int32).reshape(3, 3)], torch.trace)
+    case("var_mean", [r(3, 5)], lambda x: torch.var_mean(x, 1))
+    case("std_mean_biased_keepdim", [r(3, 5)], lambda x: torch.std_mean(x, 0, unbiased=False, keepdim=True))
+    case("var_mean_all", [r(3, 5)], torch.var_mean)
+    case("conv1d", [r(2, 4, 9), r(6, 2, 3), r(6)], lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, groups=2))
+    case("conv1d_dilation_unbatched", [r(3, 10), r(2, 3, 3)], lambda x, w: F.conv1d(x, w, dilation=2))
+    case("max_pool1d", [r(2, 3, 9)], lambda x: F.max_pool1d(x, 3, 2, padding=1))
+    case("max_pool1d_ceil_dilation", [r(2, 3, 10)], lambda x: F.max_pool1d(x, 2, dilation=2, ceil_mode=True))
+    case("avg_pool1d", [r(2, 3, 9)], lambda x: F.avg_pool1d(x, 3, 2, padding=1, count_include_pad=False))
+    case("avg_pool1d_default", [r(3, 8)], lambda x: F.avg_pool1d(x, 2))
+    x4 = r(2, 3, 4, 5)
+    case("pad_constant", [x4], lambda x: F.pad(x, (1, 2, 0, 1), value=-1.5))
+    case("pad_constant_crop", [x4], lambda x: F.pad(x, (-1, 2, 1, -2, 1, 0)))
+    case("pad_reflect", [x4], lambda x: F.pad(x, (3, 1, 2, 3), mode="reflect"))
+    case("pad_replicate", [x4], lambda x: F.pad(x, (2, 4, 3, 0), mode="replicate"))
+    case("pad_circular", [x4], lambda x: F.pad(x, (5, 1, 2, 4), mode="circular"))
+    case("pad_reflect_1d", [r(2, 3, 6)], lambda x: F.pad(x, (5, 2), mode="reflect"))
+    case("pad_int", [torch.arange(6).reshape(2, 3)], lambda x: F.pad(x, (1, 1), value=7))
+    case("prelu", [r(2, 3, 4), torch.tensor([0.25, -0.5, 2.0])], F.prelu)
+    case("prelu_one", [r(5, 2), torch.tensor([0.1])], F.prelu)
+    case("instance_norm", [r(2, 3, 5, 4)], F.instance_norm)
+    case("instance_norm_affine", [r(2, 3, 7), r(3), r(3)],
+         lambda x, w, b: F.instance_norm(x, weight=w, bias=b, eps=1e-3))
+    rm, rv = r(3), torch.rand(3) + 0.5
+    def running(x, m, v):
+        m, v = m.clone(), v.clone()
+        return F.instance_norm(x, m, v, use_input_stats=True, momentum=0.2), m, v
+    case("instance_norm_running", [r(4, 3, 6), rm, rv], running)
+    case("instance_norm_eval", [r(4, 3, 6), rm, rv], lambda x, m, v: F.instance_norm(x, m, v, use_input_stats=False))
 
 
 def frontend_cases():
@@ -493,6 +569,32 @@ def grad_cases():
         ("lerp_tensor", [r(3, 4, dtype=d), r(4, dtype=d), torch.rand(3, 1, dtype=d)], torch.lerp),
         ("normalize", [r(3, 5, dtype=d)], F.normalize),
         ("cosine_similarity", [r(4, 6, dtype=d), r(4, 6, dtype=d)], F.cosine_similarity),
+        # the fourth sweep
+        ("tan", [r(3, 4, dtype=d)], torch.tan),
+        ("asin_acos_atan", [torch.rand(3, 4, dtype=d) * 1.8 - 0.9],
+         lambda x: torch.asin(x) + torch.acos(x) * 2 + torch.atan(x) * 3),
+        ("hyperbolic", [r(3, 4, dtype=d)], lambda x: torch.sinh(x) + torch.cosh(x) * 2 + torch.asinh(x) * 3),
+        ("acosh_atanh", [torch.rand(3, 4, dtype=d) * 0.9 + 0.05],
+         lambda x: torch.acosh(x + 1.5) + torch.atanh(x) * 2),
+        ("log2_log10_exp2", [pos(3, 4, dtype=d)], lambda x: torch.log2(x) + torch.log10(x) * 2 + torch.exp2(x) * 3),
+        ("atan2", [r(3, 4, dtype=d), r(4, dtype=d)], torch.atan2),
+        ("remainder", [r(3, 4, dtype=d) * 5, r(4, dtype=d)], torch.remainder),
+        ("fmod", [r(3, 4, dtype=d) * 5, r(3, 1, dtype=d)], torch.fmod),
+        ("remainder_scalar", [r(3, 4, dtype=d) * 5], lambda x: torch.remainder(x, 1.5)),
+        ("diagonal", [r(2, 3, 4, dtype=d)], lambda x: torch.diagonal(x, -1, 2, 1)),
+        ("diag_vector", [r(3, dtype=d)], lambda x: torch.diag(x, 1)),
+        ("trace", [r(4, 3, dtype=d)], torch.trace),
+        ("conv1d", [r(2, 4, 9, dtype=d), r(6, 2, 3, dtype=d), r(6, dtype=d)],
+         lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, groups=2)),
+        ("max_pool1d", [r(2, 3, 9, dtype=d)], lambda x: F.max_pool1d(x, 3, 2, padding=1)),
+        ("avg_pool1d", [r(2, 3, 9, dtype=d)], lambda x: F.avg_pool1d(x, 3, 2, padding=1)),
+        ("pad_reflect", [r(2, 3, 4, 5, dtype=d)], lambda x: F.pad(x, (3, 1, 2, 3), mode="reflect")),
+        ("pad_replicate", [r(2, 3, 4, 5, dtype=d)], lambda x: F.pad(x, (2, 4, 3, 0), mode="replicate")),
+        ("pad_circular", [r(2, 3, 4, 5, dtype=d)], lambda x: F.pad(x, (5, 1, 2, 4), mode="circular")),
+        ("pad_constant_crop", [r(2, 3, 4, 5, dtype=d)], lambda x: F.pad(x, (-1, 2, 1, -2, 1, 0), value=0.5)),
+        ("prelu", [r(2, 3, 4, dtype=d), torch.tensor([0.25, -0.5, 2.0], dtype=d)], F.prelu),
+        ("instance_norm_affine", [r(2, 3, 7, dtype=d), r(3, dtype=d), r(3, dtype=d)],
+         lambda x, w, b: F.instance_norm(x, weight=w, bias=b)),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -4,10 +4,10 @@
 // inputs on that device type of each op a user calls:
 //   - lower precision (the autocast dtype, float16 or bfloat16): matmul, mm, bmm, addmm, linear,
 //     conv2d, conv_transpose2d — the ops that tensor cores and bf16 GEMMs speed up;
-//   - float32: ops whose range or accuracy needs it — exp, log, log1p, expm1, pow, reciprocal, rsqrt,
-//     softplus, softmax, log_softmax, logsumexp, and the sum/mean/prod/norm/var/std reductions
-//     (so layer_norm, cross_entropy and the losses, which nn::functional composes from these,
-//     compute in float32 too);
+//   - float32: ops whose range or accuracy needs it — exp, log, log1p, expm1, log2, log10, pow,
+//     reciprocal, rsqrt, tan, asin, acos, sinh, cosh, softplus, softmax, log_softmax, logsumexp,
+//     and the sum/mean/prod/norm/var/std reductions (so layer_norm, cross_entropy and the
+//     losses, which nn::functional composes from these, compute in float32 too);
 //   - every other op runs in its inputs' dtypes; binary ops, where and cat already promote to
 //     the widest input type.
 // float64 tensors, integer tensors and tensors of the other device type are left alone. Casts

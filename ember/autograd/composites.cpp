@@ -207,6 +207,91 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   return add(start, mul(sub(end, start), weight));
 }
 
+// The diagonal of the (dim1, dim2) matrices as the last dim: those two dims moved to the end,
+// merged, and every (m + 1)-th element taken from the offset's first (a view when the merge is
+// one, as for a contiguous matrix; PyTorch's diagonal is always a view).
+Tensor diagonal(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
+  EMBER_CHECK(x.defined(), "diagonal: the tensor is undefined");
+  EMBER_CHECK(x.dim() >= 2, "diagonal: expected a tensor of at least 2 dims, got shape ", shape_str(x.sizes()));
+  const int64_t d1 = wrap_dim(dim1, x.dim(), "diagonal"), d2 = wrap_dim(dim2, x.dim(), "diagonal");
+  EMBER_CHECK(d1 != d2, "diagonal: dimensions cannot be identical ", dim1, ", ", dim2);
+  Shape order;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != d1 && d != d2) order.push_back(d);
+  order.push_back(d1);
+  order.push_back(d2);
+  const Tensor m = x.permute(order);  // [..., n, c]
+  const int64_t n = x.size(d1), c = x.size(d2);
+  const int64_t length = std::max<int64_t>(0, offset >= 0 ? std::min(n, c - offset) : std::min(n + offset, c));
+  const Tensor flat = m.flatten(-2);  // [..., n c]
+  if (length == 0) return flat.narrow(-1, 0, 0);
+  const int64_t start = offset >= 0 ? offset : -offset * c;
+  return flat.slice(-1, start, start + (length - 1) * (c + 1) + 1, c + 1);
+}
+
+// A vector -> the square matrix with it on the `diagonal`-th diagonal; a matrix -> that diagonal.
+Tensor diag(const Tensor& x, int64_t diagonal) {
+  EMBER_CHECK(x.defined(), "diag: the tensor is undefined");
+  EMBER_CHECK(x.dim() == 1 || x.dim() == 2, "diag: expected a 1-D or 2-D tensor, got shape ", shape_str(x.sizes()));
+  if (x.dim() == 2) return ember::diagonal(x, diagonal);
+  const int64_t n = x.size(0), most = std::numeric_limits<int64_t>::max();
+  EMBER_CHECK(diagonal >= n - most && diagonal <= most - n, "diag: diagonal ", diagonal,
+              " is too far from the main one for a vector of size ", n);
+  const int64_t k = std::abs(diagonal);
+  const TensorOptions like = TensorOptions().dtype(x.dtype()).device(x.device());
+  // where, not a product with eye: an inf on the diagonal leaves zeros (not NaN) beside it.
+  Tensor m = where(eye(n, n, TensorOptions().dtype(kBool).device(x.device())), x.unsqueeze(0), zeros({}, like));
+  if (k == 0) return m;
+  const Tensor columns = zeros({n, k}, like), rows = zeros({k, n + k}, like);
+  m = diagonal > 0 ? cat({columns, m}, 1) : cat({m, columns}, 1);  // [n, n + k]
+  return diagonal > 0 ? cat({m, rows}, 0) : cat({rows, m}, 0);
+}
+
+Tensor trace(const Tensor& x) {
+  EMBER_CHECK(x.defined(), "trace: the tensor is undefined");
+  EMBER_CHECK(x.dim() == 2, "trace: expected a matrix, got shape ", shape_str(x.sizes()));
+  return ember::diagonal(x).sum();
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  return {var(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
+}
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims, bool unbiased, bool keepdim) {
+  return {ember::std(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
+}
+
+// The 1-D convolution and pooling: the 2-D ops on [N, C, 1, L] with [1, k] windows.
+namespace {
+Tensor as_2d(const Tensor& x, const char* op) {
+  EMBER_CHECK(x.defined(), op, ": the input is undefined");
+  EMBER_CHECK(x.dim() == 2 || x.dim() == 3, op, ": expected a 2-D (unbatched) or 3-D (batched) input, got shape ",
+              shape_str(x.sizes()));
+  return x.unsqueeze(-2);
+}
+}  // namespace
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups) {
+  EMBER_CHECK(weight.defined() && weight.dim() == 3, "conv1d: expected a 3-D weight [out, in / groups, k], got ",
+              weight.defined() ? shape_str(weight.sizes()) : std::string("an undefined tensor"));
+  return conv2d(as_2d(x, "conv1d"), weight.unsqueeze(2), bias, {1, stride}, {0, padding}, {1, dilation}, groups)
+      .squeeze(-2);
+}
+
+Tensor max_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride, int64_t padding, int64_t dilation,
+                  bool ceil_mode) {
+  return max_pool2d(as_2d(x, "max_pool1d"), {1, kernel}, Int2{1, stride.value_or(kernel)}, {0, padding}, {1, dilation},
+                    ceil_mode)
+      .squeeze(-2);
+}
+
+Tensor avg_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride, int64_t padding, bool ceil_mode,
+                  bool count_include_pad) {
+  return avg_pool2d(as_2d(x, "avg_pool1d"), {1, kernel}, Int2{1, stride.value_or(kernel)}, {0, padding}, ceil_mode,
+                    count_include_pad)
+      .squeeze(-2);
+}
+
 // Tensor's methods for the composites above.
 Tensor Tensor::clamp_min(const Scalar& min) const { return ember::clamp_min(*this, min); }
 Tensor Tensor::clamp_max(const Scalar& max) const { return ember::clamp_max(*this, max); }
@@ -245,5 +330,11 @@ Tensor Tensor::new_empty(const Shape& sizes) const { return empty(sizes, TensorO
 Tensor Tensor::new_full(const Shape& sizes, const Scalar& value) const {
   return full(sizes, value, TensorOptions(dtype()).device(device()));
 }
+
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return ember::diagonal(*this, offset, dim1, dim2);
+}
+Tensor Tensor::diag(int64_t diagonal) const { return ember::diag(*this, diagonal); }
+Tensor Tensor::trace() const { return ember::trace(*this); }
 
 }  // namespace ember

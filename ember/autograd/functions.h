@@ -94,6 +94,32 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 inline Tensor clip(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) {
   return clamp(x, min, max);
 }
+// The offset-th diagonal of the (dim1, dim2) matrices, as the last dim (> 0: above the main one).
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+// [n] -> [n + |k|, n + |k|] with x on diagonal k; [n, m] -> its diagonal k.
+Tensor diag(const Tensor& x, int64_t diagonal = 0);
+Tensor trace(const Tensor& x);  // the sum of a matrix's diagonal
+// (var, mean) and (std, mean) over dims, as torch.var_mean and torch.std_mean.
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const Shape& dims = {}, bool unbiased = true,
+                                    bool keepdim = false);
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims = {}, bool unbiased = true,
+                                    bool keepdim = false);
+template <class I, detail::if_index<I> = 0>
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, I dim, bool unbiased = true, bool keepdim = false) {
+  return var_mean(x, Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+}
+template <class I, detail::if_index<I> = 0>
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, I dim, bool unbiased = true, bool keepdim = false) {
+  return std_mean(x, Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+}
+// 1-D convolution and pooling over x [N, C, L] (or [C, L]): conv2d / max_pool2d / avg_pool2d on
+// [N, C, 1, L]. conv1d's weight is [out, in / groups, k].
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, int64_t stride = 1, int64_t padding = 0,
+              int64_t dilation = 1, int64_t groups = 1);
+Tensor max_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                  int64_t dilation = 1, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, int64_t kernel, std::optional<int64_t> stride = std::nullopt, int64_t padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true);
 // base ** linspace(start, end, steps), float32 unless the options say otherwise.
 Tensor logspace(double start, double end, int64_t steps, double base = 10.0, TensorOptions options = {});
 

@@ -114,6 +114,67 @@ Tensor autograd::minimum(const Tensor& a, const Tensor& b) {
   return extreme_of_two("MinimumBackward", native::minimum, native::lt, a, b);
 }
 
+// d atan2(a, b) = (b da - a db) / (a^2 + b^2)
+Tensor autograd::atan2(const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return native::atan2(a, b); });
+  if (needs_grad(a, b))
+    record_fn(
+        "Atan2Backward", {&a, &b}, {&out},
+        [la = Like(a), lb = Like(b), sa = SavedTensor(a), sb = SavedTensor(b)](std::vector<Tensor>& d) {
+          const Tensor x = sa.unpack("atan2"), y = sb.unpack("atan2");
+          const Tensor g = d[0] / (x * x + y * y);
+          return std::vector<Tensor>{fit(g * y, la.sizes, la.dtype), fit(-g * x, lb.sizes, lb.dtype)};
+        },
+        kDifferentiable);
+  return out;
+}
+
+// remainder and fmod: a - b q with q = floor(a / b) or trunc(a / b), a step function; so
+// d/da = 1 and d/db = -q, as PyTorch's formulas.
+namespace {
+Tensor remainder_like(const char* name, Tensor (*native_fn)(const Tensor&, const Tensor&),
+                      Tensor (*quotient)(const Tensor&), const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return native_fn(a, b); });
+  if (needs_grad(a, b) && out.is_floating_point())
+    record_fn(
+        name, {&a, &b}, {&out},
+        [name, quotient, la = Like(a), lb = Like(b), b_grad = b.requires_grad(),
+         sa = b.requires_grad() ? SavedTensor(a) : SavedTensor(),
+         sb = b.requires_grad() ? SavedTensor(b) : SavedTensor()](std::vector<Tensor>& d) {
+          Tensor gb;  // only b's gradient reads the saved inputs
+          if (b_grad) gb = fit(-d[0] * quotient(sa.unpack(name) / sb.unpack(name)), lb.sizes, lb.dtype);
+          return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype), gb};
+        },
+        kDifferentiable);
+  return out;
+}
+}  // namespace
+
+Tensor autograd::remainder(const Tensor& a, const Tensor& b) {
+  return remainder_like("RemainderBackward", native::remainder, ember::floor, a, b);
+}
+Tensor autograd::fmod(const Tensor& a, const Tensor& b) {
+  return remainder_like("FmodBackward", native::fmod, ember::trunc, a, b);
+}
+Tensor autograd::remainder(const Tensor& a, const Scalar& b) {
+  Tensor out = forward([&] { return native::remainder(a, b); });
+  if (needs_grad(a) && out.is_floating_point())
+    record_fn(
+        "RemainderBackward", {&a}, {&out},
+        [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; },
+        kDifferentiable);
+  return out;
+}
+Tensor autograd::fmod(const Tensor& a, const Scalar& b) {
+  Tensor out = forward([&] { return native::fmod(a, b); });
+  if (needs_grad(a) && out.is_floating_point())
+    record_fn(
+        "FmodBackward", {&a}, {&out},
+        [la = Like(a)](std::vector<Tensor>& d) { return std::vector<Tensor>{fit(d[0], la.sizes, la.dtype)}; },
+        kDifferentiable);
+  return out;
+}
+
 // Scalar forms: the scalar is a constant.
 Tensor autograd::add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return native::add(a, b, alpha); });
@@ -300,6 +361,54 @@ Tensor autograd::sin(const Tensor& x) {
 Tensor autograd::cos(const Tensor& x) {
   return unary("CosBackward", native::cos, x, kInput,
                [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * ember::sin(v); });
+}
+Tensor autograd::tan(const Tensor& x) {  // 1 + tan^2
+  return unary("TanBackward", native::tan, x, kOutput,
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * (y * y + 1.0); });
+}
+Tensor autograd::asin(const Tensor& x) {  // 1 / sqrt(1 - x^2)
+  return unary("AsinBackward", native::asin, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::rsqrt(1.0 - v * v); });
+}
+Tensor autograd::acos(const Tensor& x) {  // -1 / sqrt(1 - x^2)
+  return unary("AcosBackward", native::acos, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return -d * ember::rsqrt(1.0 - v * v); });
+}
+Tensor autograd::atan(const Tensor& x) {  // 1 / (1 + x^2)
+  return unary("AtanBackward", native::atan, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v * v + 1.0); });
+}
+Tensor autograd::sinh(const Tensor& x) {
+  return unary("SinhBackward", native::sinh, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::cosh(v); });
+}
+Tensor autograd::cosh(const Tensor& x) {
+  return unary("CoshBackward", native::cosh, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::sinh(v); });
+}
+Tensor autograd::asinh(const Tensor& x) {  // 1 / sqrt(x^2 + 1)
+  return unary("AsinhBackward", native::asinh, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::rsqrt(v * v + 1.0); });
+}
+Tensor autograd::acosh(const Tensor& x) {  // 1 / sqrt(x^2 - 1)
+  return unary("AcoshBackward", native::acosh, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d * ember::rsqrt(v * v - 1.0); });
+}
+Tensor autograd::atanh(const Tensor& x) {  // 1 / (1 - x^2)
+  return unary("AtanhBackward", native::atanh, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (1.0 - v * v); });
+}
+Tensor autograd::log2(const Tensor& x) {  // 1 / (x ln 2)
+  return unary("Log2Backward", native::log2, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v * 0.6931471805599453); });
+}
+Tensor autograd::log10(const Tensor& x) {  // 1 / (x ln 10)
+  return unary("Log10Backward", native::log10, x, kInput,
+               [](const Tensor& d, const Tensor& v, const Tensor&) { return d / (v * 2.302585092994046); });
+}
+Tensor autograd::exp2(const Tensor& x) {  // 2^x ln 2
+  return unary("Exp2Backward", native::exp2, x, kOutput,
+               [](const Tensor& d, const Tensor&, const Tensor& y) { return d * y * 0.6931471805599453; });
 }
 Tensor autograd::tanh(const Tensor& x) {
   return unary("TanhBackward", native::tanh, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) {

@@ -96,6 +96,12 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) {
   return ::ember::avg_pool2d(x, o.kernel_size_, o.stride_, o.padding_, o.ceil_mode_, o.count_include_pad_);
 }
 
+Tensor max_pool1d(const Tensor& x, const Pool1dOptions& o) {
+  return ::ember::max_pool1d(x, o.kernel_size_, o.stride_, o.padding_, o.dilation_, o.ceil_mode_);
+}
+Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& o) {
+  return ::ember::avg_pool1d(x, o.kernel_size_, o.stride_, o.padding_, o.ceil_mode_, o.count_include_pad_);
+}
 Tensor leaky_relu(const Tensor& x, const LeakyReLUOptions& o) { return ::ember::leaky_relu(x, o.negative_slope_); }
 Tensor elu(const Tensor& x, const ELUOptions& o) { return ::ember::elu(x, o.alpha_); }
 Tensor softplus(const Tensor& x, const SoftplusOptions& o) { return ::ember::softplus(x, o.beta_, o.threshold_); }

@@ -27,6 +27,10 @@ inline constexpr const char* kMean = "mean";
 inline constexpr const char* kSum = "sum";
 inline constexpr const char* kNearest = "nearest";
 inline constexpr const char* kBilinear = "bilinear";
+inline constexpr const char* kConstant = "constant";  // F::pad's modes
+inline constexpr const char* kReflect = "reflect";
+inline constexpr const char* kReplicate = "replicate";
+inline constexpr const char* kCircular = "circular";
 inline constexpr const char* kBatchMean = "batchmean";  // kl_div
 inline constexpr const char* kTanh = "tanh";            // RNNOptions::nonlinearity, init's gains
 inline constexpr const char* kReLU = "relu";
@@ -63,6 +67,8 @@ namespace nn::functional {
 
 // The public ops under their F:: names.
 using ::ember::adaptive_avg_pool2d;
+using ::ember::avg_pool1d;
+using ::ember::conv1d;
 using ::ember::conv2d;
 using ::ember::conv_transpose2d;
 using ::ember::elu;
@@ -71,6 +77,7 @@ using ::ember::gelu;
 using ::ember::leaky_relu;
 using ::ember::linear;
 using ::ember::log_softmax;
+using ::ember::max_pool1d;
 using ::ember::one_hot;
 using ::ember::relu;
 using ::ember::sigmoid;
@@ -101,6 +108,10 @@ using MaxPool2dFuncOptions = Pool2dOptions;
 using AvgPool2dFuncOptions = Pool2dOptions;
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options);
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options);
+using MaxPool1dFuncOptions = Pool1dOptions;
+using AvgPool1dFuncOptions = Pool1dOptions;
+Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options);
+Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& options);
 
 using LeakyReLUFuncOptions = LeakyReLUOptions;
 using ELUFuncOptions = ELUOptions;

@@ -188,6 +188,54 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return std::get<0>(::ember::native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
 }
 
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  EMBER_CHECK(x.defined() && x.dim() >= 3,
+              "instance_norm: expected an input [N, C, ...] with at least one spatial dim, got ",
+              x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
+  EMBER_CHECK(running_mean.defined() == running_var.defined(),
+              "instance_norm: running_mean and running_var are given together or not at all");
+  EMBER_CHECK(use_input_stats || running_mean.defined(),
+              "instance_norm: expected running_mean and running_var when use_input_stats is false");
+  const int64_t n = x.size(0), c = x.size(1);
+  // One "channel" per (sample, channel): each [C] tensor repeated N times.
+  auto per_sample = [&](const Tensor& t, const char* what) -> Tensor {
+    if (!t.defined()) return t;
+    EMBER_CHECK(t.dim() == 1 && t.size(0) == c, "instance_norm: ", what, " must be [", c, "] for an input of shape ",
+                shape_str(x.sizes()), ", got ", shape_str(t.sizes()));
+    return t.unsqueeze(0).expand({n, c}).reshape({n * c});
+  };
+  Tensor mean_n = per_sample(running_mean, "running_mean"), var_n = per_sample(running_var, "running_var");
+  Shape merged = x.sizes();
+  merged.erase(merged.begin());
+  merged[0] = n * c;
+  merged.insert(merged.begin(), 1);
+  const Tensor out = batch_norm(x.reshape(merged), mean_n, var_n, per_sample(weight, "weight"),
+                                per_sample(bias, "bias"), use_input_stats, momentum, eps);
+  if (running_mean.defined() && use_input_stats) {  // the batch's mean of the per-sample updates
+    NoGradGuard no_grad;
+    Tensor mean = running_mean, var = running_var;  // handles: the caller's buffers are written
+    mean.copy_(mean_n.view({n, c}).mean({0}));
+    var.copy_(var_n.view({n, c}).mean({0}));
+  }
+  return out.view(x.sizes());
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  EMBER_CHECK(x.defined() && weight.defined(), "prelu: the input or the weight is undefined");
+  EMBER_CHECK(weight.dim() <= 1, "prelu: the weight must be 0-D or 1-D, got shape ", shape_str(weight.sizes()));
+  const int64_t count = weight.numel();
+  Tensor w = weight.reshape({count});
+  if (count != 1) {  // one slope per channel of dim 1
+    EMBER_CHECK(x.dim() >= 2 && x.size(1) == count, "prelu: ", count, " weights need an input with ", count,
+                " channels in dim 1, got shape ", shape_str(x.sizes()));
+    Shape at(static_cast<size_t>(x.dim()), 1);
+    at[1] = count;
+    w = w.view(at);
+  }
+  return where(x > 0.0, x, w * x);
+}
+
 Tensor dropout(const Tensor& x, double p, bool training) {
   EMBER_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;

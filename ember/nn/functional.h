@@ -115,6 +115,40 @@ struct CosineSimilarityFuncOptions {
 };
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilarityFuncOptions& options = {});
 
+// Pads (or, with negative amounts, crops) x: pad = {left, right} of the last dim, then of the
+// one before, ... (torch.nn.functional.pad). mode "constant" fills with value; "reflect" mirrors
+// without repeating the edge (amounts < that dim's size), "replicate" repeats the edge,
+// "circular" wraps around (amounts <= that dim's size). Every mode is differentiable in x.
+struct PadFuncOptions {
+  PadFuncOptions(Shape pad) : pad_(std::move(pad)) {}  // NOLINT(google-explicit-constructor): as LibTorch's
+  EMBER_ARG(Shape, pad);
+  EMBER_ARG(std::string, mode) = "constant";
+  EMBER_ARG(double, value) = 0.0;
+};
+Tensor pad(const Tensor& x, const PadFuncOptions& options);
+
+// max(0, x) + weight min(0, x), weight [1] or [C] (one per channel, dim 1).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
+// Normalizes each (sample, channel) of x [N, C, ...] over its spatial elements: batch_norm on
+// x viewed as [1, N C, ...] (PyTorch's own formulation), so running statistics [C], when given,
+// move by momentum as the mean over the batch of each sample's statistics.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+struct InstanceNormFuncOptions {  // LibTorch's form
+  EMBER_ARG(Tensor, running_mean);
+  EMBER_ARG(Tensor, running_var);
+  EMBER_ARG(Tensor, weight);
+  EMBER_ARG(Tensor, bias);
+  EMBER_ARG(bool, use_input_stats) = true;
+  EMBER_ARG(double, momentum) = 0.1;
+  EMBER_ARG(double, eps) = 1e-5;
+};
+inline Tensor instance_norm(const Tensor& x, const InstanceNormFuncOptions& o) {
+  return instance_norm(x, o.running_mean_, o.running_var_, o.weight_, o.bias_, o.use_input_stats_, o.momentum_, o.eps_);
+}
+
 // Normalizes over the trailing `normalized_shape` dims; weight and bias (that shape) optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);

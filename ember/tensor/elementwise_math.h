@@ -37,6 +37,18 @@ enum class UnaryOp : int8_t {
   rsqrt,
   sin,
   cos,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
+  log2,
+  log10,
+  exp2,
   tanh,
   sigmoid,
   relu,
@@ -62,7 +74,10 @@ enum class BinaryOp : int8_t {
   Div,
   Pow,
   Maximum,
-  Minimum,            // arithmetic: out has the inputs' dtype
+  Minimum,
+  Atan2,              // floating only: integers are promoted to float by the op
+  Remainder,          // x - y floor(x / y): the sign of y, as Python's %
+  Fmod,               // x - y trunc(x / y): the sign of x, as C's fmod (arithmetic ends: out has the inputs' dtype)
   TanhBackward,       // a = grad, b = tanh output: a * (1 - b^2)
   SigmoidBackward,    // a = grad, b = sigmoid output: a * b * (1 - b)
   ReluBackward,       // a = grad, b = relu output: b > 0 ? a : 0
@@ -186,6 +201,25 @@ template <class M>
 struct Cos {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::cos(x); }
 };
+// The rest of the trigonometric, hyperbolic and logarithmic family: the C library's functions.
+#define EMBER_LIBM_FUNCTOR(Name, fn)                                 \
+  template <class M>                                                 \
+  struct Name {                                                      \
+    EMBER_HOST_DEVICE M operator()(M x) const { return std::fn(x); } \
+  };
+EMBER_LIBM_FUNCTOR(Tan, tan)
+EMBER_LIBM_FUNCTOR(Asin, asin)
+EMBER_LIBM_FUNCTOR(Acos, acos)
+EMBER_LIBM_FUNCTOR(Atan, atan)
+EMBER_LIBM_FUNCTOR(Sinh, sinh)
+EMBER_LIBM_FUNCTOR(Cosh, cosh)
+EMBER_LIBM_FUNCTOR(Asinh, asinh)
+EMBER_LIBM_FUNCTOR(Acosh, acosh)
+EMBER_LIBM_FUNCTOR(Atanh, atanh)
+EMBER_LIBM_FUNCTOR(Log2, log2)
+EMBER_LIBM_FUNCTOR(Log10, log10)
+EMBER_LIBM_FUNCTOR(Exp2, exp2)
+#undef EMBER_LIBM_FUNCTOR
 template <class M>
 struct Tanh {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::tanh(x); }
@@ -305,6 +339,30 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
         return f(Sin<M>{});
       case UnaryOp::cos:
         return f(Cos<M>{});
+      case UnaryOp::tan:
+        return f(Tan<M>{});
+      case UnaryOp::asin:
+        return f(Asin<M>{});
+      case UnaryOp::acos:
+        return f(Acos<M>{});
+      case UnaryOp::atan:
+        return f(Atan<M>{});
+      case UnaryOp::sinh:
+        return f(Sinh<M>{});
+      case UnaryOp::cosh:
+        return f(Cosh<M>{});
+      case UnaryOp::asinh:
+        return f(Asinh<M>{});
+      case UnaryOp::acosh:
+        return f(Acosh<M>{});
+      case UnaryOp::atanh:
+        return f(Atanh<M>{});
+      case UnaryOp::log2:
+        return f(Log2<M>{});
+      case UnaryOp::log10:
+        return f(Log10<M>{});
+      case UnaryOp::exp2:
+        return f(Exp2<M>{});
       case UnaryOp::tanh:
         return f(Tanh<M>{});
       case UnaryOp::sigmoid:
@@ -403,6 +461,35 @@ struct Minimum {
   EMBER_HOST_DEVICE M operator()(M x, M y) const { return (x < y || x != x) ? x : y; }
 };
 template <class M>
+struct Atan2 {  // the angle of the point (y = x, x = y): atan2(self, other)
+  EMBER_HOST_DEVICE M operator()(M x, M y) const { return std::atan2(x, y); }
+};
+// Integer division by 0 is refused on the CPU before the kernel runs (PyTorch's
+// ZeroDivisionError); the kernels still return 0 for it rather than trap (CUDA does not check, as
+// PyTorch's CUDA kernels do not), and 0 for x % -1, which traps on x86 when x is INT_MIN.
+template <class M>
+struct Fmod {
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    if constexpr (is_float_v<M>) {
+      return std::fmod(x, y);
+    } else if constexpr (std::is_signed_v<M>) {
+      return y == M(0) || y == M(-1) ? M(0) : M(x % y);
+    } else {
+      return y == M(0) ? M(0) : M(x % y);
+    }
+  }
+};
+template <class M>
+struct Remainder {  // fmod, moved by y when its sign differs from y's (PyTorch's formula)
+  EMBER_HOST_DEVICE M operator()(M x, M y) const {
+    M r = Fmod<M>{}(x, y);
+    if constexpr (std::is_signed_v<M> || is_float_v<M>) {
+      if (r != M(0) && ((y < M(0)) != (r < M(0)))) r = M(r + y);
+    }
+    return r;
+  }
+};
+template <class M>
 struct TanhBackward {  // d (1 - y^2)
   EMBER_HOST_DEVICE M operator()(M d, M y) const { return d * (M(1) - y * y); }
 };
@@ -452,9 +539,9 @@ EMBER_HOST_DEVICE constexpr bool binary_supported(BinaryOp op) {
     return op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
            op == BinaryOp::ReluBackward;
   } else if constexpr (!is_float_v<M>) {
-    return op != BinaryOp::Div && op != BinaryOp::TanhBackward && op != BinaryOp::SigmoidBackward &&
-           op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward && op != BinaryOp::LeakyReluBackward &&
-           op != BinaryOp::EluBackward;
+    return op != BinaryOp::Div && op != BinaryOp::Atan2 && op != BinaryOp::TanhBackward &&
+           op != BinaryOp::SigmoidBackward && op != BinaryOp::GeluBackward && op != BinaryOp::GeluTanhBackward &&
+           op != BinaryOp::LeakyReluBackward && op != BinaryOp::EluBackward;
   } else {
     return true;
   }
@@ -482,6 +569,10 @@ EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
         return f(Sub<M>{alpha});
       case BinaryOp::Pow:
         return f(Pow<M>{});
+      case BinaryOp::Remainder:
+        return f(Remainder<M>{});
+      case BinaryOp::Fmod:
+        return f(Fmod<M>{});
       default:
         break;
     }
@@ -490,6 +581,8 @@ EMBER_HOST_DEVICE decltype(auto) visit_binary(BinaryOp op, M alpha, F&& f) {
     switch (op) {
       case BinaryOp::Div:
         return f(Div<M>{});
+      case BinaryOp::Atan2:
+        return f(Atan2<M>{});
       case BinaryOp::TanhBackward:
         return f(TanhBackward<M>{});
       case BinaryOp::SigmoidBackward:

@@ -272,6 +272,9 @@ class Tensor {
   Tensor lerp(const Tensor& end, const Tensor& weight) const;
   Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;  // clamp
   Tensor swapaxes(int64_t dim0, int64_t dim1) const;                                       // transpose
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor trace() const;
   // New tensors with this one's dtype and device.
   Tensor new_zeros(const Shape& sizes) const;
   Tensor new_ones(const Shape& sizes) const;

@@ -49,4 +49,20 @@ void UpsampleImpl::pretty_print(std::ostream& os) const {
   os << ", mode='" << options.mode_ << "')";
 }
 
+PReLUImpl::PReLUImpl(const PReLUOptions& o) : Module("PReLU"), options(o) {
+  EMBER_CHECK(o.num_parameters_ > 0, "PReLU: num_parameters must be > 0, got ", o.num_parameters_);
+  weight = register_parameter("weight", empty({o.num_parameters_}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
+  reset_parameters();
+}
+
+void PReLUImpl::reset_parameters() {
+  NoGradGuard no_grad;
+  weight.fill_(options.init_);
+}
+
+void PReLUImpl::pretty_print(std::ostream& os) const {
+  os << "PReLU(num_parameters=" << options.num_parameters_ << ")";
+}
+
 }  // namespace ember::nn

@@ -1,5 +1,5 @@
 #pragma once
-// Stateless layers: activations, Softmax, Dropout, Flatten, Identity, Functional and Upsample.
+// Activations (PReLU's slope is its one parameter), Softmax, Dropout, Flatten, Identity, Functional and Upsample.
 #include <functional>
 #include <tuple>
 
@@ -90,6 +90,22 @@ class ELUImpl : public Module {
   ELUOptions options;
 };
 EMBER_MODULE(ELU);
+
+struct PReLUOptions {
+  EMBER_ARG(int64_t, num_parameters) = 1;  // 1, or the input's channels (dim 1)
+  EMBER_ARG(double, init) = 0.25;
+};
+// x where x > 0, weight x elsewhere, with a learned slope (one, or one per channel).
+class PReLUImpl : public Module {
+ public:
+  explicit PReLUImpl(const PReLUOptions& options = {});
+  Tensor forward(const Tensor& x) override { return functional::prelu(x, weight); }
+  void reset_parameters();
+  void pretty_print(std::ostream& os) const override;
+  PReLUOptions options;
+  Tensor weight;  // [num_parameters]
+};
+EMBER_MODULE(PReLU);
 
 struct SoftplusOptions {
   EMBER_ARG(double, beta) = 1.0;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ember/nn/functional.h"
 #include "ember/nn/init.h"
 
 namespace ember::nn {
@@ -55,6 +56,36 @@ void Conv2dImpl::pretty_print(std::ostream& os) const {
      << ", stride=" << o.stride_;
   if (o.padding_ != Int2{0, 0}) os << ", padding=" << o.padding_;
   if (o.dilation_ != Int2{1, 1}) os << ", dilation=" << o.dilation_;
+  if (o.groups_ != 1) os << ", groups=" << o.groups_;
+  if (!o.bias_) os << ", bias=false";
+  os << ")";
+}
+
+Conv1dImpl::Conv1dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+    : Conv1dImpl(Conv1dOptions(in_channels, out_channels, kernel_size)) {}
+
+Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
+  check_conv_options("Conv1d", o.in_channels_, o.out_channels_, o.groups_, {o.kernel_size_, o.kernel_size_});
+  weight = register_parameter("weight", empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_}));
+  bind_attribute("weight", weight);  // Note [Tensor attributes]
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  bind_attribute("bias", bias);  // Note [Tensor attributes]
+  reset_parameters();
+}
+
+void Conv1dImpl::reset_parameters() { reset_conv_parameters(weight, bias); }
+
+Tensor Conv1dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return conv1d(x, weight, bias, o.stride_, o.padding_, o.dilation_, o.groups_);
+}
+
+void Conv1dImpl::pretty_print(std::ostream& os) const {
+  const auto& o = options;
+  os << "Conv1d(" << o.in_channels_ << ", " << o.out_channels_ << ", kernel_size=(" << o.kernel_size_ << ",), stride=("
+     << o.stride_ << ",)";
+  if (o.padding_ != 0) os << ", padding=(" << o.padding_ << ",)";
+  if (o.dilation_ != 1) os << ", dilation=(" << o.dilation_ << ",)";
   if (o.groups_ != 1) os << ", groups=" << o.groups_;
   if (!o.bias_) os << ", bias=false";
   os << ")";
@@ -130,6 +161,49 @@ Tensor AvgPool2dImpl::forward(const Tensor& x) {
 void AvgPool2dImpl::pretty_print(std::ostream& os) const {
   os << "AvgPool2d(kernel_size=" << options.kernel_size_
      << ", stride=" << options.stride_.value_or(options.kernel_size_) << ", padding=" << options.padding_ << ")";
+}
+
+Tensor MaxPool1dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  return max_pool1d(x, o.kernel_size_, o.stride_, o.padding_, o.dilation_, o.ceil_mode_);
+}
+
+void MaxPool1dImpl::pretty_print(std::ostream& os) const {
+  const auto& o = options;
+  os << "MaxPool1d(kernel_size=" << o.kernel_size_ << ", stride=" << o.stride_.value_or(o.kernel_size_)
+     << ", padding=" << o.padding_ << ", dilation=" << o.dilation_
+     << ", ceil_mode=" << (o.ceil_mode_ ? "true" : "false") << ")";
+}
+
+Tensor AvgPool1dImpl::forward(const Tensor& x) {
+  const auto& o = options;
+  EMBER_CHECK(o.dilation_ == 1, "AvgPool1d: dilation is not a parameter of average pooling");
+  return avg_pool1d(x, o.kernel_size_, o.stride_, o.padding_, o.ceil_mode_, o.count_include_pad_);
+}
+
+void AvgPool1dImpl::pretty_print(std::ostream& os) const {
+  const auto& o = options;
+  os << "AvgPool1d(kernel_size=" << o.kernel_size_ << ", stride=" << o.stride_.value_or(o.kernel_size_)
+     << ", padding=" << o.padding_ << ")";
+}
+
+PaddingImpl::PaddingImpl(const char* type_name, const char* mode, size_t sides, PaddingOptions o)
+    : Module(type_name), options(std::move(o)), mode_(mode) {
+  EMBER_CHECK(options.padding_.size() == sides, type_name, ": expected ", sides, " padding amounts, got ",
+              shape_str(options.padding_));
+}
+
+Tensor PaddingImpl::forward(const Tensor& x) {
+  return functional::pad(x, functional::PadFuncOptions(options.padding_).mode(mode_).value(options.value_));
+}
+
+void PaddingImpl::pretty_print(std::ostream& os) const {
+  const bool with_value = std::string(mode_) == "constant" && std::string(type_name()) != "ZeroPad2d";
+  os << type_name() << (with_value ? "(padding=" : "(");
+  for (size_t i = 0; i < options.padding_.size(); ++i) os << (i ? ", " : "(") << options.padding_[i];
+  os << ")";
+  if (with_value) os << ", value=" << options.value_;
+  os << ")";
 }
 
 void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& os) const {

@@ -1,5 +1,5 @@
 #pragma once
-// Conv2d and the 2-D pooling layers.
+// Conv1d, Conv2d, ConvTranspose2d, the pooling layers and the padding layers.
 #include <array>
 #include <optional>
 
@@ -40,6 +40,32 @@ class Conv2dImpl : public Module {
   Tensor weight, bias;
 };
 EMBER_MODULE(Conv2d);
+
+struct Conv1dOptions {
+  Conv1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  int64_t in_channels_, out_channels_, kernel_size_;
+  EMBER_ARG(int64_t, stride) = 1;
+  EMBER_ARG(int64_t, padding) = 0;
+  EMBER_ARG(int64_t, dilation) = 1;
+  EMBER_ARG(int64_t, groups) = 1;
+  EMBER_ARG(bool, bias) = true;
+};
+
+// weight [out, in / groups, k], bias [out]; initialised as Conv2d. conv1d runs as conv2d on
+// [N, in, 1, L] (autograd/composites.cpp).
+class Conv1dImpl : public Module {
+ public:
+  Conv1dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size);
+  explicit Conv1dImpl(const Conv1dOptions& options);
+  Tensor forward(const Tensor& x) override;  // [N, in, L] -> [N, out, L']
+  void reset_parameters();
+  void pretty_print(std::ostream& os) const override;
+
+  Conv1dOptions options;
+  Tensor weight, bias;
+};
+EMBER_MODULE(Conv1d);
 
 struct ConvTranspose2dOptions {
   ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
@@ -114,6 +140,37 @@ class AvgPool2dImpl : public Module {
 };
 EMBER_MODULE(AvgPool2d);
 
+struct Pool1dOptions {
+  Pool1dOptions(int64_t kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: implicit by design
+  int64_t kernel_size_;
+  EMBER_ARG(std::optional<int64_t>, stride);  // default: kernel_size
+  EMBER_ARG(int64_t, padding) = 0;
+  EMBER_ARG(int64_t, dilation) = 1;
+  EMBER_ARG(bool, ceil_mode) = false;
+  EMBER_ARG(bool, count_include_pad) = true;  // AvgPool1d only
+  Pool1dOptions& stride(int64_t s) { return stride(std::optional<int64_t>(s)); }
+};
+using MaxPool1dOptions = Pool1dOptions;  // LibTorch's names
+using AvgPool1dOptions = Pool1dOptions;
+
+class MaxPool1dImpl : public Module {  // [N, C, L] -> [N, C, L']
+ public:
+  explicit MaxPool1dImpl(const Pool1dOptions& options) : Module("MaxPool1d"), options(options) {}
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  Pool1dOptions options;
+};
+EMBER_MODULE(MaxPool1d);
+
+class AvgPool1dImpl : public Module {
+ public:
+  explicit AvgPool1dImpl(const Pool1dOptions& options) : Module("AvgPool1d"), options(options) {}
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  Pool1dOptions options;
+};
+EMBER_MODULE(AvgPool1d);
+
 struct AdaptiveAvgPool2dOptions {
   AdaptiveAvgPool2dOptions(Int2 output_size) : output_size_(output_size) {}  // NOLINT: implicit, as LibTorch's
   EMBER_ARG(Int2, output_size);
@@ -129,5 +186,46 @@ class AdaptiveAvgPool2dImpl : public Module {
   Int2 output_size;
 };
 EMBER_MODULE(AdaptiveAvgPool2d);
+
+// The padding layers: F::pad with a fixed amount per side and mode. The 1-D ones pad the last
+// dim ({left, right}), the 2-D ones the last two ({left, right, top, bottom}); one number pads
+// every side by it.
+struct PaddingOptions {
+  PaddingOptions(Shape padding) : padding_(std::move(padding)) {}  // NOLINT: implicit, as LibTorch's
+  EMBER_ARG(Shape, padding);
+  EMBER_ARG(double, value) = 0.0;  // the constant layers only
+};
+class PaddingImpl : public Module {
+ public:
+  // `sides`: 2 (1-D) or 4 (2-D); `mode`: F::pad's.
+  PaddingImpl(const char* type_name, const char* mode, size_t sides, PaddingOptions options);
+  Tensor forward(const Tensor& x) override;
+  void pretty_print(std::ostream& os) const override;
+  PaddingOptions options;
+
+ private:
+  const char* mode_;
+};
+#define EMBER_PADDING_LAYER(Name, mode, sides)                                                          \
+  struct Name##Options : PaddingOptions {                                                               \
+    Name##Options(int64_t p) : PaddingOptions(Shape(sides, p)) {} /* NOLINT: implicit, as LibTorch's */ \
+    Name##Options(Shape p) : PaddingOptions(std::move(p)) {}      /* NOLINT */                          \
+    Name##Options(Shape p, double v) : PaddingOptions(std::move(p)) { value_ = v; }                     \
+  };                                                                                                    \
+  class Name##Impl : public PaddingImpl {                                                               \
+   public:                                                                                              \
+    explicit Name##Impl(const Name##Options& options) : PaddingImpl(#Name, mode, sides, options) {}     \
+    Name##Impl(Shape p, double v) : Name##Impl(Name##Options(std::move(p), v)) {}                       \
+    Name##Impl(int64_t p, double v) : Name##Impl(Name##Options(Shape(sides, p), v)) {}                  \
+  };                                                                                                    \
+  EMBER_MODULE(Name)
+EMBER_PADDING_LAYER(ZeroPad2d, "constant", 4);
+EMBER_PADDING_LAYER(ConstantPad1d, "constant", 2);
+EMBER_PADDING_LAYER(ConstantPad2d, "constant", 4);
+EMBER_PADDING_LAYER(ReflectionPad1d, "reflect", 2);
+EMBER_PADDING_LAYER(ReflectionPad2d, "reflect", 4);
+EMBER_PADDING_LAYER(ReplicationPad1d, "replicate", 2);
+EMBER_PADDING_LAYER(ReplicationPad2d, "replicate", 4);
+#undef EMBER_PADDING_LAYER
 
 }  // namespace ember::nn

@@ -64,6 +64,54 @@ void BatchNormImpl::pretty_print(std::ostream& os) const {
      << ", track_running_stats=" << (options.track_running_stats_ ? "true" : "false") << ")";
 }
 
+InstanceNormImpl::InstanceNormImpl(const char* type_name, int64_t batched_dims, const InstanceNormOptions& o)
+    : Module(type_name), options(o), batched_dims_(batched_dims) {
+  EMBER_CHECK(o.num_features_ > 0, type_name, ": num_features must be > 0, got ", o.num_features_);
+  EMBER_CHECK(o.momentum_ >= 0 && o.momentum_ <= 1, type_name, ": momentum must be in [0, 1], got ", o.momentum_);
+  EMBER_CHECK(o.eps_ >= 0, type_name, ": eps must be >= 0, got ", o.eps_);
+  if (o.affine_) {
+    weight = register_parameter("weight", ones({o.num_features_}));
+    bind_attribute("weight", weight);  // Note [Tensor attributes]
+    bias = register_parameter("bias", zeros({o.num_features_}));
+    bind_attribute("bias", bias);  // Note [Tensor attributes]
+  }
+  if (o.track_running_stats_) {
+    running_mean = register_buffer("running_mean", zeros({o.num_features_}));
+    running_var = register_buffer("running_var", ones({o.num_features_}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+}
+
+void InstanceNormImpl::reset_running_stats() {
+  if (!options.track_running_stats_) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1);
+  num_batches_tracked.zero_();
+}
+
+Tensor InstanceNormImpl::forward(const Tensor& x) {
+  EMBER_CHECK(x.defined() && (x.dim() == batched_dims_ || x.dim() == batched_dims_ - 1), type_name(), ": expected a ",
+              batched_dims_, "-D (batched) or ", batched_dims_ - 1, "-D (unbatched) input, got ",
+              x.defined() ? shape_str(x.sizes()) : std::string("an undefined tensor"));
+  const bool batched = x.dim() == batched_dims_;
+  const Tensor input = batched ? x : x.unsqueeze(0);
+  // Without parameters or statistics PyTorch only warns about a channel count other than
+  // num_features; with them the shapes must agree.
+  EMBER_CHECK(!(options.affine_ || options.track_running_stats_) || input.size(1) == options.num_features_, type_name(),
+              ": expected ", options.num_features_, " channels, got input of shape ", shape_str(x.sizes()));
+  const Tensor out =
+      functional::instance_norm(input, running_mean, running_var, weight, bias,
+                                is_training() || !options.track_running_stats_, options.momentum_, options.eps_);
+  return batched ? out : out.squeeze(0);
+}
+
+void InstanceNormImpl::pretty_print(std::ostream& os) const {
+  os << type_name() << "(" << options.num_features_ << ", eps=" << options.eps_ << ", momentum=" << options.momentum_
+     << ", affine=" << (options.affine_ ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats_ ? "true" : "false") << ")";
+}
+
 LayerNormImpl::LayerNormImpl(const LayerNormOptions& o) : Module("LayerNorm"), options(o) {
   EMBER_CHECK(!o.normalized_shape_.empty(), "LayerNorm: normalized_shape must not be empty");
   if (o.elementwise_affine_) {

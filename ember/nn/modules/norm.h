@@ -1,5 +1,5 @@
 #pragma once
-// Normalization layers: BatchNorm1d/2d, LayerNorm, GroupNorm.
+// Normalization layers: BatchNorm1d/2d, InstanceNorm1d/2d, LayerNorm, GroupNorm.
 #include <optional>
 
 #include "ember/nn/module.h"
@@ -47,6 +47,45 @@ class BatchNorm2dImpl : public BatchNormImpl {  // input [N, C, H, W]
   explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImpl("BatchNorm2d", 4, 4, options) {}
 };
 EMBER_MODULE(BatchNorm2d);
+
+struct InstanceNormOptions {
+  InstanceNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT: implicit by design
+  int64_t num_features_;
+  EMBER_ARG(double, eps) = 1e-5;
+  EMBER_ARG(double, momentum) = 0.1;
+  EMBER_ARG(bool, affine) = false;               // PyTorch's defaults: neither parameters
+  EMBER_ARG(bool, track_running_stats) = false;  // nor running statistics
+};
+using InstanceNorm1dOptions = InstanceNormOptions;  // LibTorch's names
+using InstanceNorm2dOptions = InstanceNormOptions;
+
+// Normalizes each sample's channel over its own spatial elements (F::instance_norm). With
+// affine: weight (ones) and bias (zeros) [C]; with track_running_stats: buffers running_mean,
+// running_var [C] and num_batches_tracked, updated in training and used in eval (else eval
+// normalizes with the input's statistics too). An unbatched input (one dim fewer) is one sample.
+class InstanceNormImpl : public Module {
+ public:
+  InstanceNormImpl(const char* type_name, int64_t batched_dims, const InstanceNormOptions& options);
+  Tensor forward(const Tensor& x) override;
+  void reset_running_stats();
+  void pretty_print(std::ostream& os) const override;
+
+  InstanceNormOptions options;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ private:
+  int64_t batched_dims_;
+};
+class InstanceNorm1dImpl : public InstanceNormImpl {  // input [N, C, L] or [C, L]
+ public:
+  explicit InstanceNorm1dImpl(const InstanceNormOptions& options) : InstanceNormImpl("InstanceNorm1d", 3, options) {}
+};
+EMBER_MODULE(InstanceNorm1d);
+class InstanceNorm2dImpl : public InstanceNormImpl {  // input [N, C, H, W] or [C, H, W]
+ public:
+  explicit InstanceNorm2dImpl(const InstanceNormOptions& options) : InstanceNormImpl("InstanceNorm2d", 4, options) {}
+};
+EMBER_MODULE(InstanceNorm2d);
 
 struct LayerNormOptions {
   LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT

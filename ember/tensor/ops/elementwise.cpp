@@ -60,6 +60,12 @@ const char* binary_name(BinaryOp op) {
       return "maximum";
     case BinaryOp::Minimum:
       return "minimum";
+    case BinaryOp::Atan2:
+      return "atan2";
+    case BinaryOp::Remainder:
+      return "remainder";
+    case BinaryOp::Fmod:
+      return "fmod";
     case BinaryOp::TanhBackward:
       return "tanh_backward";
     case BinaryOp::SigmoidBackward:
@@ -101,12 +107,22 @@ void check_binary_args(BinaryOp op, DType common, const Scalar& alpha) {
               ": subtraction, the `-` operator, with two bool tensors is not supported; use logical_xor");
   EMBER_CHECK(!(alpha.is_floating() && !is_floating(common)), name,
               ": for integral input tensors, argument alpha must not be a floating point number");
-  EMBER_CHECK(!(op == BinaryOp::Pow && common == kBool), name, ": not implemented for dtype bool");
+  EMBER_CHECK(!((op == BinaryOp::Pow || op == BinaryOp::Remainder || op == BinaryOp::Fmod) && common == kBool), name,
+              ": not implemented for dtype bool");
+}
+
+// Integer remainder and fmod by zero: PyTorch's CPU kernels raise ZeroDivisionError. The check
+// reads the divisor on the host, so it runs on the CPU only (PyTorch's CUDA kernels do not check).
+void check_integer_divisor(BinaryOp op, const Tensor& divisor, DType common) {
+  if ((op != BinaryOp::Remainder && op != BinaryOp::Fmod) || is_floating(common) || !divisor.is_cpu()) return;
+  if (divisor.numel() == 0) return;
+  EMBER_CHECK(!native::any(native::eq(divisor, Scalar(0))).item<bool>(), binary_name(op),
+              ": ZeroDivisionError (an integer divisor is 0; dtype ", common, ")");
 }
 
 // The compute dtype of `op` on operands whose promoted type is `common`.
 DType compute_dtype(BinaryOp op, DType common) {
-  return op == BinaryOp::Div && !is_floating(common) ? default_float_dtype() : common;
+  return (op == BinaryOp::Div || op == BinaryOp::Atan2) && !is_floating(common) ? default_float_dtype() : common;
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType common, const Scalar& alpha = 1) {
@@ -117,6 +133,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, DType common, const
   check_binary_args(op, common, alpha);
   const DType compute = compute_dtype(op, common);
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  check_integer_divisor(op, b, compute);
   Tensor out = ops::empty_on(shape, is_comparison(op) ? kBool : compute, a.device());
   if (out.numel() == 0) return out;
   backend(a.device()).binary(op, expand(as_dtype(a, compute), shape), expand(as_dtype(b, compute), shape), out, alpha);
@@ -150,6 +167,7 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, const Scalar& al
   EMBER_CHECK(can_cast(common, self.dtype()), name, "_: result type ", common,
               " can't be cast to the desired output type ", self.dtype());
   const Shape shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  check_integer_divisor(op, other, common);
   EMBER_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
               " doesn't match the broadcast shape ", shape_str(shape));
   if (self.numel() == 0) return self;
@@ -193,6 +211,11 @@ Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b); }
+Tensor atan2(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Atan2, a, b); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Remainder, a, b); }
+Tensor remainder(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Remainder, a, b); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Fmod, a, b); }
+Tensor fmod(const Tensor& a, const Scalar& b) { return binary(BinaryOp::Fmod, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Lt, a, b); }
