@@ -5,31 +5,39 @@
 
 namespace ember::nn {
 
-BatchNormImpl::BatchNormImpl(const char* type_name, int64_t dims_lo, int64_t dims_hi, const BatchNormOptions& o)
-    : Module(type_name), options(o), dims_lo_(dims_lo), dims_hi_(dims_hi) {
-  EMBER_CHECK(o.num_features_ > 0, type_name, ": num_features must be > 0, got ", o.num_features_);
-  EMBER_CHECK(!o.momentum_ || (*o.momentum_ >= 0 && *o.momentum_ <= 1), type_name, ": momentum must be in [0, 1], got ",
-              *o.momentum_);
-  EMBER_CHECK(o.eps_ >= 0, type_name, ": eps must be >= 0, got ", o.eps_);
-  if (o.affine_) {
-    weight = register_parameter("weight", ones({o.num_features_}));
+NormBaseImpl::NormBaseImpl(const char* type_name, int64_t num_features, double eps, bool affine,
+                           bool track_running_stats)
+    : Module(type_name) {
+  EMBER_CHECK(num_features > 0, type_name, ": num_features must be > 0, got ", num_features);
+  EMBER_CHECK(eps >= 0, type_name, ": eps must be >= 0, got ", eps);
+  if (affine) {
+    weight = register_parameter("weight", ones({num_features}));
     bind_attribute("weight", weight);  // Note [Tensor attributes]
-    bias = register_parameter("bias", zeros({o.num_features_}));
+    bias = register_parameter("bias", zeros({num_features}));
     bind_attribute("bias", bias);  // Note [Tensor attributes]
   }
-  if (o.track_running_stats_) {
-    running_mean = register_buffer("running_mean", zeros({o.num_features_}));
-    running_var = register_buffer("running_var", ones({o.num_features_}));
+  if (track_running_stats) {
+    running_mean = register_buffer("running_mean", zeros({num_features}));
+    running_var = register_buffer("running_var", ones({num_features}));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
   }
 }
 
-void BatchNormImpl::reset_running_stats() {
-  if (!options.track_running_stats_) return;
+void NormBaseImpl::reset_running_stats() {
+  if (!running_mean.defined()) return;
   NoGradGuard no_grad;
   running_mean.zero_();
   running_var.fill_(1);
   num_batches_tracked.zero_();
+}
+
+BatchNormImpl::BatchNormImpl(const char* type_name, int64_t dims_lo, int64_t dims_hi, const BatchNormOptions& o)
+    : NormBaseImpl(type_name, o.num_features_, o.eps_, o.affine_, o.track_running_stats_),
+      options(o),
+      dims_lo_(dims_lo),
+      dims_hi_(dims_hi) {
+  EMBER_CHECK(!o.momentum_ || (*o.momentum_ >= 0 && *o.momentum_ <= 1), type_name, ": momentum must be in [0, 1], got ",
+              *o.momentum_);
 }
 
 Tensor BatchNormImpl::forward(const Tensor& x) {
@@ -65,29 +73,10 @@ void BatchNormImpl::pretty_print(std::ostream& os) const {
 }
 
 InstanceNormImpl::InstanceNormImpl(const char* type_name, int64_t batched_dims, const InstanceNormOptions& o)
-    : Module(type_name), options(o), batched_dims_(batched_dims) {
-  EMBER_CHECK(o.num_features_ > 0, type_name, ": num_features must be > 0, got ", o.num_features_);
+    : NormBaseImpl(type_name, o.num_features_, o.eps_, o.affine_, o.track_running_stats_),
+      options(o),
+      batched_dims_(batched_dims) {
   EMBER_CHECK(o.momentum_ >= 0 && o.momentum_ <= 1, type_name, ": momentum must be in [0, 1], got ", o.momentum_);
-  EMBER_CHECK(o.eps_ >= 0, type_name, ": eps must be >= 0, got ", o.eps_);
-  if (o.affine_) {
-    weight = register_parameter("weight", ones({o.num_features_}));
-    bind_attribute("weight", weight);  // Note [Tensor attributes]
-    bias = register_parameter("bias", zeros({o.num_features_}));
-    bind_attribute("bias", bias);  // Note [Tensor attributes]
-  }
-  if (o.track_running_stats_) {
-    running_mean = register_buffer("running_mean", zeros({o.num_features_}));
-    running_var = register_buffer("running_var", ones({o.num_features_}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
-  }
-}
-
-void InstanceNormImpl::reset_running_stats() {
-  if (!options.track_running_stats_) return;
-  NoGradGuard no_grad;
-  running_mean.zero_();
-  running_var.fill_(1);
-  num_batches_tracked.zero_();
 }
 
 Tensor InstanceNormImpl::forward(const Tensor& x) {

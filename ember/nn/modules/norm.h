@@ -18,19 +18,28 @@ struct BatchNormOptions {
 using BatchNorm1dOptions = BatchNormOptions;  // LibTorch's names
 using BatchNorm2dOptions = BatchNormOptions;
 
-// Parameters weight (ones) and bias (zeros) [C]; buffers running_mean (zeros), running_var
-// (ones) and num_batches_tracked (int64, 0-d). Training normalizes with the batch statistics
-// and updates the running ones; eval uses the running statistics.
-class BatchNormImpl : public Module {
+// What BatchNorm and InstanceNorm keep (PyTorch's _NormBase): with affine, the parameters
+// weight (ones) and bias (zeros) [C]; with track_running_stats, the buffers running_mean
+// (zeros), running_var (ones) and num_batches_tracked (int64, 0-d).
+class NormBaseImpl : public Module {
+ public:
+  void reset_running_stats();  // back to zeros, ones and 0 (nothing without the statistics)
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+
+ protected:
+  NormBaseImpl(const char* type_name, int64_t num_features, double eps, bool affine, bool track_running_stats);
+};
+
+// Training normalizes with the batch statistics and updates the running ones; eval uses the
+// running statistics.
+class BatchNormImpl : public NormBaseImpl {
  public:
   BatchNormImpl(const char* type_name, int64_t expected_dims_lo, int64_t expected_dims_hi,
                 const BatchNormOptions& options);
   Tensor forward(const Tensor& x) override;
-  void reset_running_stats();
   void pretty_print(std::ostream& os) const override;
 
   BatchNormOptions options;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
   int64_t dims_lo_, dims_hi_;
@@ -59,19 +68,16 @@ struct InstanceNormOptions {
 using InstanceNorm1dOptions = InstanceNormOptions;  // LibTorch's names
 using InstanceNorm2dOptions = InstanceNormOptions;
 
-// Normalizes each sample's channel over its own spatial elements (F::instance_norm). With
-// affine: weight (ones) and bias (zeros) [C]; with track_running_stats: buffers running_mean,
-// running_var [C] and num_batches_tracked, updated in training and used in eval (else eval
+// Normalizes each sample's channel over its own spatial elements (F::instance_norm). The
+// running statistics, when kept, are updated in training and used in eval (without them eval
 // normalizes with the input's statistics too). An unbatched input (one dim fewer) is one sample.
-class InstanceNormImpl : public Module {
+class InstanceNormImpl : public NormBaseImpl {
  public:
   InstanceNormImpl(const char* type_name, int64_t batched_dims, const InstanceNormOptions& options);
   Tensor forward(const Tensor& x) override;
-  void reset_running_stats();
   void pretty_print(std::ostream& os) const override;
 
   InstanceNormOptions options;
-  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
   int64_t batched_dims_;
