@@ -328,17 +328,21 @@ Calls calls() {
   op("conv1d", [](Draw& d) {
     const Tensor x = d.coin() ? d.tensor(d.near({2, 2, 5}), kFloat32) : d.tensor();
     const Tensor w = d.coin() ? d.tensor(d.near({2, 2, 3}), kFloat32) : d.tensor();
+    // Mostly valid sizes (>= 1; a padding >= 0), sometimes awkward ones: never arithmetic on a
+    // drawn integer here, which may be INT64_MIN.
     auto small = [&] { return d.coin() ? 1 + d.below(2) : d.integer(); };
-    (void)conv1d(x, w, d.coin() ? Tensor() : d.tensor(), small(), small() - 1, small(), small());
+    auto padding = [&] { return d.coin() ? d.below(2) : d.integer(); };
+    (void)conv1d(x, w, d.coin() ? Tensor() : d.tensor(), small(), padding(), small(), small());
   });
   op("pool1d", [](Draw& d) {
     const Tensor x = d.coin() ? d.tensor(d.near({2, 2, 5}), kFloat32) : d.tensor();
     auto small = [&] { return d.coin() ? 1 + d.below(2) : d.integer(); };
+    auto padding = [&] { return d.coin() ? d.below(2) : d.integer(); };
     const std::optional<int64_t> stride = d.coin() ? std::optional<int64_t>(small()) : std::nullopt;
     if (d.coin())
-      (void)max_pool1d(x, small(), stride, small() - 1, small(), d.coin());
+      (void)max_pool1d(x, small(), stride, padding(), small(), d.coin());
     else
-      (void)avg_pool1d(x, small(), stride, small() - 1, d.coin(), d.coin());
+      (void)avg_pool1d(x, small(), stride, padding(), d.coin(), d.coin());
   });
   op("pad", [](Draw& d) {
     static const char* modes[] = {"constant", "reflect", "replicate", "circular", "wrap"};
