@@ -14,6 +14,11 @@ Names in nn.bin:
   sched.<config>             lr after construction and after each of 100 steps: [101]
   sched.<config>.momentum    the same for the momentum (OneCycleLR)
   st_mlp.in / st_mlp.out     input and output of the model in torch_mlp.safetensors
+  mha.<case>.state.<key> / .in0.. / .out / .weights / .gout / .gweights / .grad_in0.. / .grad.<param>
+                             nn.MultiheadAttention (in0 alone: self-attention), with its masks
+                             .key_padding_mask / .attn_mask when given
+  encoder.<case>.state.<key> / .in / .out / .gout / .grad_in / .grad.<param> / .mask /
+                             .key_padding_mask: TransformerEncoderLayer and TransformerEncoder
   sdpa.<case>.in0..in3 / .out0 / .gout / .grad0..2   F.scaled_dot_product_attention (float64):
                              query, key, value, mask (bool, floating, or an empty [0] for none),
                              output, upstream gradient, gradients of query, key and value
@@ -345,7 +350,6 @@ def rnn(name, module, x, h0=None, c0=None):
         out, hn = module(x, states[0] if states else None)
         finals = [hn]
     ref.put(f"rnn.{name}.in", x)
-    ref.put(f"rnn.{name}.out", out)
     loss = 0
     for key, t in [("out", out)] + list(zip(["hn", "cn"], finals)):
         g = torch.linspace(-1.0, 1.0, t.numel()).reshape(t.shape)
@@ -372,6 +376,94 @@ def rnns():
     rnn("rnn_tanh_2layer", nn.RNN(2, 3, num_layers=2, batch_first=True), r(3, 4, 2))
 
 
+def perturb(module):
+    """Moves every parameter off its initial value (LayerNorm's ones and zeros, zero biases), so
+    that a parameter read at the wrong place shows."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    return module
+
+
+def mha(name, module, q, k, v, key_padding_mask=None, attn_mask=None, need_weights=True, average=True):
+    """nn.MultiheadAttention: its state, the inputs (one when it is self-attention) and masks,
+    the output and weights, their upstream gradients, and every gradient."""
+    perturb(module).train()
+    for key, t in module.state_dict().items():
+        ref.put(f"mha.{name}.state.{key}", t)
+    self_attention = q is k and k is v
+    leaves = [t.clone().requires_grad_(True) for t in ([q] if self_attention else [q, k, v])]
+    qs, ks, vs = (leaves * 3) if self_attention else leaves
+    out, weights = module(qs, ks, vs, key_padding_mask=key_padding_mask, need_weights=need_weights,
+                          attn_mask=attn_mask, average_attn_weights=average)
+    loss = 0
+    for key, t in [("out", out), ("weights", weights)]:
+        if t is None:
+            continue
+        g = torch.linspace(-1.0, 1.0, t.numel()).reshape(t.shape)
+        ref.put(f"mha.{name}.{key}", t)
+        ref.put(f"mha.{name}.g{key}", g)
+        loss = loss + (t * g).sum()
+    loss.backward()
+    for i, t in enumerate(leaves):
+        ref.put(f"mha.{name}.in{i}", t)
+        ref.put(f"mha.{name}.grad_in{i}", t.grad)
+    for key, t in [("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)]:
+        if t is not None:
+            ref.put(f"mha.{name}.{key}", t)
+    for key, p in module.named_parameters():
+        ref.put(f"mha.{name}.grad.{key}", p.grad)
+
+
+def encoder(name, module, src, mask=None, src_key_padding_mask=None):
+    """nn.TransformerEncoderLayer / TransformerEncoder (dropout 0, train mode: PyTorch's math path)."""
+    perturb(module).train()
+    for key, t in module.state_dict().items():
+        ref.put(f"encoder.{name}.state.{key}", t)
+    x = src.clone().requires_grad_(True)
+    out = module(x, mask, src_key_padding_mask)
+    g = torch.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * g).sum().backward()
+    ref.put(f"encoder.{name}.in", x)
+    ref.put(f"encoder.{name}.out", out)
+    ref.put(f"encoder.{name}.gout", g)
+    ref.put(f"encoder.{name}.grad_in", x.grad)
+    for key, t in [("mask", mask), ("key_padding_mask", src_key_padding_mask)]:
+        if t is not None:
+            ref.put(f"encoder.{name}.{key}", t)
+    for key, p in module.named_parameters():
+        ref.put(f"encoder.{name}.grad.{key}", p.grad)
+
+
+def transformers():
+    torch.manual_seed(2031)
+    x = r(5, 3, 8)
+    mha("self", nn.MultiheadAttention(8, 2), x, x, x)
+    padding = torch.tensor([[False, False, True, False, False, True], [False, True, False, False, False, False]])
+    mha("cross_masks", nn.MultiheadAttention(8, 4), r(4, 2, 8), r(6, 2, 8), r(6, 2, 8), key_padding_mask=padding,
+        attn_mask=r(4, 6), average=False)
+    causal = torch.ones(3, 4, dtype=torch.bool).triu(2)
+    mha("kdim_vdim_bias_kv_zero_attn",
+        nn.MultiheadAttention(6, 2, kdim=5, vdim=3, add_bias_kv=True, add_zero_attn=True),
+        r(3, 2, 6), r(4, 2, 5), r(4, 2, 3), key_padding_mask=torch.tensor([[False] * 3 + [True], [False] * 4]),
+        attn_mask=causal)
+    u = r(5, 8)
+    mha("unbatched_no_weights", nn.MultiheadAttention(8, 2, bias=False), u, u, u,
+        attn_mask=torch.ones(5, 5, dtype=torch.bool).triu(1), need_weights=False)
+    y = r(3, 2, 4)
+    mha("attn_mask_3d", nn.MultiheadAttention(4, 2), y, y, y, attn_mask=r(4, 3, 3))
+    encoder("layer", nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0), r(5, 3, 8),
+            src_key_padding_mask=torch.tensor([[False] * 4 + [True], [False] * 5, [False, True] + [False] * 3]))
+    encoder("layer_gelu_norm_first_batch_first",
+            nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, dropout=0.0, activation="gelu", norm_first=True,
+                                       batch_first=True),
+            r(3, 5, 8), mask=nn.Transformer.generate_square_subsequent_mask(5))
+    encoder("stack_norm",
+            nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0), 2,
+                                  norm=nn.LayerNorm(8)),
+            r(4, 2, 8), mask=torch.ones(4, 4, dtype=torch.bool).triu(1))
+
+
 def main():
     ref.entries.clear()
     layers()
@@ -380,6 +472,7 @@ def main():
     safetensors_model()
     attention()
     rnns()
+    transformers()
     ref.write("nn.bin")
 
 

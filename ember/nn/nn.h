@@ -6,6 +6,7 @@
 #include "ember/nn/init.h"
 #include "ember/nn/module.h"
 #include "ember/nn/modules/activation.h"
+#include "ember/nn/modules/attention.h"
 #include "ember/nn/modules/container.h"
 #include "ember/nn/modules/conv_pool.h"
 #include "ember/nn/modules/linear.h"

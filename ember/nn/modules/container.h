@@ -125,4 +125,24 @@ class ModuleDictImpl : public Module {
 };
 EMBER_MODULE(ModuleDict);
 
+// A module of any type held by its base (LibTorch's AnyModule, for the one signature ember's
+// modules share: forward(Tensor) -> Tensor, called with the module's hooks).
+class AnyModule {
+ public:
+  AnyModule() = default;
+  template <class Impl>
+  AnyModule(const ModuleHolder<Impl>& holder) : module_(holder.module()) {}  // NOLINT: implicit, as LibTorch's
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M>>>
+  AnyModule(std::shared_ptr<M> module) : module_(std::move(module)) {}  // NOLINT
+  Tensor forward(const Tensor& x) const {
+    EMBER_CHECK(module_ != nullptr, "AnyModule: forward on an empty AnyModule");
+    return (*module_)(x);
+  }
+  const std::shared_ptr<Module>& ptr() const { return module_; }
+  bool is_empty() const { return module_ == nullptr; }
+
+ private:
+  std::shared_ptr<Module> module_;
+};
+
 }  // namespace ember::nn
