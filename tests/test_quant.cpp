@@ -471,6 +471,24 @@ TEST(Int8Conv2d, DirectKernelsEqualIm2colOnEveryShapeEdge) {
   EXPECT_ERROR_CONTAINS(native::int8_pack_conv_weight(zeros({8, 9}, TensorOptions().dtype(kInt8))),
                         "int8_pack_conv_weight: expects an int8 [O, C, kh, kw] weight, got int8 of shape [8, 9]");
   EXPECT_ERROR_CONTAINS(native::int8_pack_conv_weight(zeros({8, 1, 3, 3})), "got float32");
+  // Bug: im2col checked the packed weight only in the GEMM, inside its parallel region over the
+  // images, so a weight packed for 3 input channels given 2 ended the program (found by the random
+  // arguments test at 3000 draws). Each path now refuses it before any thread starts.
+  {
+    const Tensor images = zeros({4, 2, 5, 5}, TensorOptions().dtype(kUInt8));
+    const Tensor wrong = native::int8_pack_conv_weight(zeros({8, 3, 3, 3}, TensorOptions().dtype(kInt8)));
+    Int8Epilogue e;
+    e.w_scale = ones({8});
+    for (auto kernel : {cpu::Int8Kernel::Portable, cpu::Int8Kernel::Avx2}) {
+      if (!cpu::int8_kernel_available(kernel)) continue;
+      Tensor out = empty({4, 8, 3, 3});
+      const auto algorithm = kernel == cpu::Int8Kernel::Portable ? ConvAlgorithm::im2col_gemm : ConvAlgorithm::direct;
+      EXPECT_ERROR_CONTAINS(cpu::int8_conv2d_with(algorithm, kernel, images, wrong, {3, 3}, Conv2dParams{}, e, out),
+                            "int8_conv2d: the packed weight is not one of 8 rows of 18 (its header says 8 rows of 27");
+    }
+    EXPECT_ERROR_CONTAINS(native::int8_conv2d(images, wrong, 8, {3, 3}, Conv2dParams{}, e, kFloat32),
+                          "the packed weight is not one of 8 rows of 18");
+  }
   // Stride 2 and the portable kernel take im2col: direct does not apply, and says so when forced.
   Conv2dParams strided;
   strided.stride = {2, 2};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/int8_packed.h"
 #include "ember/tensor/ops.h"
 #include "ember/tensor/parallel.h"
 
@@ -64,6 +65,9 @@ void int8_conv2d_im2col(Int8Kernel k, const Tensor& input, const Tensor& w_packe
                         const Conv2dParams& p, const Int8Epilogue& e, const Tensor& out) {
   const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
   const int64_t O = out.size(1), Ho = out.size(2), Wo = out.size(3), P = Ho * Wo, K = C * kernel[0] * kernel[1];
+  // Checked here, not only in the GEMM: an Error thrown inside the parallel region below would
+  // end the program (it cannot leave an OpenMP region).
+  (void)int8::Packed::checked(w_packed, O, K, "int8_conv2d");
   const auto* x = input.data_ptr<uint8_t>();
   const bool to_float = out.dtype() == kFloat32;
   const size_t out_size = to_float ? sizeof(float) : sizeof(uint8_t);
