@@ -1,5 +1,5 @@
 // What the optimizers cost and buy, in one run:
-//   - AdamW and SGD-momentum steps over 10M float32 parameters (one tensor, and 100 tensors of
+//   - AdamW, SGD-momentum and Adagrad steps over 10M float32 parameters (one tensor, and 100 tensors of
 //     100K) in GB/s, against a plain triad loop (the machine's bandwidth ceiling) and against
 //     the same update composed of unfused ember ops (what an optimizer written with tensor
 //     ops, like LibTorch 1.13's, costs);
@@ -69,6 +69,12 @@ void optimizer_bandwidth(int64_t tensors) {
     sgd_params.back().mutable_grad() = p.grad();
   }
   optim::SGD sgd(sgd_params, optim::SGDOptions(1e-3).momentum(0.9));
+  std::vector<Tensor> adagrad_params;
+  for (const auto& p : params) {
+    adagrad_params.push_back(p.detach().clone().requires_grad_());
+    adagrad_params.back().mutable_grad() = p.grad();
+  }
+  optim::Adagrad adagrad(adagrad_params, optim::AdagradOptions(1e-3).lr_decay(1e-4));
   // Correctness first: the fused and the unfused step agree.
   adamw.step();
   unfused_adamw(unfused, m, v, 1);
@@ -82,16 +88,18 @@ void optimizer_bandwidth(int64_t tensors) {
   Tensor xt = empty({total}), yt = full({total}, 1.0), zt = full({total}, 2.0);
   float *x = xt.data_ptr<float>(), *y = yt.data_ptr<float>(), *z = zt.data_ptr<float>();
   int64_t step = 1;
-  const auto t = bench::interleaved_medians(
-      {[&] {
+  const auto triad_loop = [&] {
 #pragma omp parallel for schedule(static)
-         for (int64_t i = 0; i < total; ++i) x[i] = y[i] + 0.5f * z[i];
-       },
-       [&] { adamw.step(); }, [&] { unfused_adamw(unfused, m, v, ++step); }, [&] { sgd.step(); }},
-      9);
+    for (int64_t i = 0; i < total; ++i) x[i] = y[i] + 0.5f * z[i];
+  };
+  const auto t =
+      bench::interleaved_medians({triad_loop, [&] { adamw.step(); }, [&] { unfused_adamw(unfused, m, v, ++step); },
+                                  [&] { sgd.step(); }, [&] { adagrad.step(); }},
+                                 9);
   const double triad = 12.0 * total / t[0] / 1e9;
-  const double adam_bytes = 28.0 * total;  // reads p, g, m, v; writes p, m, v
-  const double sgd_bytes = 20.0 * total;   // reads p, g, buf; writes p, buf
+  const double adam_bytes = 28.0 * total;     // reads p, g, m, v; writes p, m, v
+  const double sgd_bytes = 20.0 * total;      // reads p, g, buf; writes p, buf
+  const double adagrad_bytes = 20.0 * total;  // reads p, g, sum; writes p, sum
   const std::string shape = tensors == 1 ? "1 x 10M" : fmt("%.0f x 100K", static_cast<double>(tensors));
   bench::row("triad ceiling (GB/s)", "-", fmt("%.1f", triad), 1.0, "the ceiling");
   bench::row("AdamW fused, " + shape + " (GB/s)", fmt("%.1f", adam_bytes / t[1] / 1e9), fmt("%.1f", triad),
@@ -100,6 +108,8 @@ void optimizer_bandwidth(int64_t tensors) {
              t[2] / t[1], "fused speed-up");
   bench::row("SGD momentum fused, " + shape + " (GB/s)", fmt("%.1f", sgd_bytes / t[3] / 1e9), fmt("%.1f", triad),
              sgd_bytes / t[3] / 1e9 / triad, ">= 0.60 of triad");
+  bench::row("Adagrad fused, " + shape + " (GB/s)", fmt("%.1f", adagrad_bytes / t[4] / 1e9), fmt("%.1f", triad),
+             adagrad_bytes / t[4] / 1e9 / triad, ">= 0.60 of triad");
 }
 
 void cnn_step() {

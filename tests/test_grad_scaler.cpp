@@ -111,8 +111,12 @@ TEST(GradScaler, MatchesAnUnscaledRunThatSkipsTheSameStep) {
        }},
       {"Adam",
        [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(0.01)); }},
-      {"RMSprop", [](std::vector<Tensor> p) {
+      {"RMSprop",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::RMSprop>(std::move(p), optim::RMSpropOptions(0.01).momentum(0.5));
+       }},
+      {"Adagrad", [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Adagrad>(std::move(p), optim::AdagradOptions(0.05).lr_decay(0.1));
        }}};
   for (const auto& [name, make] : optimizers)
     for (int bad_iteration : {0, 1}) {
@@ -182,7 +186,7 @@ class PlainSGD final : public optim::Optimizer {
 // The promise of Note [Fused optimizer steps]: unscale_, step and update with an overflow in
 // the middle, and not one read from the device; the parameters still equal a run on the CPU.
 TEST(GradScaler, AnIterationNeverWaitsForTheDevice) {
-  for (const char* name : {"SGD", "AdamW", "RMSprop", "PlainSGD"}) {
+  for (const char* name : {"SGD", "AdamW", "RMSprop", "Adagrad", "PlainSGD"}) {
     std::vector<Tensor> final_params[2];
     for (int on_device = 0; on_device < 2; ++on_device) {
       HostDevice host_device;
@@ -198,6 +202,7 @@ TEST(GradScaler, AnIterationNeverWaitsForTheDevice) {
       if (n == "SGD") opt = std::make_unique<optim::SGD>(fc->parameters(), optim::SGDOptions(0.1).momentum(0.9));
       if (n == "AdamW") opt = std::make_unique<optim::AdamW>(fc->parameters(), optim::AdamWOptions(0.01));
       if (n == "RMSprop") opt = std::make_unique<optim::RMSprop>(fc->parameters(), optim::RMSpropOptions(0.01));
+      if (n == "Adagrad") opt = std::make_unique<optim::Adagrad>(fc->parameters(), optim::AdagradOptions(0.05));
       if (n == "PlainSGD") opt = std::make_unique<PlainSGD>(fc->parameters());
       GradScaler scaler(GradScalerOptions().growth_interval(2));
       for (int it = 0; it < 5; ++it) {

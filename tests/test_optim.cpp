@@ -45,6 +45,14 @@ const std::map<std::string, Config>& configs() {
           return std::make_unique<RMSprop>(p, RMSpropOptions(lr).momentum(0.5).centered(true).weight_decay(0.01));
         },
         1e-3, 1e-3}},
+      {"adagrad", {[](auto p, double lr) { return std::make_unique<Adagrad>(p, AdagradOptions(lr)); }, 0.1, 0.05}},
+      {"adagrad_decay_maximize",
+       {[](auto p, double lr) {
+          return std::make_unique<Adagrad>(
+              p, AdagradOptions(lr).lr_decay(0.1).weight_decay(0.1).initial_accumulator_value(0.5).eps(1e-6).maximize(
+                     true));
+        },
+        0.1, 0.05}},
       {"lbfgs", {[](auto p, double lr) { return std::make_unique<LBFGS>(p, LBFGSOptions(lr).max_iter(5)); }, 1.0, 1.0}},
       {"lbfgs_strong_wolfe",
        {[](auto p, double lr) {
@@ -128,6 +136,25 @@ TEST_P(OptimizerTrajectory, SmallModelMatchesPyTorch) {
   const Tensor path64 =
       trajectory(*opt64, model64->parameters(), [&] { return nn::functional::mse_loss(model64(x64), y64); });
   EXPECT_TRUE(testing::all_close(path64, testing::ref_tensor(ref, "optim.model64." + GetParam()), 1e-8, 1e-10));
+}
+
+// The same trajectories from the CUDA kernels (one fused launch per step), where a GPU exists.
+TEST_P(OptimizerTrajectory, SmallModelOnCudaMatchesPyTorch) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const Config& c = configs().at(GetParam());
+  const auto& ref = testing::reference_nn();
+  nn::Sequential model = small_model();
+  model->to(kCUDA);
+  const Tensor x = testing::ref_tensor(ref, "optim.model.x").cuda(),
+               y = testing::ref_tensor(ref, "optim.model.y").cuda();
+  auto opt = c.make(model->parameters(), c.model_lr);
+  const Tensor path = trajectory(*opt, model->parameters(), [&] { return nn::functional::mse_loss(model(x), y); });
+  const Tensor expected = testing::ref_tensor(ref, "optim.model." + GetParam());
+  // (cuBLAS sums the products in another order: 1e-4 where the CPU test asks 1e-5)
+  if (is_lbfgs(GetParam()))
+    EXPECT_TRUE(testing::all_close(path[0].cpu(), expected[0], 1e-4, 1e-5)) << GetParam() << " first step";
+  else
+    EXPECT_TRUE(testing::all_close(path.cpu(), expected, 1e-4, 1e-5)) << GetParam();
 }
 
 std::vector<std::string> config_names() {
@@ -226,6 +253,9 @@ TEST(Optim, BadOptionsThrowAtConstructionNamingTheOption) {
   EXPECT_ERROR_CONTAINS(Adam({p}, AdamOptions().betas({1.0, 0.999})), "invalid beta1 1");
   EXPECT_ERROR_CONTAINS(AdamW({p}, AdamWOptions().betas({0.9, -0.1})), "invalid beta2 -0.1");
   EXPECT_ERROR_CONTAINS(RMSprop({p}, RMSpropOptions().momentum(-1)), "invalid momentum -1");
+  EXPECT_ERROR_CONTAINS(Adagrad({p}, AdagradOptions().lr_decay(-0.5)), "Adagrad: invalid lr_decay -0.5");
+  EXPECT_ERROR_CONTAINS(Adagrad({p}, AdagradOptions().initial_accumulator_value(-1)),
+                        "invalid initial_accumulator_value -1");
   EXPECT_ERROR_CONTAINS(LBFGS({p}, LBFGSOptions().line_search_fn("armijo")), "line_search_fn");
   Tensor q = zeros({2}).requires_grad_();
   EXPECT_ERROR_CONTAINS(LBFGS(std::vector<ParamGroup>{ParamGroup({p}), ParamGroup({q})}), "one parameter group only");
@@ -280,6 +310,23 @@ TEST(Optim, NonContiguousGradientsAndParameters) {
   EXPECT_FLOAT_EQ(base[1][2].item<float>(), 1.0f - 0.5f * 9.0f);
 }
 
+// Adagrad's two per-group knobs by hand: the sum starts at the group's initial_accumulator_value,
+// and the learning rate decays with each parameter's own step count.
+TEST(Optim, AdagradAccumulatorStartsPerGroupAndTheRateDecaysPerStep) {
+  Tensor a = ones({1}).requires_grad_(), b = ones({1}).requires_grad_();
+  std::vector<optim::ParamGroup> groups;
+  groups.emplace_back(std::vector<Tensor>{a}, optim::AdagradOptions(0.1).initial_accumulator_value(5).clone());
+  groups.emplace_back(std::vector<Tensor>{b});
+  optim::Adagrad opt(std::move(groups), optim::AdagradOptions(0.1).lr_decay(1.0).eps(0));
+  a.mutable_grad() = full({1}, 2.0);
+  b.mutable_grad() = full({1}, 2.0);
+  opt.step();
+  EXPECT_FLOAT_EQ(a.item<float>(), 1.0f - 0.1f * 2.0f / 3.0f);  // sum 5 + 4; lr_decay is group b's only
+  EXPECT_FLOAT_EQ(b.item<float>(), 1.0f - 0.1f * 2.0f / 2.0f);  // sum 0 + 4
+  opt.step();
+  EXPECT_FLOAT_EQ(b.item<float>(), 0.9f - 0.05f * 2.0f / std::sqrt(8.0f));  // lr / (1 + 1 · lr_decay)
+}
+
 // A state saved after k steps and loaded into a fresh optimizer continues exactly as the
 // original would have.
 template <class MakeOpt>
@@ -321,6 +368,9 @@ TEST(Optim, StateDictResumesExactly) {
   expect_resume_is_exact([](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(1e-2).amsgrad(true)); });
   expect_resume_is_exact([](auto p) { return std::make_unique<RMSprop>(p, RMSpropOptions().centered(true)); });
   expect_resume_is_exact([](auto p) { return std::make_unique<LBFGS>(p, LBFGSOptions().max_iter(3)); });
+  expect_resume_is_exact([](auto p) {
+    return std::make_unique<Adagrad>(p, AdagradOptions(0.1).lr_decay(0.5).initial_accumulator_value(1));
+  });
 }
 
 TEST(Optim, LoadStateDictRejectsMismatches) {

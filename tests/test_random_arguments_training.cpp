@@ -53,7 +53,7 @@ double mostly(Draw& d, double valid) { return d.below(6) == 0 ? d.real() : valid
 
 // One of the optimizers on `params`, with options drawn around their valid ranges.
 std::unique_ptr<optim::Optimizer> optimizer(Draw& d, std::vector<Tensor> params) {
-  switch (d.below(5)) {
+  switch (d.below(6)) {
     case 0:
       return std::make_unique<optim::SGD>(params, optim::SGDOptions(mostly(d, 0.1))
                                                       .momentum(mostly(d, 0.9))
@@ -69,6 +69,11 @@ std::unique_ptr<optim::Optimizer> optimizer(Draw& d, std::vector<Tensor> params)
     case 3:
       return std::make_unique<optim::RMSprop>(
           params, optim::RMSpropOptions(1e-2).alpha(mostly(d, 0.99)).momentum(mostly(d, 0.5)).centered(d.coin()));
+    case 4:
+      return std::make_unique<optim::Adagrad>(params, optim::AdagradOptions(mostly(d, 1e-2))
+                                                          .lr_decay(mostly(d, 0.0))
+                                                          .initial_accumulator_value(mostly(d, 0.1))
+                                                          .eps(mostly(d, 1e-10)));
     default:
       return std::make_unique<optim::LBFGS>(
           params, optim::LBFGSOptions(mostly(d, 1.0))

@@ -267,6 +267,41 @@ void CudaBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rm
       });
 }
 
+// slots: param, grad, sum; per thread: -lr / (1 + (step - 1) lr_decay) from the step count
+void CudaBackend::adagrad_step(const std::vector<AdagradParam>& params, const AdagradStep& s) {
+  if (params.empty()) return;
+  const cudaStream_t stream = stream_of(params.front().param);
+  for_each_batch<3>(
+      params,
+      [&](TensorBatch<3>& b, int slot, size_t i) {
+        b.ptr[0][slot] = ptr(params[i].param);
+        b.ptr[1][slot] = ptr(params[i].grad);
+        b.ptr[2][slot] = ptr(params[i].sum);
+        b.step[slot] = step_ptr(params[i].step);
+        b.found_inf = found_inf_ptr(s.found_inf);
+      },
+      [&](const TensorBatch<3>& batch, DType dtype, int64_t blocks) {
+        EMBER_CUDA_DISPATCH_FLOATING(dtype, "adagrad_step", [&] {
+          using T = scalar_t;
+          using A = opmath_t<T>;
+          const A eps = static_cast<A>(s.eps), wd = static_cast<A>(s.weight_decay);
+          const A sign = s.maximize ? A(-1) : A(1);
+          const double lr = s.lr, lr_decay = s.lr_decay;
+          const auto minus_clr = [=] __device__(const TensorBatch<3>& b, int t) {
+            return static_cast<A>(-(lr / (1.0 + static_cast<double>(*b.step[t] - 1) * lr_decay)));
+          };
+          launch_batch(batch, blocks, stream, minus_clr,
+                       [=] __device__(const TensorBatch<3>& b, int t, int64_t i, A mclr) {
+                         const A pi = ld<T, A>(b.ptr[0][t], i);
+                         const A gi = sign * ld<T, A>(b.ptr[1][t], i) + wd * pi;
+                         const A si = ld<T, A>(b.ptr[2][t], i) + gi * gi;
+                         st<T, A>(b.ptr[2][t], i, si);
+                         st<T, A>(b.ptr[0][t], i, pi + mclr * gi / (sqrt(si) + eps));
+                       });
+        });
+      });
+}
+
 // ---- the GradScaler's kernels ----
 
 namespace {

@@ -7,7 +7,7 @@
 // backs off, and after `growth_interval` clean steps in a row S grows. S and its growth tracker
 // live on the device and are updated there, as in PyTorch. Beyond PyTorch (whose step() reads
 // the inf flag on the host unless the optimizer is a `fused=True` one): every optimizer with a
-// fused kernel (SGD, Adam, AdamW, RMSprop) takes the flag on the device and skips itself, so a
+// fused kernel (SGD, Adam, AdamW, RMSprop, Adagrad) takes the flag on the device and skips itself, so a
 // whole iteration — scale, unscale_, step, update — never waits for the GPU:
 //
 //     amp::GradScaler scaler;

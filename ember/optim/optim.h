@@ -1,5 +1,6 @@
 #pragma once
 // Everything of ember::optim: optimizers, learning-rate schedulers and the loss scaler (ember::amp).
+#include "ember/optim/adagrad.h"
 #include "ember/optim/adam.h"
 #include "ember/optim/grad_scaler.h"
 #include "ember/optim/lbfgs.h"

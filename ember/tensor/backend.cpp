@@ -126,6 +126,7 @@ void register_backend(DeviceType type, Backend& b) { registry()[slot_of(type)].s
 void Backend::sgd_step(const std::vector<SgdParam>&, const SgdStep&) { unsupported("sgd_step"); }
 void Backend::adam_step(const std::vector<AdamParam>&, const AdamStep&) { unsupported("adam_step"); }
 void Backend::rmsprop_step(const std::vector<RmspropParam>&, const RmspropStep&) { unsupported("rmsprop_step"); }
+void Backend::adagrad_step(const std::vector<AdagradParam>&, const AdagradStep&) { unsupported("adagrad_step"); }
 void Backend::amp_unscale(const std::vector<Tensor>&, const Tensor&, const Tensor&) { unsupported("amp_unscale"); }
 void Backend::amp_update_scale(const Tensor&, const Tensor&, const Tensor&, double, double, int64_t) {
   unsupported("amp_update_scale");

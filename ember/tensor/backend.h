@@ -70,6 +70,14 @@ struct RmspropStep {
 struct RmspropParam {
   Tensor param, grad, square_avg, grad_avg, momentum_buffer, step;
 };
+struct AdagradStep {
+  double lr = 0, lr_decay = 0, weight_decay = 0, eps = 1e-10;
+  bool maximize = false;
+  Tensor found_inf;
+};
+struct AdagradParam {
+  Tensor param, grad, sum, step;
+};
 
 // Note [Affine quantization]: an int8 (or uint8, int32) value q stands for the real number
 // (q - zero_point) * scale; quantizing x gives q = clamp(nearbyint(x * (1 / scale)) + zero_point,
@@ -233,6 +241,8 @@ class Backend {
   virtual void adam_step(const std::vector<AdamParam>& params, const AdamStep& s);
   // v = α v + (1 - α) g², p -= lr g / (sqrt(v - ḡ²) + eps), optionally through a momentum buffer
   virtual void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s);
+  // sum += g², p -= lr / (1 + (step - 1) lr_decay) · g / (sqrt(sum) + eps)
+  virtual void adagrad_step(const std::vector<AdagradParam>& params, const AdagradStep& s);
 
   // ---- mixed precision: the GradScaler's kernels (optim/grad_scaler.h) ----
   // For every tensor of `grads` (floating, contiguous): found_inf becomes 1 if any element is inf
@@ -332,6 +342,7 @@ class Backend {
   void sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) override;                                       \
   void adam_step(const std::vector<AdamParam>& params, const AdamStep& s) override;                                    \
   void rmsprop_step(const std::vector<RmspropParam>& params, const RmspropStep& s) override;                           \
+  void adagrad_step(const std::vector<AdagradParam>& params, const AdagradStep& s) override;                           \
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override;       \
   void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth,     \
                         double backoff, int64_t interval) override

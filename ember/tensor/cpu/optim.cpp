@@ -152,6 +152,25 @@ void rmsprop_chunk(const RmspropParam& t, const RmspropStep& s, int64_t b, int64
   }
 }
 
+// ---- Adagrad ----
+
+template <class T>
+void adagrad_chunk(const AdagradParam& t, const AdagradStep& s, double clr, int64_t b, int64_t e) {
+  using A = opmath_t<T>;
+  T* p = ptr<T>(t.param);
+  const T* g = ptr<T>(t.grad);
+  T* sum = ptr<T>(t.sum);
+  const A minus_clr = static_cast<A>(-clr), eps = static_cast<A>(s.eps), wd = static_cast<A>(s.weight_decay);
+  const A sign = s.maximize ? A(-1) : A(1);
+  for (int64_t i = b; i < e; ++i) {
+    const A pi = static_cast<A>(p[i]);
+    const A gi = sign * static_cast<A>(g[i]) + wd * pi;
+    const A si = static_cast<A>(sum[i]) + gi * gi;
+    sum[i] = static_cast<T>(si);
+    p[i] = static_cast<T>(pi + minus_clr * gi / (std::sqrt(si) + eps));
+  }
+}
+
 }  // namespace
 
 void CpuBackend::sgd_step(const std::vector<SgdParam>& params, const SgdStep& s) {
@@ -200,6 +219,16 @@ void CpuBackend::rmsprop_step(const std::vector<RmspropParam>& params, const Rms
       else
         rmsprop_chunk<scalar_t, false, false>(params[i], s, b, e);
     });
+  });
+}
+
+void CpuBackend::adagrad_step(const std::vector<AdagradParam>& params, const AdagradStep& s) {
+  if (!begin_step(params, s.found_inf)) return;
+  std::vector<double> clr;  // each parameter's decayed learning rate, from its own step count
+  for (const auto& t : params) clr.push_back(s.lr / (1.0 + static_cast<double>(step_of(t.step) - 1) * s.lr_decay));
+  for_each_chunk(numels_of(params), [&](size_t i, int64_t b, int64_t e) {
+    EMBER_DISPATCH_FLOATING(params[i].param.dtype(), "adagrad_step",
+                            [&] { adagrad_chunk<scalar_t>(params[i], s, clr[i], b, e); });
   });
 }
 
