@@ -19,6 +19,10 @@ Names in nn.bin:
                              .key_padding_mask / .attn_mask when given
   encoder.<case>.state.<key> / .in / .out / .gout / .grad_in / .grad.<param> / .mask /
                              .key_padding_mask: TransformerEncoderLayer and TransformerEncoder
+  decoder.<case>.state.<key> / .tgt / .memory / .out / .gout / .grad_tgt / .grad_memory /
+                             .grad.<param> / masks by their keyword names (.tgt_mask, ...):
+                             TransformerDecoderLayer and TransformerDecoder
+  transformer.<case>...      the same for nn.Transformer, inputs .src and .tgt
   sdpa.<case>.in0..in3 / .out0 / .gout / .grad0..2   F.scaled_dot_product_attention (float64):
                              query, key, value, mask (bool, floating, or an empty [0] for none),
                              output, upstream gradient, gradients of query, key and value
@@ -468,6 +472,62 @@ def transformers():
             r(4, 2, 8), mask=torch.ones(4, 4, dtype=torch.bool).triu(1))
 
 
+def two_inputs(kind, name, module, inputs, masks):
+    """nn.TransformerDecoderLayer / TransformerDecoder (inputs tgt, memory) and nn.Transformer
+    (src, tgt), dropout 0, train mode: the state, the inputs, the masks by their keyword names,
+    the output, its upstream gradient, and every gradient."""
+    perturb(module).train()
+    base = f"{kind}.{name}"
+    for key, t in module.state_dict().items():
+        ref.put(f"{base}.state.{key}", t)
+    leaves = {key: t.clone().requires_grad_(True) for key, t in inputs.items()}
+    out = module(*leaves.values(), **masks)
+    g = torch.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * g).sum().backward()
+    ref.put(f"{base}.out", out)
+    ref.put(f"{base}.gout", g)
+    for key, t in leaves.items():
+        ref.put(f"{base}.{key}", t)
+        ref.put(f"{base}.grad_{key}", t.grad)
+    for key, t in masks.items():
+        ref.put(f"{base}.{key}", t)
+    for key, p in module.named_parameters():
+        ref.put(f"{base}.grad.{key}", p.grad)
+
+
+def seq2seq():
+    torch.manual_seed(2032)
+    no, yes = False, True
+    causal4 = nn.Transformer.generate_square_subsequent_mask(4)
+    two_inputs("decoder", "layer", nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0),
+               {"tgt": r(4, 3, 8), "memory": r(5, 3, 8)},
+               {"tgt_mask": causal4,
+                "memory_key_padding_mask": torch.tensor([[no] * 4 + [yes], [no] * 5, [no, yes] + [no] * 3])})
+    two_inputs("decoder", "layer_gelu_norm_first_batch_first",
+               nn.TransformerDecoderLayer(8, 2, dim_feedforward=12, dropout=0.0, activation="gelu", norm_first=True,
+                                          batch_first=True),
+               {"tgt": r(2, 4, 8), "memory": r(2, 6, 8)},
+               {"memory_mask": torch.ones(4, 6, dtype=torch.bool).triu(3),
+                "tgt_key_padding_mask": torch.tensor([[no, no, yes, no], [no] * 4])})
+    two_inputs("decoder", "stack_norm",
+               nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0), 2,
+                                     norm=nn.LayerNorm(8)),
+               {"tgt": r(3, 2, 8), "memory": r(5, 2, 8)},
+               {"tgt_mask": nn.Transformer.generate_square_subsequent_mask(3)})
+    padding = torch.tensor([[no] * 4 + [yes], [no] * 5])
+    two_inputs("transformer", "small",
+               nn.Transformer(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16,
+                              dropout=0.0),
+               {"src": r(5, 2, 8), "tgt": r(4, 2, 8)},
+               {"tgt_mask": causal4, "src_key_padding_mask": padding, "memory_key_padding_mask": padding})
+    two_inputs("transformer", "gelu_norm_first_batch_first",
+               nn.Transformer(d_model=6, nhead=3, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=10,
+                              dropout=0.0, activation="gelu", layer_norm_eps=1e-6, batch_first=True,
+                              norm_first=True),
+               {"src": r(2, 3, 6), "tgt": r(2, 4, 6)},
+               {"src_mask": r(3, 3), "memory_mask": torch.ones(4, 3, dtype=torch.bool).triu(2)})
+
+
 def main():
     ref.entries.clear()
     layers()
@@ -477,6 +537,7 @@ def main():
     attention()
     rnns()
     transformers()
+    seq2seq()
     ref.write("nn.bin")
 
 

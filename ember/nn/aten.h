@@ -34,6 +34,7 @@ inline constexpr const char* kCircular = "circular";
 inline constexpr const char* kBatchMean = "batchmean";  // kl_div
 inline constexpr const char* kTanh = "tanh";            // RNNOptions::nonlinearity, init's gains
 inline constexpr const char* kReLU = "relu";
+inline constexpr const char* kGELU = "gelu";  // the Transformer layers' activation
 inline constexpr const char* kLeakyReLU = "leaky_relu";
 inline constexpr const char* kSigmoid = "sigmoid";
 inline constexpr const char* kLinear = "linear";

@@ -173,22 +173,64 @@ Tensor TransformerActivation::operator()(const Tensor& x) const {
   if (function) return function(x);
   if (name == "relu") return relu(x);
   if (name == "gelu") return gelu(x);
-  throw Error("TransformerEncoderLayer: activation must be \"relu\", \"gelu\" or a function, got \"" + name + "\"");
+  throw Error("Transformer layer: activation must be \"relu\", \"gelu\" or a function, got \"" + name + "\"");
 }
+
+namespace {
+
+// The checks and sublayers the encoder and decoder layers share.
+void check_layer_options(const TransformerEncoderLayerOptions& o, const char* layer) {
+  EMBER_CHECK(o.dim_feedforward_ > 0, layer, ": dim_feedforward must be > 0, got ", o.dim_feedforward_);
+  EMBER_CHECK(o.activation_.function || o.activation_.name == "relu" || o.activation_.name == "gelu", layer,
+              ": activation must be \"relu\", \"gelu\" or a function, got \"", o.activation_.name, "\"");
+}
+
+MultiheadAttention attention_of(const TransformerEncoderLayerOptions& o) {
+  return MultiheadAttention(MultiheadAttentionOptions(o.d_model_, o.nhead_).dropout(o.dropout_));
+}
+
+LayerNorm norm_of(const TransformerEncoderLayerOptions& o) {
+  return LayerNorm(LayerNormOptions({o.d_model_}).eps(o.layer_norm_eps_));
+}
+
+// A [S, N, E] (or [S, E]) input as the layers compute on it: sequence first.
+Tensor sequence_first(const Tensor& x, bool batch_first) { return batch_first && x.dim() == 3 ? x.transpose(0, 1) : x; }
+
+void check_sequence(const Tensor& x, const char* layer, const char* name, bool batch_first) {
+  EMBER_CHECK(x.defined() && (x.dim() == 3 || x.dim() == 2), layer, ": expected ", name, " [S, N, E]",
+              batch_first ? " ([N, S, E] with batch_first)" : "", " or [S, E], got ", shape_or_undefined(x));
+}
+
+// num_layers copies of the prototype: each starts with its parameters, then learns alone (LibTorch
+// clones the layer; ember builds it again from its options and loads the prototype's state).
+template <class Layer>
+ModuleList clones_of(const Layer& prototype, int64_t num_layers, const char* stack) {
+  EMBER_CHECK(num_layers >= 0, stack, ": num_layers must be >= 0, got ", num_layers);
+  EMBER_CHECK(!prototype.is_empty(), stack, ": the layer to copy is empty");
+  ModuleList layers;
+  const StateDict state = prototype->state_dict();
+  for (int64_t i = 0; i < num_layers; ++i) {
+    Layer layer(prototype->options);
+    layer->load_state_dict(state);
+    // (as a module: the decoder layer takes two tensors, which a holder's one-tensor caller cannot)
+    layers->push_back(std::to_string(i), std::shared_ptr<Module>(layer.ptr()));
+  }
+  return layers;
+}
+
+}  // namespace
+
+// ---- encoder ----
 
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& o)
     : Module("TransformerEncoderLayer"), options(o) {
-  EMBER_CHECK(o.dim_feedforward_ > 0, "TransformerEncoderLayer: dim_feedforward must be > 0, got ", o.dim_feedforward_);
-  EMBER_CHECK(o.activation_.function || o.activation_.name == "relu" || o.activation_.name == "gelu",
-              "TransformerEncoderLayer: activation must be \"relu\", \"gelu\" or a function, got \"",
-              o.activation_.name, "\"");
-  self_attn = register_module("self_attn",
-                              MultiheadAttention(MultiheadAttentionOptions(o.d_model_, o.nhead_).dropout(o.dropout_)));
+  check_layer_options(o, "TransformerEncoderLayer");
+  self_attn = register_module("self_attn", attention_of(o));
   linear1 = register_module("linear1", Linear(o.d_model_, o.dim_feedforward_));
   dropout = register_module("dropout", Dropout(o.dropout_));
   linear2 = register_module("linear2", Linear(o.dim_feedforward_, o.d_model_));
-  norm1 = register_module("norm1", LayerNorm(LayerNormOptions({o.d_model_}).eps(o.layer_norm_eps_)));
-  norm2 = register_module("norm2", LayerNorm(LayerNormOptions({o.d_model_}).eps(o.layer_norm_eps_)));
+  norm1 = register_module("norm1", norm_of(o));
+  norm2 = register_module("norm2", norm_of(o));
   dropout1 = register_module("dropout1", Dropout(o.dropout_));
   dropout2 = register_module("dropout2", Dropout(o.dropout_));
 }
@@ -199,10 +241,8 @@ Tensor TransformerEncoderLayerImpl::feed_forward(const Tensor& x) {
 
 Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src_mask,
                                             const Tensor& src_key_padding_mask) {
-  EMBER_CHECK(src.defined() && (src.dim() == 3 || src.dim() == 2), "TransformerEncoderLayer: expected src [S, N, E]",
-              options.batch_first_ ? " ([N, S, E] with batch_first)" : "", " or [S, E], got ", shape_or_undefined(src));
-  const bool batch_first = options.batch_first_ && src.dim() == 3;
-  Tensor x = batch_first ? src.transpose(0, 1) : src;
+  check_sequence(src, "TransformerEncoderLayer", "src", options.batch_first_);
+  Tensor x = sequence_first(src, options.batch_first_);
   auto attend = [&](const Tensor& y) {
     return dropout1(std::get<0>(self_attn->forward(y, y, y, src_key_padding_mask, /*need_weights=*/false, src_mask)));
   };
@@ -213,20 +253,12 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src
     x = norm1(x + attend(x));
     x = norm2(x + feed_forward(x));
   }
-  return batch_first ? x.transpose(0, 1) : x;
+  return sequence_first(x, options.batch_first_);  // (the transpose is its own inverse)
 }
 
 TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderOptions& o)
     : Module("TransformerEncoder"), options(o) {
-  EMBER_CHECK(o.num_layers_ >= 0, "TransformerEncoder: num_layers must be >= 0, got ", o.num_layers_);
-  EMBER_CHECK(!o.encoder_layer_.is_empty(), "TransformerEncoder: encoder_layer is empty");
-  layers = register_module("layers", ModuleList());
-  const StateDict prototype = o.encoder_layer_->state_dict();
-  for (int64_t i = 0; i < o.num_layers_; ++i) {
-    TransformerEncoderLayer layer(o.encoder_layer_->options);
-    layer->load_state_dict(prototype);  // copies: each layer starts as the prototype, then learns alone
-    layers->push_back(layer);
-  }
+  layers = register_module("layers", clones_of(o.encoder_layer_, o.num_layers_, "TransformerEncoder"));
   if (!o.norm_.is_empty()) {
     norm = o.norm_;
     register_module("norm", norm.ptr());
@@ -238,6 +270,120 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& src_mask
   for (size_t i = 0; i < layers->size(); ++i)
     x = layers->at<TransformerEncoderLayerImpl>(i)->forward(x, src_mask, src_key_padding_mask);
   return norm.is_empty() ? x : norm.forward(x);
+}
+
+// ---- decoder ----
+
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const TransformerDecoderLayerOptions& o)
+    : Module("TransformerDecoderLayer"), options(o) {
+  check_layer_options(o, "TransformerDecoderLayer");
+  self_attn = register_module("self_attn", attention_of(o));
+  multihead_attn = register_module("multihead_attn", attention_of(o));
+  linear1 = register_module("linear1", Linear(o.d_model_, o.dim_feedforward_));
+  dropout = register_module("dropout", Dropout(o.dropout_));
+  linear2 = register_module("linear2", Linear(o.dim_feedforward_, o.d_model_));
+  norm1 = register_module("norm1", norm_of(o));
+  norm2 = register_module("norm2", norm_of(o));
+  norm3 = register_module("norm3", norm_of(o));
+  dropout1 = register_module("dropout1", Dropout(o.dropout_));
+  dropout2 = register_module("dropout2", Dropout(o.dropout_));
+  dropout3 = register_module("dropout3", Dropout(o.dropout_));
+}
+
+Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                            const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                            const Tensor& memory_key_padding_mask) {
+  const char* op = "TransformerDecoderLayer";
+  check_sequence(tgt, op, "tgt", options.batch_first_);
+  check_sequence(memory, op, "memory", options.batch_first_);
+  EMBER_CHECK(tgt.dim() == memory.dim(), op, ": tgt ", shape_str(tgt.sizes()), " and memory ",
+              shape_str(memory.sizes()), " must both be batched or both unbatched");
+  Tensor x = sequence_first(tgt, options.batch_first_);
+  const Tensor mem = sequence_first(memory, options.batch_first_);
+  auto self_attend = [&](const Tensor& y) {
+    return dropout1(std::get<0>(self_attn->forward(y, y, y, tgt_key_padding_mask, false, tgt_mask)));
+  };
+  auto attend_memory = [&](const Tensor& y) {
+    return dropout2(std::get<0>(multihead_attn->forward(y, mem, mem, memory_key_padding_mask, false, memory_mask)));
+  };
+  auto feed_forward = [&](const Tensor& y) { return dropout3(linear2(dropout(options.activation_(linear1(y))))); };
+  if (options.norm_first_) {
+    x = x + self_attend(norm1(x));
+    x = x + attend_memory(norm2(x));
+    x = x + feed_forward(norm3(x));
+  } else {
+    x = norm1(x + self_attend(x));
+    x = norm2(x + attend_memory(x));
+    x = norm3(x + feed_forward(x));
+  }
+  return sequence_first(x, options.batch_first_);
+}
+
+TransformerDecoderImpl::TransformerDecoderImpl(const TransformerDecoderOptions& o)
+    : Module("TransformerDecoder"), options(o) {
+  layers = register_module("layers", clones_of(o.decoder_layer_, o.num_layers_, "TransformerDecoder"));
+  if (!o.norm_.is_empty()) {
+    norm = o.norm_;
+    register_module("norm", norm.ptr());
+  }
+}
+
+Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                       const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                       const Tensor& memory_key_padding_mask) {
+  Tensor x = tgt;
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers->at<TransformerDecoderLayerImpl>(i)->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                                            memory_key_padding_mask);
+  return norm.is_empty() ? x : norm.forward(x);
+}
+
+// ---- Transformer ----
+
+TransformerImpl::TransformerImpl(const TransformerOptions& o) : Module("Transformer"), options(o) {
+  EMBER_CHECK(o.num_encoder_layers_ >= 0 && o.num_decoder_layers_ >= 0,
+              "Transformer: num_encoder_layers and num_decoder_layers must be >= 0, got ", o.num_encoder_layers_,
+              " and ", o.num_decoder_layers_);
+  const auto layer = TransformerEncoderLayerOptions(o.d_model_, o.nhead_)
+                         .dim_feedforward(o.dim_feedforward_)
+                         .dropout(o.dropout_)
+                         .activation(o.activation_)
+                         .layer_norm_eps(o.layer_norm_eps_)
+                         .batch_first(o.batch_first_)
+                         .norm_first(o.norm_first_);
+  const auto final_norm = [&] { return AnyModule(LayerNorm(LayerNormOptions({o.d_model_}).eps(o.layer_norm_eps_))); };
+  encoder = register_module(
+      "encoder", TransformerEncoder(TransformerEncoderOptions(layer, o.num_encoder_layers_).norm(final_norm())));
+  decoder = register_module(
+      "decoder", TransformerDecoder(TransformerDecoderOptions(layer, o.num_decoder_layers_).norm(final_norm())));
+  reset_parameters();
+}
+
+void TransformerImpl::reset_parameters() {
+  for (Tensor& p : parameters())
+    if (p.dim() > 1) init::xavier_uniform_(p);
+}
+
+Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
+                                const Tensor& memory_mask, const Tensor& src_key_padding_mask,
+                                const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask) {
+  check_sequence(src, "Transformer", "src", options.batch_first_);
+  check_sequence(tgt, "Transformer", "tgt", options.batch_first_);
+  const bool batched = src.dim() == 3;
+  const int64_t batch_dim = options.batch_first_ ? 0 : 1;
+  EMBER_CHECK(!batched || (tgt.dim() == 3 && src.size(batch_dim) == tgt.size(batch_dim)),
+              "Transformer: the batch number of src ", shape_str(src.sizes()), " and tgt ", shape_str(tgt.sizes()),
+              " must be equal");
+  EMBER_CHECK(src.size(-1) == options.d_model_ && tgt.size(-1) == options.d_model_,
+              "Transformer: the feature number of src ", shape_str(src.sizes()), " and tgt ", shape_str(tgt.sizes()),
+              " must be equal to d_model (", options.d_model_, ")");
+  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask);
+  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+}
+
+Tensor TransformerImpl::generate_square_subsequent_mask(int64_t sz) {
+  EMBER_CHECK(sz >= 0, "Transformer::generate_square_subsequent_mask: size must be >= 0, got ", sz);
+  return full({sz, sz}, -std::numeric_limits<double>::infinity()).triu(1);
 }
 
 }  // namespace ember::nn

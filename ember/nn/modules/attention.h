@@ -1,7 +1,8 @@
 #pragma once
-// LibTorch's attention layers under their names: MultiheadAttention, TransformerEncoderLayer and
-// TransformerEncoder, with PyTorch's parameter names (so its state dicts load) and its layout:
-// sequences first, [L, N, E] (TransformerEncoderLayer also takes batch_first, as in Python).
+// LibTorch's attention layers under their names: MultiheadAttention, the Transformer's encoder
+// and decoder layers and stacks, and Transformer itself, with PyTorch's parameter names (so its
+// state dicts load) and its layout: sequences first, [L, N, E] (the Transformer layers also take
+// batch_first, as in Python).
 #include <functional>
 #include <string>
 #include <tuple>
@@ -121,5 +122,95 @@ class TransformerEncoderImpl : public Module {
   AnyModule norm;
 };
 EMBER_MODULE(TransformerEncoder);
+
+// The decoder layer's options are the encoder layer's (LibTorch's two structs have the same fields).
+using TransformerDecoderLayerOptions = TransformerEncoderLayerOptions;
+
+// Self-attention over the target, attention to the encoder's output (memory), then the
+// feed-forward network, each added to its input and normalized (post-norm, PyTorch's default):
+// x = norm1(x + dropout1(self_attn(x))); x = norm2(x + dropout2(multihead_attn(x, memory)));
+// x = norm3(x + dropout3(ff(x))). tgt [T, N, E], memory [S, N, E]; masks as MultiheadAttention's
+// (tgt_mask [T, T], memory_mask [T, S], the key padding masks [N, T] and [N, S]).
+class TransformerDecoderLayerImpl : public Module {
+ public:
+  TransformerDecoderLayerImpl(int64_t d_model, int64_t nhead)
+      : TransformerDecoderLayerImpl(TransformerDecoderLayerOptions(d_model, nhead)) {}
+  explicit TransformerDecoderLayerImpl(const TransformerDecoderLayerOptions& options);
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+
+  TransformerDecoderLayerOptions options;
+  MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};  // registration order: Python's
+  Linear linear1{nullptr};
+  Dropout dropout{nullptr};
+  Linear linear2{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+  Dropout dropout1{nullptr}, dropout2{nullptr}, dropout3{nullptr};
+};
+EMBER_MODULE(TransformerDecoderLayer);
+
+struct TransformerDecoderOptions {
+  // num_layers copies of decoder_layer, each starting with its parameters.
+  TransformerDecoderOptions(TransformerDecoderLayer decoder_layer, int64_t num_layers)
+      : decoder_layer_(std::move(decoder_layer)), num_layers_(num_layers) {}
+  TransformerDecoderOptions(const TransformerDecoderLayerOptions& layer, int64_t num_layers)
+      : TransformerDecoderOptions(TransformerDecoderLayer(layer), num_layers) {}
+  EMBER_ARG(TransformerDecoderLayer, decoder_layer);
+  EMBER_ARG(int64_t, num_layers);
+  EMBER_ARG(AnyModule, norm);  // applied after the last layer, or empty
+};
+
+class TransformerDecoderImpl : public Module {
+ public:
+  TransformerDecoderImpl(TransformerDecoderLayer decoder_layer, int64_t num_layers)
+      : TransformerDecoderImpl(TransformerDecoderOptions(std::move(decoder_layer), num_layers)) {}
+  explicit TransformerDecoderImpl(const TransformerDecoderOptions& options);
+  // Every layer attends to the same memory.
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+
+  TransformerDecoderOptions options;
+  ModuleList layers{nullptr};
+  AnyModule norm;
+};
+EMBER_MODULE(TransformerDecoder);
+
+struct TransformerOptions {
+  TransformerOptions(int64_t d_model = 512, int64_t nhead = 8) : d_model_(d_model), nhead_(nhead) {}  // NOLINT
+  TransformerOptions(int64_t d_model, int64_t nhead, int64_t num_encoder_layers, int64_t num_decoder_layers)
+      : d_model_(d_model),
+        nhead_(nhead),
+        num_encoder_layers_(num_encoder_layers),
+        num_decoder_layers_(num_decoder_layers) {}
+  EMBER_ARG(int64_t, d_model) = 512;
+  EMBER_ARG(int64_t, nhead) = 8;
+  EMBER_ARG(int64_t, num_encoder_layers) = 6;
+  EMBER_ARG(int64_t, num_decoder_layers) = 6;
+  EMBER_ARG(int64_t, dim_feedforward) = 2048;
+  EMBER_ARG(double, dropout) = 0.1;
+  EMBER_ARG(TransformerActivation, activation) = "relu";
+  EMBER_ARG(double, layer_norm_eps) = 1e-5;  // Python's options from here on
+  EMBER_ARG(bool, batch_first) = false;
+  EMBER_ARG(bool, norm_first) = false;
+};
+
+// The encoder-decoder of "Attention Is All You Need": memory = encoder(src) (a TransformerEncoder
+// closed by a LayerNorm), out = decoder(tgt, memory) (likewise). src [S, N, E], tgt [T, N, E],
+// out [T, N, E]. Every parameter of two or more dims starts xavier-uniform, as PyTorch's.
+class TransformerImpl : public Module {
+ public:
+  explicit TransformerImpl(const TransformerOptions& options = TransformerOptions());
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {}, const Tensor& tgt_mask = {},
+                 const Tensor& memory_mask = {}, const Tensor& src_key_padding_mask = {},
+                 const Tensor& tgt_key_padding_mask = {}, const Tensor& memory_key_padding_mask = {});
+  void reset_parameters();
+  // [sz, sz] float32: 0 on and below the diagonal, -inf above (position i sees positions <= i).
+  static Tensor generate_square_subsequent_mask(int64_t sz);
+
+  TransformerOptions options;
+  TransformerEncoder encoder{nullptr};
+  TransformerDecoder decoder{nullptr};
+};
+EMBER_MODULE(Transformer);
 
 }  // namespace ember::nn
