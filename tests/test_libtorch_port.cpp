@@ -59,6 +59,46 @@ TEST(LibTorchPort, BatchesWithoutStackAreVectorsOfExamples) {
   EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
 }
 
+// LibTorch's TensorDataset: examples without targets, stacked by Stack<TensorExample> or kept as
+// a vector, through the same loader.
+TEST(LibTorchPort, TensorDatasetOfDataOnlyExamples) {
+  const torch::Tensor rows = torch::arange(15, torch::kFloat32).reshape({5, 3});
+  torch::data::datasets::TensorDataset dataset(rows);
+  EXPECT_EQ(dataset.size().value(), 5u);
+  torch::data::TensorExample third = dataset.get(2);
+  EXPECT_EQ(third->sizes(), (torch::Shape{3}));
+  EXPECT_EQ((*third).to_vector<float>(), (std::vector<float>{6, 7, 8}));
+  EXPECT_TRUE(third.data.shares_storage(rows)) << "a row is a view, as tensor[i] is";
+
+  auto stacked = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      dataset.map(torch::data::transforms::Stack<torch::data::TensorExample>()),
+      torch::data::DataLoaderOptions().batch_size(2).workers(2));
+  std::vector<float> firsts;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (torch::data::TensorExample& batch : *stacked) {
+      EXPECT_EQ(batch.data.size(1), 3);
+      for (int64_t k = 0; k < batch.data.size(0); ++k) firsts.push_back(batch.data[k][0].item<float>());
+    }
+  EXPECT_EQ(firsts, (std::vector<float>{0, 3, 6, 9, 12, 0, 3, 6, 9, 12}));
+
+  auto vectors = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::TensorDataset({torch::ones({2}), torch::zeros({2}), torch::full({2}, 5.0)}), 2);
+  std::vector<size_t> sizes;
+  float total = 0;
+  for (std::vector<torch::data::TensorExample>& batch : *vectors) {
+    sizes.push_back(batch.size());
+    for (const auto& e : batch) total += e->sum().item<float>();
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(total, 12.0f);
+
+  EXPECT_ERROR_CONTAINS(dataset.get(5), "TensorDataset: index 5 is out of range for 5 examples of [5, 3]");
+  EXPECT_ERROR_CONTAINS(torch::data::datasets::TensorDataset(torch::ones({})), "at least one dim");
+  EXPECT_ERROR_CONTAINS(torch::data::datasets::TensorDataset(std::vector<torch::Tensor>{}), "no tensors to stack");
+  EXPECT_ERROR_CONTAINS(torch::data::datasets::TensorDataset({torch::ones({2}), torch::ones({3})}), "stack");
+  EXPECT_ERROR_CONTAINS(torch::data::transforms::Stack<torch::data::TensorExample>().apply_batch({}), "an empty batch");
+}
+
 TEST(LibTorchPort, RandomAndDistributedSamplers) {
   // RandomSampler (make_data_loader's default): every index once per epoch, a new order each
   // epoch, the same orders after the same manual_seed.

@@ -26,7 +26,53 @@ Example<> MNIST::get(size_t index) {
 
 std::optional<size_t> MNIST::size() const { return static_cast<size_t>(images_.size(0)); }
 
+TensorDataset::TensorDataset(const std::vector<Tensor>& tensors) {
+  EMBER_CHECK(!tensors.empty(), "TensorDataset: no tensors to stack");
+  tensor = stack(tensors);
+}
+
+TensorDataset::TensorDataset(Tensor t) : tensor(std::move(t)) {
+  EMBER_CHECK(tensor.defined() && tensor.dim() >= 1,
+              "TensorDataset: expected a tensor of at least one dim (the "
+              "examples), got ",
+              tensor.defined() ? shape_str(tensor.sizes()) : "an undefined tensor");
+}
+
+TensorExample TensorDataset::get(size_t index) {
+  EMBER_CHECK(index < static_cast<size_t>(tensor.size(0)), "TensorDataset: index ", index, " is out of range for ",
+              tensor.size(0), " examples of ", shape_str(tensor.sizes()));
+  return TensorExample(tensor[static_cast<int64_t>(index)]);
+}
+
+std::optional<size_t> TensorDataset::size() const { return static_cast<size_t>(tensor.size(0)); }
+
 }  // namespace datasets
+
+namespace transforms {
+
+TensorExample Stack<TensorExample>::apply_batch(std::vector<TensorExample> examples) {
+  EMBER_CHECK(!examples.empty(), "Stack<TensorExample>: an empty batch");
+  std::vector<Tensor> data;
+  data.reserve(examples.size());
+  for (TensorExample& e : examples) data.push_back(std::move(e.data));
+  return TensorExample(stack(data));
+}
+
+}  // namespace transforms
+
+Batch detail::to_batch(std::vector<TensorExample>&& examples) {
+  std::vector<Example<>> with_targets;
+  with_targets.reserve(examples.size());
+  for (TensorExample& e : examples) with_targets.emplace_back(std::move(e.data), Tensor());
+  return keep_examples(std::move(with_targets), {});
+}
+
+std::vector<TensorExample> detail::data_only(const std::vector<Example<>>& examples) {
+  std::vector<TensorExample> out;
+  out.reserve(examples.size());
+  for (const Example<>& e : examples) out.emplace_back(e.data);
+  return out;
+}
 
 namespace samplers {
 

@@ -34,6 +34,26 @@
 
 namespace ember::data {
 
+namespace example {
+// The target of an example that has none (LibTorch's NoTarget).
+struct NoTarget {};
+}  // namespace example
+
+// An example of data alone (LibTorch's TensorExample): `*example` is its tensor.
+template <>
+struct Example<Tensor, example::NoTarget> {
+  using DataType = Tensor;
+  using TargetType = example::NoTarget;
+  Example() = default;
+  Example(Tensor data) : data(std::move(data)) {}  // NOLINT: implicit, as LibTorch's
+  Tensor& operator*() { return data; }
+  const Tensor& operator*() const { return data; }
+  Tensor* operator->() { return &data; }
+  const Tensor* operator->() const { return &data; }
+  Tensor data;
+};
+using TensorExample = Example<Tensor, example::NoTarget>;
+
 namespace datasets {
 
 template <class Source, class Transform>
@@ -109,6 +129,17 @@ class MNIST : public Dataset<MNIST> {
  private:
   bool train_;
   Tensor images_, targets_;
+};
+
+// The rows of one tensor, without targets (LibTorch's TensorDataset): get(i) is tensor[i], a view.
+class TensorDataset : public Dataset<TensorDataset, TensorExample> {
+ public:
+  explicit TensorDataset(const std::vector<Tensor>& tensors);  // stacked into one [N, ...]
+  explicit TensorDataset(Tensor tensor);
+  TensorExample get(size_t index) override;
+  std::optional<size_t> size() const override;
+
+  Tensor tensor;
 };
 
 }  // namespace datasets
@@ -210,6 +241,13 @@ class Stack<Example<>> : public BatchTransform<std::vector<Example<>>, Example<>
   }
 };
 
+// Stacks a batch of data-only examples into one: [B, ...].
+template <>
+class Stack<TensorExample> : public BatchTransform<std::vector<TensorExample>, TensorExample> {
+ public:
+  TensorExample apply_batch(std::vector<TensorExample> examples) override;
+};
+
 }  // namespace transforms
 
 namespace samplers {
@@ -269,14 +307,26 @@ inline Batch to_batch(Example<>&& e) {
   return b;
 }
 inline Batch to_batch(std::vector<Example<>>&& examples) { return keep_examples(std::move(examples), {}); }
+// TensorExample: the data alone, an undefined target in ember's Batch.
+inline Batch to_batch(TensorExample&& e) {
+  Batch b;
+  b.data = std::move(e.data);
+  return b;
+}
+Batch to_batch(std::vector<TensorExample>&& examples);
+std::vector<TensorExample> data_only(const std::vector<Example<>>& examples);
 template <class BatchType>
 BatchType from_batch(const Batch& b) {
   if constexpr (std::is_same_v<BatchType, Example<>>) {
     return Example<>(b.data, b.target);
+  } else if constexpr (std::is_same_v<BatchType, TensorExample>) {
+    return TensorExample(b.data);
+  } else if constexpr (std::is_same_v<BatchType, std::vector<TensorExample>>) {
+    return data_only(b.examples);
   } else {
     static_assert(std::is_same_v<BatchType, std::vector<Example<>>>,
-                  "make_data_loader: ember's loader carries batches of Example<> (Tensor data and target), "
-                  "stacked (Stack<>) or as a vector");
+                  "make_data_loader: ember's loader carries batches of Example<> (Tensor data and target) or "
+                  "TensorExample, stacked (Stack<>) or as a vector");
     return b.examples;
   }
 }
