@@ -51,7 +51,10 @@ TEST(Autocast, Float32OpsRunInFloat32AndTheRestKeepTheirDtype) {
                                                                              {"asin", asin(h * 0.1)},
                                                                              {"acos", acos(h * 0.1)},
                                                                              {"sinh", sinh(h)},
-                                                                             {"cosh", cosh(h)}})
+                                                                             {"cosh", cosh(h)},
+                                                                             {"erfinv", erfinv(h * 0.1)},
+                                                                             {"cumsum", h.cumsum(1)},
+                                                                             {"cumprod", h.cumprod(1)}})
     EXPECT_EQ(out.dtype(), kFloat32) << name;
   EXPECT_EQ(relu(h).dtype(), kBFloat16) << "unlisted ops keep their input dtype";
   EXPECT_EQ(atan(h).dtype(), kBFloat16) << "atan is not on PyTorch's float32 list";

@@ -253,6 +253,9 @@ std::vector<Case> cases() {
          return F::interpolate(x[0], F::InterpolateOptions().size(Shape{5, 3}));
        },
        {{2, 1, 3, 4}}},
+      {"cumprod", [](X x) { return x[0].cumprod(1); }, {{3, 5}}},
+      {"cumprod_last_dim_of_3d", [](X x) { return cumprod(x[0], -1); }, {{2, 3, 4}}},
+      {"median_dim", [](X x) { return std::get<0>(x[0].median(0, true)); }, {{5, 3}}},
   };
 }
 
@@ -280,8 +283,9 @@ std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops();
 // error naming the op. Never a silently wrong value.
 bool double_backward_planned(const std::string& name) {
   for (const char* prefix :
-       {"prod", "max_dim", "min_dim", "slice_select", "cat", "stack", "split", "index_select", "gather", "scatter_add",
-        "embedding", "tril", "max_pool", "conv2d", "avg_pool", "adaptive", "conv_transpose2d", "interpolate"})
+       {"prod",         "max_dim",  "min_dim",          "slice_select", "cat",     "stack",    "split",
+        "index_select", "gather",   "scatter_add",      "embedding",    "tril",    "max_pool", "conv2d",
+        "avg_pool",     "adaptive", "conv_transpose2d", "interpolate",  "cumprod", "median"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }
@@ -319,7 +323,7 @@ TEST(Gradgradcheck, EveryUnaryOpBothSidesOfZero) {
 
 // Every EMBER_UNARY op of ember/tensor/ops.def, on both sides of zero: [0.5, 1.5) and
 // [-1.5, -0.5), and on [-0.5, -0.25) ∪ [0.25, 0.5) and [2, 3) for the ops whose domain is
-// narrower (asin, atanh; acosh), each range where the op is finite there. An op added to the
+// narrower (asin, atanh, erfinv; acosh), each range where the op is finite there. An op added to the
 // list is checked here with no line of its own (Note [One declaration per op]).
 std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops() {
   return {
@@ -344,7 +348,7 @@ TEST_P(UnaryGradcheckTest, BothSidesOfZero) {
     EXPECT_TRUE(r.ok) << name << " at " << x << ": " << r.message;
     ++checked;
   }
-  const bool narrow = name == "asin" || name == "acos" || name == "atanh" || name == "acosh";
+  const bool narrow = name == "asin" || name == "acos" || name == "atanh" || name == "acosh" || name == "erfinv";
   EXPECT_GE(checked, narrow ? 1 : 2) << name << ": finite on too few of the ranges";
 }
 

@@ -240,6 +240,23 @@ Calls calls() {
   op("cumsum",
      [](Draw& d) { (void)d.tensor().cumsum(d.integer(), d.coin() ? std::optional<DType>(d.dtype()) : std::nullopt); });
   op("sort", [](Draw& d) { (void)d.tensor().sort(d.integer(), d.coin()); });
+  op("cumprod_median", [](Draw& d) {
+    const Tensor t = d.tensor();
+    const int64_t dim = d.coin() ? d.below(3) : d.integer();
+    switch (d.below(4)) {
+      case 0:
+        (void)t.cumprod(dim, d.coin() ? std::optional<DType>(d.dtype()) : std::nullopt);
+        break;
+      case 1:
+        (void)t.median(dim, d.coin()), (void)t.nanmedian(dim, d.coin());
+        break;
+      case 2:
+        (void)t.median(), (void)t.nanmedian();
+        break;
+      default:
+        (void)t.erfinv();
+    }
+  });
   op("argsort", [](Draw& d) { (void)d.tensor().argsort(d.integer(), d.coin()); });
   op("topk", [](Draw& d) { (void)d.tensor().topk(d.integer(), d.integer(), d.coin()); });
   // LibTorch's composites (autograd/composites.cpp) and the rounding ops
@@ -618,6 +635,26 @@ Calls calls() {
     else
       o.scale_factor(std::vector<double>{d.real(), d.real()});
     (void)nn::functional::interpolate(d.floating(), o);
+  });
+  // lookups with PyTorch's options (Note [Embedding options]), bags from awkward offsets
+  op("embedding_bag", [](Draw& d) {
+    const Tensor weight = d.tensor(d.near({6, 3}), d.coin() ? kFloat32 : d.dtype());
+    static const char* const modes[] = {"sum", "mean", "max", "median"};
+    auto o = nn::functional::EmbeddingBagFuncOptions()
+                 .mode(modes[d.below(4)])
+                 .include_last_offset(d.below(4) == 0)
+                 .scale_grad_by_freq(d.coin());
+    if (d.coin()) o.offsets(d.coin() ? tensor<int64_t>({0, 2}).to(d.device()) : d.index(5));
+    if (d.below(4) == 0) o.per_sample_weights(d.floating());
+    if (d.below(4) == 0) o.padding_idx(d.coin() ? 1 : d.integer());
+    if (d.below(4) == 0) o.max_norm(d.real());
+    (void)nn::functional::embedding_bag(d.index(6), weight, o);
+  });
+  op("embedding", [](Draw& d) {
+    auto o = nn::functional::EmbeddingFuncOptions().scale_grad_by_freq(d.coin());
+    if (d.below(3) == 0) o.padding_idx(d.integer());
+    if (d.below(3) == 0) o.max_norm(d.real()).norm_type(d.coin() ? 2.0 : d.real());
+    (void)nn::functional::embedding(d.index(5), d.tensor(d.near({5, 2}), d.coin() ? kFloat32 : d.dtype()), o);
   });
   // modules built with awkward options, then called
   op("modules", [](Draw& d) {

@@ -339,6 +339,22 @@ const std::map<std::string, CaseFn>& cases() {
          return Outputs{F::instance_norm(x[0], m, v, {}, {}, true, 0.2), m, v};
        }},
       {"instance_norm_eval", one([](const Inputs& x) { return F::instance_norm(x[0], x[1], x[2], {}, {}, false); })},
+      // the sixth sweep (unary_erfinv comes with the EMBER_UNARY list below)
+      {"erfinv_edges", one([](const Inputs& x) { return x[0].erfinv(); })},
+      {"erfinv_edges64", one([](const Inputs& x) { return erfinv(x[0]); })},
+      {"cumprod", one([](const Inputs& x) { return x[0].cumprod(1); })},
+      {"cumprod_zeros_last_dim", one([](const Inputs& x) { return cumprod(x[0], -1); })},
+      {"cumprod_int", one([](const Inputs& x) { return x[0].cumprod(1); })},
+      {"cumprod_int_to_double", one([](const Inputs& x) { return x[0].cumprod(0, kFloat64); })},
+      {"cumprod64", one([](const Inputs& x) { return cumprod(x[0], 0); })},
+      {"median_all", one([](const Inputs& x) { return x[0].median(); })},
+      {"median_dim", [](const Inputs& x) { auto [v, i] = median(x[0], 1); return Outputs{v, i}; }},
+      {"median_dim_keepdim", [](const Inputs& x) { auto [v, i] = x[0].median(1, true); return Outputs{v, i}; }},
+      {"median_nan", [](const Inputs& x) { auto [v, i] = x[0].median(1); return Outputs{v, i}; }},
+      {"median_all_nan", one([](const Inputs& x) { return median(x[0]); })},
+      {"nanmedian_dim", [](const Inputs& x) { auto [v, i] = nanmedian(x[0], 1); return Outputs{v, i}; }},
+      {"nanmedian_all", one([](const Inputs& x) { return x[0].nanmedian(); })},
+      {"median_int", [](const Inputs& x) { auto [v, i] = x[0].median(0); return Outputs{v, i}; }},
   };
   static bool unary_added = [] {
     // Every EMBER_UNARY op of ops.def (with its default parameters), and the other unary ops.

@@ -173,6 +173,12 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"pad_constant_crop", [](X x) { return F::pad(x[0], F::PadFuncOptions({-1, 2, 1, -2, 1, 0}).value(0.5)); }},
       {"prelu", [](X x) { return F::prelu(x[0], x[1]); }},
       {"instance_norm_affine", [](X x) { return F::instance_norm(x[0], {}, {}, x[1], x[2]); }},
+      // the sixth sweep
+      {"erfinv", [](X x) { return x[0].erfinv(); }},
+      {"cumprod", [](X x) { return x[0].cumprod(1); }},
+      {"cumprod_zeros", [](X x) { return cumprod(x[0], 1); }},
+      {"median_dim", [](X x) { return std::get<0>(median(x[0], 1)); }},
+      {"nanmedian_all", [](X x) { return nanmedian(x[0]); }},
   };
   return *table;
 }

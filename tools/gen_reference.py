@@ -223,6 +223,7 @@ def main():
     composite_cases()
     ports3_cases()
     ports4_cases()
+    ports6_cases()
 
     write("ops.bin")
     entries.clear()
@@ -353,6 +354,40 @@ def ports3_cases():
     case("normalize_l1_dim0", [r(4, 3)], lambda x: F.normalize(x, p=1.0, dim=0))
     case("cosine_similarity", [r(4, 6), r(4, 6)], F.cosine_similarity)
     case("cosine_similarity_bcast", [r(2, 3, 5), r(3, 5)], lambda a, b: F.cosine_similarity(a, b, dim=-1))
+
+
+def ports6_cases():
+    """The sixth sweep of LibTorch calls: erfinv (with its edges), cumprod (zeros included, whose
+    gradient is a case of its own), median and nanmedian (NaNs included)."""
+    torch.manual_seed(2040)
+    nan, inf = float("nan"), float("inf")
+
+    def unit(*s, dtype=torch.float32):  # (-0.98, 0.98)
+        return (torch.rand(*s, dtype=dtype) * 2 - 1) * 0.98
+    case("unary_erfinv", [unit(4, 5)], torch.erfinv)
+    case("unary64_erfinv", [unit(3, 2, dtype=torch.float64)], torch.erfinv)
+    case("erfinv_edges", [torch.tensor([0.0, -0.0, 1.0, -1.0, 1.5, -inf, nan, 0.999999, -0.9999, 1e-30, 0.5, 0.7])],
+         torch.erfinv)
+    # (float64 up to |y| = 0.9999: further out PyTorch 1.13's erfinv loses digits, 1e-9 relative at
+    # 1 - 1e-9, where ember's stays at double's rounding: a test of its own checks erf(erfinv(y)))
+    case("erfinv_edges64", [torch.tensor([0.0, 1.0, -1.0, 0.9999, -0.999, 1e-300, 0.3, 0.7, -0.69999],
+                                         dtype=torch.float64)], torch.erfinv)
+    case("cumprod", [r(3, 4, 5)], lambda x: torch.cumprod(x, 1))
+    case("cumprod_zeros_last_dim", [torch.tensor([[1.5, 0.0, 2.0, -1.0], [0.0, 3.0, 0.0, 2.0], [2.0, 2.0, 2.0, 0.5]])],
+         lambda x: torch.cumprod(x, -1))
+    case("cumprod_int", [torch.tensor([[2, 3, -4], [100000, 100000, 100000]])], lambda x: torch.cumprod(x, 1))
+    case("cumprod_int_to_double", [torch.tensor([1, 2, 3, 4], dtype=torch.int32)],
+         lambda x: torch.cumprod(x, 0, dtype=torch.float64))
+    case("cumprod64", [r(5, 2, dtype=torch.float64)], lambda x: torch.cumprod(x, 0))
+    case("median_all", [r(4, 5)], torch.median)
+    case("median_dim", [r(4, 6)], lambda x: tuple(torch.median(x, 1)))
+    case("median_dim_keepdim", [r(3, 4, 2)], lambda x: tuple(torch.median(x, 1, keepdim=True)))
+    case("median_nan", [torch.tensor([[1.0, nan, 3.0, nan], [4.0, 2.0, 1.0, 5.0]])], lambda x: tuple(torch.median(x, 1)))
+    case("median_all_nan", [torch.tensor([2.0, nan, 1.0])], torch.median)
+    case("nanmedian_dim", [torch.tensor([[1.0, nan, 3.0, nan, 0.5], [4.0, 2.0, 1.0, 5.0, 9.0], [nan] * 5])],
+         lambda x: tuple(torch.nanmedian(x, 1)))
+    case("nanmedian_all", [torch.tensor([[3.0, nan], [1.0, 2.0]])], torch.nanmedian)
+    case("median_int", [torch.tensor([[3, 1, 2], [9, 7, 8]])], lambda x: tuple(torch.median(x, 0)))
 
 
 def ports4_cases():
@@ -595,6 +630,13 @@ def grad_cases():
         ("prelu", [r(2, 3, 4, dtype=d), torch.tensor([0.25, -0.5, 2.0], dtype=d)], F.prelu),
         ("instance_norm_affine", [r(2, 3, 7, dtype=d), r(3, dtype=d), r(3, dtype=d)],
          lambda x, w, b: F.instance_norm(x, weight=w, bias=b)),
+        # the sixth sweep
+        ("erfinv", [(torch.rand(3, 4, dtype=d) * 2 - 1) * 0.9], torch.erfinv),
+        ("cumprod", [r(3, 5, dtype=d)], lambda x: torch.cumprod(x, 1)),
+        ("cumprod_zeros", [torch.tensor([[1.5, 0.0, 2.0, -1.0, 3.0], [0.0, 3.0, 0.0, 2.0, 1.0],
+                                         [2.0, -2.0, 2.0, 0.5, 0.0]], dtype=d)], lambda x: torch.cumprod(x, 1)),
+        ("median_dim", [r(3, 5, dtype=d)], lambda x: torch.median(x, 1)[0]),
+        ("nanmedian_all", [torch.tensor([3.0, float("nan"), 1.0, 2.0], dtype=d)], torch.nanmedian),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -23,6 +23,9 @@ Names in nn.bin:
                              .grad.<param> / masks by their keyword names (.tgt_mask, ...):
                              TransformerDecoderLayer and TransformerDecoder
   transformer.<case>...      the same for nn.Transformer, inputs .src and .tgt
+  embed.<case>.weight / .input / .offsets / .psw / .out / .gout / .weight_after / .grad_weight /
+                             .grad_psw: F.embedding and F.embedding_bag (weight_after: max_norm's
+                             renormalization in place)
   sdpa.<case>.in0..in3 / .out0 / .gout / .grad0..2   F.scaled_dot_product_attention (float64):
                              query, key, value, mask (bool, floating, or an empty [0] for none),
                              output, upstream gradient, gradients of query, key and value
@@ -528,6 +531,62 @@ def seq2seq():
                {"src_mask": r(3, 3), "memory_mask": torch.ones(4, 3, dtype=torch.bool).triu(2)})
 
 
+def embedding_case(name, fn, weight, input, offsets=None, psw=None, **options):
+    """F.embedding / F.embedding_bag (fn) on a copy of `weight`: the weight before and after (max_norm
+    renormalizes in place), the inputs, the output, its upstream gradient, and the gradients."""
+    base = f"embed.{name}"
+    ref.put(f"{base}.weight", weight)
+    w = weight.clone().requires_grad_(True)
+    args = {}
+    if offsets is not None:
+        args["offsets"] = offsets
+        ref.put(f"{base}.offsets", offsets)
+    if psw is not None:
+        psw = psw.clone().requires_grad_(True)
+        args["per_sample_weights"] = psw
+    out = fn(input, w, **args, **options)
+    g = torch.linspace(-1.0, 1.0, out.numel()).reshape(out.shape)
+    (out * g).sum().backward()
+    ref.put(f"{base}.input", input)
+    ref.put(f"{base}.out", out)
+    ref.put(f"{base}.gout", g)
+    ref.put(f"{base}.weight_after", w.detach())
+    ref.put(f"{base}.grad_weight", w.grad)
+    if psw is not None:
+        ref.put(f"{base}.psw", psw.detach())
+        ref.put(f"{base}.grad_psw", psw.grad)
+
+
+def bag_mean_by_lookups(input, weight, offsets, max_norm=None, scale_grad_by_freq=False):
+    """F.embedding_bag(mode="mean") as F.embedding's lookups and a mean per bag. Under
+    scale_grad_by_freq, PyTorch 1.13's CPU embedding_bag divides some rows' gradients by another
+    index's count (pytorch/pytorch#190063, fixed upstream in 2026; its CUDA kernel was right);
+    F.embedding divides each by its own, the documented rule ember follows."""
+    rows = F.embedding(input, weight, max_norm=max_norm, scale_grad_by_freq=scale_grad_by_freq)
+    starts = offsets.tolist()
+    ends = starts[1:] + [len(input)]
+    return torch.stack([rows[s:e].mean(0) for s, e in zip(starts, ends)])
+
+
+def embeddings():
+    torch.manual_seed(2033)
+    long = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+    embedding_case("embedding_max_norm_freq_padding", F.embedding, r(10, 4) * 1.5,
+                   long([[1, 2, 4, 5], [4, 3, 2, 9], [4, 4, 1, 0]]), padding_idx=2, max_norm=1.5,
+                   scale_grad_by_freq=True)
+    embedding_case("embedding_l1_max_norm", F.embedding, r(6, 3), long([5, 0, 5, 3]), max_norm=1.0, norm_type=1.0)
+    embedding_case("bag_sum_offsets_weights", F.embedding_bag, r(10, 3), long([1, 2, 4, 5, 4, 3, 2, 9]),
+                   offsets=long([0, 3, 3, 6]), psw=r(8), mode="sum")
+    embedding_case("bag_mean_2d_padding", F.embedding_bag, r(7, 4), long([[0, 1, 2, 0], [0, 0, 0, 0], [6, 5, 5, 3]]),
+                   mode="mean", padding_idx=0)
+    embedding_case("bag_max_last_offset", F.embedding_bag, r(9, 5), long([3, 1, 7, 7, 2, 8, 0]),
+                   offsets=long([0, 2, 2, 5, 7]), mode="max", include_last_offset=True)
+    embedding_case("bag_max_padding", F.embedding_bag, r(6, 2), long([[1, 4, 2], [5, 5, 0], [2, 2, 2]]), mode="max",
+                   padding_idx=2)
+    embedding_case("bag_mean_max_norm_freq", bag_mean_by_lookups, r(8, 3) * 2, long([1, 1, 7, 2, 1, 6]),
+                   offsets=long([0, 4]), max_norm=1.0, scale_grad_by_freq=True)
+
+
 def main():
     ref.entries.clear()
     layers()
@@ -538,6 +597,7 @@ def main():
     rnns()
     transformers()
     seq2seq()
+    embeddings()
     ref.write("nn.bin")
 
 

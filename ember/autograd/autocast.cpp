@@ -56,6 +56,7 @@ std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> make_policies() {
                   OpId::acos,
                   OpId::sinh,
                   OpId::cosh,
+                  OpId::erfinv,
                   OpId::pow,
                   OpId::pow_scalar,
                   OpId::pow_scalar_base,
@@ -72,7 +73,9 @@ std::array<CastPolicy, static_cast<size_t>(OpId::kCount)> make_policies() {
                   OpId::prod,
                   OpId::norm,
                   OpId::var,
-                  OpId::std})
+                  OpId::std,
+                  OpId::cumsum,
+                  OpId::cumprod})
     p[static_cast<size_t>(op)] = CastPolicy::fp32;
   p[static_cast<size_t>(OpId::binary_cross_entropy)] = CastPolicy::refuse;
   return p;

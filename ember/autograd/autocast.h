@@ -5,8 +5,8 @@
 //   - lower precision (the autocast dtype, float16 or bfloat16): matmul, mm, bmm, addmm, linear,
 //     conv2d, conv_transpose2d — the ops that tensor cores and bf16 GEMMs speed up;
 //   - float32: ops whose range or accuracy needs it — exp, log, log1p, expm1, log2, log10, pow,
-//     reciprocal, rsqrt, tan, asin, acos, sinh, cosh, softplus, softmax, log_softmax, logsumexp,
-//     and the sum/mean/prod/norm/var/std reductions (so layer_norm, cross_entropy and the
+//     reciprocal, rsqrt, tan, asin, acos, sinh, cosh, erfinv, softplus, softmax, log_softmax,
+//     logsumexp, the cumsum/cumprod scans, and the sum/mean/prod/norm/var/std reductions (so layer_norm, cross_entropy and the
 //     losses, which nn::functional composes from these, compute in float32 too);
 //   - every other op runs in its inputs' dtypes; binary ops, where and cat already promote to
 //     the widest input type.

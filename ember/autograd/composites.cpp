@@ -260,6 +260,54 @@ std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims, bool unb
   return {ember::std(x, dims, unbiased, keepdim), mean(x, dims, keepdim)};
 }
 
+// median: a stable sort puts NaNs last in their order, so the slice's k-th sorted element is its
+// lower median, or, at n - (NaN count), its first NaN. The value is gathered from x at the chosen
+// index, so the gradient goes there. (A selection kernel would not sort the whole slice.)
+namespace {
+std::tuple<Tensor, Tensor> median_along(const Tensor& x, int64_t dim, bool keepdim, bool skip_nan, const char* op) {
+  EMBER_CHECK(x.defined(), op, ": the tensor is undefined");
+  const Tensor lines = x.dim() == 0 ? x.reshape({1}) : x;
+  const int64_t d = dim < 0 ? dim + lines.dim() : dim;
+  EMBER_CHECK(d >= 0 && d < lines.dim(), op, ": dim ", dim, " is out of range for a tensor of shape ",
+              shape_str(x.sizes()));
+  const int64_t n = lines.size(d);
+  EMBER_CHECK(n > 0, op, ": expected reduction dim ", d, " to have non-zero size, got shape ", shape_str(x.sizes()));
+  const Tensor order = std::get<1>(lines.sort(d));
+  const Tensor nans = lines.isnan().sum(Shape{d}, true);  // int64 [.., 1, ..]
+  // The lower median of the counted elements is at (count - 1) / 2 in the sorted slice. (A slice
+  // of NaNs only counts them all, as PyTorch's nanmedian does: its middle NaN.)
+  const Tensor all = full(nans.sizes(), n, TensorOptions(kInt64).device(x.device()));
+  const Tensor counted = skip_nan ? where(nans < n, n - nans, all) : all;
+  Tensor k = ((counted - 1).to(kFloat64) * 0.5).floor().to(kInt64);
+  if (!skip_nan) k = where(nans > 0, n - nans, k);  // the first NaN
+  const Tensor index = order.gather(d, k);
+  Tensor values = lines.gather(d, index), indices = index;
+  if (!keepdim || x.dim() == 0) {
+    values = values.squeeze(d);
+    indices = indices.squeeze(d);
+  }
+  return {values, indices};
+}
+
+Tensor median_all(const Tensor& x, bool skip_nan, const char* op) {
+  EMBER_CHECK(x.defined(), op, ": the tensor is undefined");
+  if (x.numel() == 0) {
+    EMBER_CHECK(is_floating(x.dtype()), op, ": the median of an empty ", dtype_name(x.dtype()), " tensor");
+    return full({}, std::numeric_limits<double>::quiet_NaN(), TensorOptions(x.dtype()).device(x.device()));
+  }
+  return std::get<0>(median_along(x.reshape({-1}), 0, false, skip_nan, op));
+}
+}  // namespace
+
+Tensor median(const Tensor& x) { return median_all(x, false, "median"); }
+std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
+  return median_along(x, dim, keepdim, false, "median");
+}
+Tensor nanmedian(const Tensor& x) { return median_all(x, true, "nanmedian"); }
+std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim) {
+  return median_along(x, dim, keepdim, true, "nanmedian");
+}
+
 // The 1-D convolution and pooling: the 2-D ops on [N, C, 1, L] with [1, k] windows.
 namespace {
 Tensor as_2d(const Tensor& x, const char* op) {
@@ -336,5 +384,13 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
 }
 Tensor Tensor::diag(int64_t diagonal) const { return ember::diag(*this, diagonal); }
 Tensor Tensor::trace() const { return ember::trace(*this); }
+Tensor Tensor::median() const { return ember::median(*this); }
+std::tuple<Tensor, Tensor> Tensor::median(int64_t dim, bool keepdim) const {
+  return ember::median(*this, dim, keepdim);
+}
+Tensor Tensor::nanmedian() const { return ember::nanmedian(*this); }
+std::tuple<Tensor, Tensor> Tensor::nanmedian(int64_t dim, bool keepdim) const {
+  return ember::nanmedian(*this, dim, keepdim);
+}
 
 }  // namespace ember

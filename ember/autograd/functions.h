@@ -104,6 +104,13 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, const Shape& dims = {}, boo
                                     bool keepdim = false);
 std::tuple<Tensor, Tensor> std_mean(const Tensor& x, const Shape& dims = {}, bool unbiased = true,
                                     bool keepdim = false);
+// The lower median (of two middle values, the smaller) of all elements, or along dim with its
+// index; NaN when the slice holds one (its first). nanmedian leaves the NaNs out (NaN only when
+// all are). The gradient goes to the chosen element, as PyTorch's.
+Tensor median(const Tensor& x);
+std::tuple<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor nanmedian(const Tensor& x);
+std::tuple<Tensor, Tensor> nanmedian(const Tensor& x, int64_t dim, bool keepdim = false);
 template <class I, detail::if_index<I> = 0>
 std::tuple<Tensor, Tensor> var_mean(const Tensor& x, I dim, bool unbiased = true, bool keepdim = false) {
   return var_mean(x, Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);

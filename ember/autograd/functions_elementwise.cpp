@@ -435,6 +435,11 @@ Tensor autograd::erf(const Tensor& x) {
     return d * ember::exp(-(v * v)) * 1.1283791670955126;  // 2 / ember::sqrt(pi)
   });
 }
+Tensor autograd::erfinv(const Tensor& x) {  // √π / 2 · exp(erfinv(x)²)
+  return unary("ErfinvBackward", native::erfinv, x, kOutput, [](const Tensor& d, const Tensor&, const Tensor& y) {
+    return d * ember::exp(y * y) * 0.88622692545275801;
+  });
+}
 Tensor autograd::gelu(const Tensor& x, const std::string& approximate) {
   EMBER_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
               approximate, "'");

@@ -126,6 +126,35 @@ Tensor autograd::cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype
   return out;
 }
 
+// cumprod: out_j = Π_{i≤j} x_i. Before the line's first zero z, d out_j / d x_k = out_j / x_k
+// (k ≤ j; out_j = 0 from z on), so the gradient is the reverse cumsum of g · out, divided by x.
+// At z it is Σ_{j≥z} g_j Π_{i≤j, i≠z} x_i: the reverse cumsum of g times the cumprod of x with x_z
+// set to 1. After z every output holds x_z = 0 as a factor: the gradient is 0. (PyTorch's
+// formula.) Its value is exact, but not its derivative at a zero: the gradient after z is 0 for
+// every x_z near 0 in the formula, x_z times a nonzero sum in truth. So a create_graph backward
+// through cumprod is refused (Note [Double backward]) rather than wrong at zeros.
+Tensor autograd::cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  Tensor out = forward([&] { return native::cumprod(x, dim, dtype); });
+  if (needs_grad(x) && out.is_floating_point()) {
+    const int64_t d = x.dim() == 0 ? 0 : wrap_dim(dim, x.dim(), "cumprod");
+    record_fn("CumprodBackward", {&x}, {&out},
+              [d, xd = x.dtype(), sx = SavedTensor(x), so = SavedTensor::output(out)](std::vector<Tensor>& g) {
+                const Tensor v = sx.unpack("cumprod"), y = so.unpack("cumprod");
+                if (v.dim() == 0) return std::vector<Tensor>{g[0].to(xd)};
+                const auto reverse_cumsum = [d](const Tensor& t) { return t.flip({d}).cumsum(d).flip({d}); };
+                const Tensor is_zero = v == 0.0;
+                const Tensor zeros_so_far = is_zero.cumsum(d);
+                const Tensor before = zeros_so_far == 0;
+                const Tensor first_zero = logical_and(is_zero, zeros_so_far == 1);
+                const Tensor a = ember::where(before, reverse_cumsum(g[0] * y) / ember::where(before, v, 1.0), 0.0);
+                const Tensor b = ember::where(
+                    first_zero, reverse_cumsum(g[0] * ember::where(first_zero, 1.0, v).cumprod(d, y.dtype())), 0.0);
+                return std::vector<Tensor>{(a + b).to(xd)};
+              });
+  }
+  return out;
+}
+
 namespace {
 // sort and topk: each output value is one input element (indices says which), so the gradient
 // goes back to it; the others get zero.

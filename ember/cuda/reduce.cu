@@ -266,16 +266,20 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& in, const Tensor& out, const
 // ---- scans and sorting along one dim: x [outer, D, inner] contiguous (tensor/cpu/sort.cpp) ----
 namespace {
 
-// One thread per line, serially along D, accumulated as the reductions are (float for float).
-template <class T>
-__global__ void cumsum_kernel(const T* x, T* out, int64_t outer, int64_t D, int64_t inner, bool reverse) {
+// One thread per line, serially along D, accumulated as the reductions are (float for float);
+// sums or (kProduct) products.
+template <class T, bool kProduct>
+__global__ void scan_kernel(const T* x, T* out, int64_t outer, int64_t D, int64_t inner, bool reverse) {
   for (int64_t line = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; line < outer * inner;
        line += int64_t{gridDim.x} * blockDim.x) {
     const int64_t base = (line / inner) * D * inner + line % inner;
-    acc_t<T> acc = 0;
+    acc_t<T> acc = kProduct ? 1 : 0;
     for (int64_t j = 0; j < D; ++j) {
       const int64_t at = base + (reverse ? D - 1 - j : j) * inner;
-      acc = SumOp<T>::combine(acc, convert<acc_t<T>>(x[at]));
+      if constexpr (kProduct)
+        acc = ProdOp<T>::combine(acc, convert<acc_t<T>>(x[at]));
+      else
+        acc = SumOp<T>::combine(acc, convert<acc_t<T>>(x[at]));
       out[at] = convert<T>(acc);
     }
   }
@@ -344,9 +348,22 @@ void CudaBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tenso
   const int64_t lines = s.outer * s.inner;
   if (lines == 0 || s.size == 0) return;
   EMBER_CUDA_DISPATCH_ALL(x.dtype(), "cumsum", [&] {
-    cumsum_kernel<scalar_t><<<grid_for(lines), kBlock, 0, stream_of(x)>>>(static_cast<const scalar_t*>(x.data_ptr()),
-                                                                          static_cast<scalar_t*>(out.data_ptr()),
-                                                                          s.outer, s.size, s.inner, reverse);
+    scan_kernel<scalar_t, false><<<grid_for(lines), kBlock, 0, stream_of(x)>>>(
+        static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(out.data_ptr()), s.outer, s.size, s.inner,
+        reverse);
+  });
+  EMBER_KERNEL_CHECK();
+}
+
+void CudaBackend::cumprod(const Tensor& x, int64_t dim, const Tensor& out) {
+  DeviceGuard guard(x.device().index);
+  const DimSplit s = split_at(x, dim);
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0 || s.size == 0) return;
+  EMBER_CUDA_DISPATCH_ALL(x.dtype(), "cumprod", [&] {
+    scan_kernel<scalar_t, true><<<grid_for(lines), kBlock, 0, stream_of(x)>>>(
+        static_cast<const scalar_t*>(x.data_ptr()), static_cast<scalar_t*>(out.data_ptr()), s.outer, s.size, s.inner,
+        false);
   });
   EMBER_KERNEL_CHECK();
 }

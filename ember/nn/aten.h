@@ -25,6 +25,7 @@ std::string reduction_name(int64_t reduction, const char* op);
 inline constexpr const char* kNone = "none";
 inline constexpr const char* kMean = "mean";
 inline constexpr const char* kSum = "sum";
+inline constexpr const char* kMax = "max";  // EmbeddingBag's mode
 inline constexpr const char* kNearest = "nearest";
 inline constexpr const char* kBilinear = "bilinear";
 inline constexpr const char* kConstant = "constant";  // F::pad's modes
@@ -73,7 +74,6 @@ using ::ember::conv1d;
 using ::ember::conv2d;
 using ::ember::conv_transpose2d;
 using ::ember::elu;
-using ::ember::embedding;
 using ::ember::gelu;
 using ::ember::leaky_relu;
 using ::ember::linear;

@@ -8,6 +8,7 @@
 #include "ember/nn/modules/activation.h"
 #include "ember/nn/modules/attention.h"
 #include "ember/nn/modules/container.h"
+#include "ember/nn/modules/embedding.h"
 #include "ember/nn/modules/conv_pool.h"
 #include "ember/nn/modules/linear.h"
 #include "ember/nn/modules/loss.h"

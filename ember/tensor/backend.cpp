@@ -88,6 +88,7 @@ void Backend::index_select(const Tensor&, int64_t, const Tensor&, const Tensor&)
 void Backend::gather(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter_add"); }
 void Backend::cumsum(const Tensor&, int64_t, bool, const Tensor&) { unsupported("cumsum"); }
+void Backend::cumprod(const Tensor&, int64_t, const Tensor&) { unsupported("cumprod"); }
 void Backend::sort(const Tensor&, int64_t, bool, const Tensor&, const Tensor&) { unsupported("sort"); }
 void Backend::scatter(const Tensor&, int64_t, const Tensor&, const Tensor&) { unsupported("scatter"); }
 void Backend::random_uniform(const Tensor&, double, double, uint64_t, uint64_t) { unsupported("random_uniform"); }

@@ -150,6 +150,8 @@ class Backend {
   // out[.., i, ..] = x[.., 0, ..] + ... + x[.., i, ..] (reverse: x[.., i, ..] + ... + x[.., D - 1, ..]),
   // accumulated as acc_t<T> on the CPU (PyTorch's: double for float)
   virtual void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out);
+  // out = running products of x along dim, as cumsum (integers wrap)
+  virtual void cumprod(const Tensor& x, int64_t dim, const Tensor& out);
   // values, indices (int64) [.., K, ..], K <= D: the first K of each line of x in ascending (or
   // descending) order, ties in index order (stable), NaN above every number
   virtual void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices);
@@ -305,6 +307,7 @@ class Backend {
   void random_bernoulli(const Tensor& out, double p, double value, uint64_t seed, uint64_t offset) override;           \
   void reduce(ReduceOp op, const Tensor& in, const Tensor& out, const Tensor& indices) override;                       \
   void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) override;                                 \
+  void cumprod(const Tensor& x, int64_t dim, const Tensor& out) override;                                              \
   void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) override;      \
   void softmax(const Tensor& in, const Tensor& out, int64_t dim, bool log) override;                                   \
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,            \

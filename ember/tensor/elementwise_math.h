@@ -59,6 +59,7 @@ enum class UnaryOp : int8_t {
   square,
   reciprocal,
   erf,
+  erfinv,
   clamp,
   softplus,    // p0 = beta, p1 = threshold
   leaky_relu,  // p0 = negative_slope
@@ -251,6 +252,59 @@ template <class M>
 struct Erf {
   EMBER_HOST_DEVICE M operator()(M x) const { return std::erf(x); }
 };
+// erf⁻¹(y): Giles' polynomial approximation ("Approximating the erfinv function", 2010; a few
+// float ulps for float's range) for |y|, then Newton steps in double until they stop moving x
+// (two from inside float's range; more past it, where the polynomial extrapolates). From 0.5 on
+// a step solves log erfc(x) = log(1 - |y|) instead: 1 - |y| is exact there, where erf(x) - |y|
+// would be all rounding, and the logarithm of the steep tail is nearly a parabola.
+template <class M>
+struct Erfinv {
+  EMBER_HOST_DEVICE M operator()(M y) const {
+    const double v = std::fabs(static_cast<double>(y));
+    if (!(v < 1.0)) {  // NaN, or outside the open interval
+      if (v == 1.0) return static_cast<M>(std::copysign(std::numeric_limits<double>::infinity(), double(y)));
+      return static_cast<M>(std::numeric_limits<double>::quiet_NaN());
+    }
+    double w = -std::log((1.0 - v) * (1.0 + v)), p;
+    if (w < 5.0) {
+      w -= 2.5;
+      p = 2.81022636e-08;
+      p = 3.43273939e-07 + p * w;
+      p = -3.5233877e-06 + p * w;
+      p = -4.39150654e-06 + p * w;
+      p = 0.00021858087 + p * w;
+      p = -0.00125372503 + p * w;
+      p = -0.00417768164 + p * w;
+      p = 0.246640727 + p * w;
+      p = 1.50140941 + p * w;
+    } else {
+      w = std::sqrt(w) - 3.0;
+      p = -0.000200214257;
+      p = 0.000100950558 + p * w;
+      p = 0.00134934322 + p * w;
+      p = -0.00367342844 + p * w;
+      p = 0.00573950773 + p * w;
+      p = -0.0076224613 + p * w;
+      p = 0.00943887047 + p * w;
+      p = 1.00167406 + p * w;
+      p = 2.83297682 + p * w;
+    }
+    double x = p * v;
+    for (int step = 0; step < 8; ++step) {                         // x -= (erf(x) - v) / erf'(x)
+      const double slope = 1.1283791670955126 * std::exp(-x * x);  // erf'(x)
+      double dx;
+      if (v < 0.5) {
+        dx = (std::erf(x) - v) / slope;
+      } else {
+        const double tail = std::erfc(x);
+        dx = (std::log(1.0 - v) - std::log(tail)) * tail / slope;
+      }
+      x -= dx;
+      if (std::fabs(dx) <= 1e-16 * std::fabs(x)) break;
+    }
+    return static_cast<M>(std::copysign(x, double(y)));
+  }
+};
 template <class M>
 struct Softplus {
   M beta, threshold;
@@ -377,6 +431,8 @@ EMBER_HOST_DEVICE decltype(auto) visit_unary(UnaryOp op, double p0, double p1, F
         return f(Reciprocal<M>{});
       case UnaryOp::erf:
         return f(Erf<M>{});
+      case UnaryOp::erfinv:
+        return f(Erfinv<M>{});
       case UnaryOp::softplus:
         return f(Softplus<M>{M(p0), M(p1)});
       case UnaryOp::leaky_relu:

@@ -275,6 +275,10 @@ class Tensor {
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
   Tensor diag(int64_t diagonal = 0) const;
   Tensor trace() const;
+  Tensor median() const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor nanmedian() const;
+  std::tuple<Tensor, Tensor> nanmedian(int64_t dim, bool keepdim = false) const;
   // New tensors with this one's dtype and device.
   Tensor new_zeros(const Shape& sizes) const;
   Tensor new_ones(const Shape& sizes) const;

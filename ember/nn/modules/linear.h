@@ -1,8 +1,8 @@
 #pragma once
-// Linear and Embedding: the layers that own a weight matrix.
-#include <optional>
+// Linear: y = x Wᵀ + b. (Embedding, the other layer that owns a weight matrix, is in embedding.h.)
 
 #include "ember/nn/module.h"
+#include "ember/nn/modules/embedding.h"  // (Embedding lived here)
 #include "ember/tensor/arg.h"
 
 namespace ember::nn {
@@ -27,26 +27,5 @@ class LinearImpl : public Module {
   Tensor weight, bias;
 };
 EMBER_MODULE(Linear);
-
-struct EmbeddingOptions {
-  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
-      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
-  int64_t num_embeddings_, embedding_dim_;
-  EMBER_ARG(std::optional<int64_t>, padding_idx);
-};
-
-// A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1). Rows at padding_idx start
-// at zero and receive no gradient from this layer.
-class EmbeddingImpl : public Module {
- public:
-  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim);
-  explicit EmbeddingImpl(const EmbeddingOptions& options);
-  Tensor forward(const Tensor& indices) override;  // any integer shape S -> S + [embedding_dim]
-  void pretty_print(std::ostream& os) const override;
-
-  EmbeddingOptions options;
-  Tensor weight;
-};
-EMBER_MODULE(Embedding);
 
 }  // namespace ember::nn

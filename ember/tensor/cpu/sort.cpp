@@ -1,4 +1,4 @@
-// Scans and sorting along one dim: cumsum and sort (topk and argsort are sort's, in
+// Scans and sorting along one dim: cumsum, cumprod and sort (topk and argsort are sort's, in
 // tensor/ops/sort.cpp). A contiguous tensor is [outer, D, inner]; each of its outer * inner
 // lines runs on one thread.
 #include <algorithm>
@@ -51,6 +51,27 @@ void CpuBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor
           acc = static_cast<A>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(static_cast<A>(in[at])));
         else
           acc = acc + static_cast<A>(in[at]);
+        o[at] = static_cast<scalar_t>(acc);
+      }
+    });
+  });
+}
+
+// out [outer, D, inner] = running products of x along D, in acc_t as cumsum
+void CpuBackend::cumprod(const Tensor& x, int64_t dim, const Tensor& out) {
+  const DimSplit s = split_at(x, dim);
+  EMBER_DISPATCH_ALL(x.dtype(), "cumprod", [&] {
+    using A = acc_t<scalar_t>;
+    const auto* in = static_cast<const scalar_t*>(x.data_ptr());
+    auto* o = static_cast<scalar_t*>(out.data_ptr());
+    for_each_line(s, [&](int64_t base) {
+      A acc = A(1);
+      for (int64_t j = 0; j < s.size; ++j) {
+        const int64_t at = base + j * s.inner;
+        if constexpr (std::is_integral_v<A>)  // integers wrap, as PyTorch's do (signed overflow is UB)
+          acc = static_cast<A>(static_cast<uint64_t>(acc) * static_cast<uint64_t>(static_cast<A>(in[at])));
+        else
+          acc = acc * static_cast<A>(in[at]);
         o[at] = static_cast<scalar_t>(acc);
       }
     });

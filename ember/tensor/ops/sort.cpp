@@ -1,5 +1,5 @@
-// Scans and sorting along one dim: cumsum, sort, argsort, topk. Checks, shapes and dtypes, then
-// the back end's cumsum or sort kernel on a contiguous copy ([outer, D, inner]).
+// Scans and sorting along one dim: cumsum, cumprod, sort, argsort, topk. Checks, shapes and dtypes, then
+// the back end's cumsum, cumprod or sort kernel on a contiguous copy ([outer, D, inner]).
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
@@ -9,23 +9,32 @@ namespace {
 Tensor lines_of(const Tensor& x) { return contiguous(x.dim() == 0 ? reshape(x, {1}) : x); }
 Tensor shaped_like(const Tensor& out, const Tensor& x) { return x.dim() == 0 ? reshape(out, {}) : out; }
 
-Tensor running_sums(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse, const char* op) {
+// cumsum's and cumprod's shared half: the dtype rule and the [outer, D, inner] copy.
+Tensor scan(const Tensor& x, int64_t dim, std::optional<DType> dtype, bool reverse, bool product, const char* op) {
   ops::check_defined(x, op);
   dim = wrap_dim(dim, x.dim(), op);
   const DType out_dtype = dtype ? *dtype : (is_floating(x.dtype()) ? x.dtype() : kInt64);
   EMBER_CHECK(out_dtype != kBool, op, ": cannot accumulate in bool; give an integer or floating dtype");
   const Tensor src = lines_of(to(x, out_dtype));
   Tensor out = ops::empty_on(src.sizes(), out_dtype, x.device());
-  if (out.numel() > 0) backend(x.device()).cumsum(src, dim, reverse, out);
+  if (out.numel() > 0) {
+    if (product)
+      backend(x.device()).cumprod(src, dim, out);
+    else
+      backend(x.device()).cumsum(src, dim, reverse, out);
+  }
   return shaped_like(out, x);
 }
 
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  return running_sums(x, dim, dtype, false, "cumsum");
+  return scan(x, dim, dtype, false, false, "cumsum");
 }
-Tensor cumsum_reverse(const Tensor& x, int64_t dim) { return running_sums(x, dim, x.dtype(), true, "cumsum"); }
+Tensor cumsum_reverse(const Tensor& x, int64_t dim) { return scan(x, dim, x.dtype(), true, false, "cumsum"); }
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return scan(x, dim, dtype, false, true, "cumprod");
+}
 
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
   ops::check_defined(x, "sort");
