@@ -198,6 +198,15 @@ Tensor starting_weight(const Tensor& given, int64_t rows, int64_t dim, const cha
   return given.detach();
 }
 
+// N(0, 1) rows, the padding row zero: both tables' reset_parameters.
+void reset_table(Tensor& weight, const std::optional<int64_t>& padding) {
+  init::normal_(weight);
+  if (padding) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding).zero_();
+  }
+}
+
 void print_table_options(std::ostream& os, const std::optional<double>& max_norm, double norm_type,
                          bool scale_grad_by_freq) {
   if (max_norm) os << ", max_norm=" << *max_norm;
@@ -220,13 +229,7 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o) : Module("Embedding"), o
   if (!o._weight_.defined()) reset_parameters();
 }
 
-void EmbeddingImpl::reset_parameters() {
-  init::normal_(weight);
-  if (options.padding_idx_) {
-    NoGradGuard no_grad;
-    weight.select(0, *options.padding_idx_).zero_();
-  }
-}
+void EmbeddingImpl::reset_parameters() { reset_table(weight, options.padding_idx_); }
 
 Tensor EmbeddingImpl::forward(const Tensor& indices) {
   return functional::embedding(indices, weight,
@@ -275,13 +278,7 @@ EmbeddingBagImpl::EmbeddingBagImpl(const EmbeddingBagOptions& o) : Module("Embed
   if (!o._weight_.defined()) reset_parameters();
 }
 
-void EmbeddingBagImpl::reset_parameters() {
-  init::normal_(weight);
-  if (options.padding_idx_) {
-    NoGradGuard no_grad;
-    weight.select(0, *options.padding_idx_).zero_();
-  }
-}
+void EmbeddingBagImpl::reset_parameters() { reset_table(weight, options.padding_idx_); }
 
 Tensor EmbeddingBagImpl::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
   return functional::embedding_bag(input, weight,
