@@ -283,9 +283,8 @@ std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops();
 // error naming the op. Never a silently wrong value.
 bool double_backward_planned(const std::string& name) {
   for (const char* prefix :
-       {"prod",         "max_dim",  "min_dim",          "slice_select", "cat",     "stack",    "split",
-        "index_select", "gather",   "scatter_add",      "embedding",    "tril",    "max_pool", "conv2d",
-        "avg_pool",     "adaptive", "conv_transpose2d", "interpolate",  "cumprod", "median"})
+       {"prod", "max_dim", "min_dim", "slice_select", "split", "index_select", "gather", "scatter_add", "embedding",
+        "max_pool", "conv2d", "avg_pool", "adaptive", "conv_transpose2d", "interpolate", "cumprod", "median"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

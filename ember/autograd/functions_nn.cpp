@@ -409,18 +409,28 @@ Tensor autograd::embedding(const Tensor& weight, const Tensor& indices) {
 }
 
 namespace {
-// tril/triu keep a triangle; their gradient is the same triangle of the output gradient.
-Tensor triangle(const char* name, Tensor (*native_fn)(const Tensor&, int64_t), const Tensor& x, int64_t diagonal) {
+// tril/triu keep a triangle; their gradient is the same triangle of the output gradient
+// (recorded in a create_graph backward).
+using TriangleFn = Tensor (*)(const Tensor&, int64_t);
+Tensor triangle(const char* name, TriangleFn native_fn, TriangleFn public_fn, const Tensor& x, int64_t diagonal) {
   Tensor out = forward([&] { return native_fn(x, diagonal); });
   if (needs_grad(x))
-    record_fn(name, {&x}, {&out},
-              [native_fn, diagonal](std::vector<Tensor>& g) { return std::vector<Tensor>{native_fn(g[0], diagonal)}; });
+    record_fn(
+        name, {&x}, {&out},
+        [native_fn, public_fn, diagonal](std::vector<Tensor>& g) {
+          return std::vector<Tensor>{building_graph() ? public_fn(g[0], diagonal) : native_fn(g[0], diagonal)};
+        },
+        kDifferentiable);
   return out;
 }
 }  // namespace
 
-Tensor autograd::tril(const Tensor& x, int64_t diagonal) { return triangle("TrilBackward", native::tril, x, diagonal); }
-Tensor autograd::triu(const Tensor& x, int64_t diagonal) { return triangle("TriuBackward", native::triu, x, diagonal); }
+Tensor autograd::tril(const Tensor& x, int64_t diagonal) {
+  return triangle("TrilBackward", native::tril, static_cast<TriangleFn>(ember::tril), x, diagonal);
+}
+Tensor autograd::triu(const Tensor& x, int64_t diagonal) {
+  return triangle("TriuBackward", native::triu, static_cast<TriangleFn>(ember::triu), x, diagonal);
+}
 
 }  // namespace ember
 

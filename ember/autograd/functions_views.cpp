@@ -182,19 +182,26 @@ Tensor autograd::cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<Like> likes;
     for (const Tensor& t : tensors) likes.emplace_back(t);
     const int64_t d = wrap_dim(dim, out.dim(), "cat");
-    auto node = std::make_shared<FunctionNode>("CatBackward", [likes, d](std::vector<Tensor>& g) {
-      std::vector<Tensor> grads;
-      int64_t offset = 0;
-      for (const Like& l : likes) {
-        if (l.sizes.size() == 1 && l.sizes[0] == 0) {  // skipped legacy empty tensor
-          grads.push_back(l.zeros());
-          continue;
-        }
-        grads.push_back(native::narrow(g[0], d, offset, l.sizes[static_cast<size_t>(d)]).to(l.dtype));
-        offset += l.sizes[static_cast<size_t>(d)];
-      }
-      return grads;
-    });
+    // Each input's gradient is its slice of the output's (recorded in a create_graph backward).
+    auto node = std::make_shared<FunctionNode>(
+        "CatBackward",
+        [likes, d](std::vector<Tensor>& g) {
+          std::vector<Tensor> grads;
+          int64_t offset = 0;
+          for (const Like& l : likes) {
+            if (l.sizes.size() == 1 && l.sizes[0] == 0) {  // skipped legacy empty tensor
+              grads.push_back(l.zeros());
+              continue;
+            }
+            const int64_t length = l.sizes[static_cast<size_t>(d)];
+            const Tensor part =
+                building_graph() ? ember::narrow(g[0], d, offset, length) : native::narrow(g[0], d, offset, length);
+            grads.push_back(part.to(l.dtype));
+            offset += length;
+          }
+          return grads;
+        },
+        kDifferentiable);
     autograd::record(node, inputs, {&out});
   }
   return out;
