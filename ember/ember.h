@@ -45,6 +45,7 @@
 #include "ember/autograd/functions.h"
 #include "ember/autograd/grad_mode.h"
 #include "ember/autograd/gradcheck.h"
+#include "ember/autograd/linalg.h"
 #include "ember/autograd/node.h"
 #include "ember/autograd/profiler.h"
 #include "ember/cuda/cuda.h"

@@ -256,6 +256,43 @@ std::vector<Case> cases() {
       {"cumprod", [](X x) { return x[0].cumprod(1); }, {{3, 5}}},
       {"cumprod_last_dim_of_3d", [](X x) { return cumprod(x[0], -1); }, {{2, 3, 4}}},
       {"median_dim", [](X x) { return std::get<0>(x[0].median(0, true)); }, {{5, 3}}},
+      // torch::linalg (each input made well-posed inside the function: SPD, symmetric)
+      {"linalg_solve", [](X x) { return linalg::solve(x[0] + 3.0 * eye(3, -1, kFloat64), x[1]); }, {{3, 3}, {2, 3, 2}}},
+      {"linalg_solve_vector",
+       [](X x) { return linalg::solve(x[0] + 3.0 * eye(3, -1, kFloat64), x[1]); },
+       {{2, 3, 3}, {2, 3}}},
+      {"linalg_solve_right",
+       [](X x) { return linalg::solve(x[0] + 3.0 * eye(3, -1, kFloat64), x[1], /*left=*/false); },
+       {{2, 3, 3}, {4, 3}}},
+      {"linalg_inv", [](X x) { return linalg::inv(x[0].t() + 3.0 * eye(4, -1, kFloat64)); }, {{4, 4}}},
+      {"linalg_det", [](X x) { return linalg::det(x[0]); }, {{2, 3, 3}}},
+      {"linalg_slogdet", [](X x) { return std::get<1>(linalg::slogdet(x[0])); }, {{2, 3, 3}}},
+      {"linalg_cholesky",
+       [](X x) { return linalg::cholesky(matmul(x[0], x[0].transpose(-2, -1)) + 2.0 * eye(3, -1, kFloat64)); },
+       {{2, 3, 3}}},
+      {"linalg_cholesky_upper",
+       [](X x) { return linalg::cholesky(matmul(x[0], x[0].t()) + 2.0 * eye(4, -1, kFloat64), true); },
+       {{4, 4}}},
+      {"linalg_solve_triangular",
+       [](X x) { return linalg::solve_triangular(x[0] + 3.0 * eye(3, -1, kFloat64), x[1], /*upper=*/true); },
+       {{3, 3}, {3, 2}}},
+      {"linalg_solve_triangular_right_unit",
+       [](X x) {
+         return linalg::solve_triangular(x[0], x[1], /*upper=*/false, /*left=*/false, /*unitriangular=*/true);
+       },
+       {{2, 3, 3}, {4, 3}}},
+      {"linalg_eigh",
+       [](X x) {
+         auto [w, v] = linalg::eigh(x[0] + x[0].t());
+         return cat({w, (v * v).reshape({-1})});  // squares: the vectors' signs are arbitrary
+       },
+       {{4, 4}}},
+      {"linalg_eigvalsh_upper", [](X x) { return linalg::eigvalsh(x[0] + x[0].transpose(-2, -1), "U"); }, {{2, 3, 3}}},
+      {"linalg_matrix_power",
+       [](X x) { return linalg::matrix_power(x[0] + 3.0 * eye(3, -1, kFloat64), -3); },
+       {{3, 3}}},
+      {"linalg_vector_norm", [](X x) { return linalg::vector_norm(x[0], 3.5, Shape{1}); }, {{3, 4}}},
+      {"linalg_matrix_norm", [](X x) { return linalg::matrix_norm(x[0], -1.0); }, {{2, 3, 4}}},
   };
 }
 

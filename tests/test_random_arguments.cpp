@@ -257,6 +257,44 @@ Calls calls() {
         (void)t.erfinv();
     }
   });
+  op("linalg", [](Draw& d) {
+    // square float batches often enough to reach the kernels; anything else otherwise
+    auto matrix = [&d]() {
+      if (d.coin()) return d.tensor();
+      const int64_t n = d.below(5);
+      Tensor m = randn({d.below(3), n, n}, d.coin() ? kFloat64 : kFloat32);
+      return d.coin() ? m.transpose(-2, -1) : m;
+    };
+    const Tensor a = matrix(), b = d.coin() ? matrix() : d.tensor();
+    switch (d.below(9)) {
+      case 0:
+        (void)linalg::solve(a, b, d.coin());
+        break;
+      case 1:
+        (void)linalg::inv(a), (void)linalg::det(a), (void)linalg::slogdet(a), (void)logdet(a);
+        break;
+      case 2:
+        (void)linalg::cholesky_ex(a, d.coin(), d.coin());
+        break;
+      case 3:
+        (void)linalg::solve_triangular(a, b, d.coin(), d.coin(), d.coin());
+        break;
+      case 4:
+        (void)linalg::eigh(a, d.coin() ? "L" : (d.coin() ? "U" : "X"));
+        break;
+      case 5:
+        (void)linalg::matrix_power(a, d.integer() % 5);
+        break;
+      case 6:
+        (void)linalg::vector_norm(a, d.real(), d.coin() ? std::optional<Shape>(d.dims()) : std::nullopt, d.coin());
+        break;
+      case 7:
+        (void)linalg::matrix_norm(a, d.real(), d.dims(), d.coin());
+        break;
+      default:
+        (void)linalg::norm(a, d.coin() ? "fro" : "nuc", d.coin() ? std::optional<Shape>(d.dims()) : std::nullopt);
+    }
+  });
   op("argsort", [](Draw& d) { (void)d.tensor().argsort(d.integer(), d.coin()); });
   op("topk", [](Draw& d) { (void)d.tensor().topk(d.integer(), d.integer(), d.coin()); });
   // LibTorch's composites (autograd/composites.cpp) and the rounding ops

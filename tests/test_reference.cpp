@@ -355,6 +355,82 @@ const std::map<std::string, CaseFn>& cases() {
       {"nanmedian_dim", [](const Inputs& x) { auto [v, i] = nanmedian(x[0], 1); return Outputs{v, i}; }},
       {"nanmedian_all", one([](const Inputs& x) { return x[0].nanmedian(); })},
       {"median_int", [](const Inputs& x) { auto [v, i] = x[0].median(0); return Outputs{v, i}; }},
+      // torch::linalg (eigenvectors with their first row made positive, as the script does)
+      {"linalg_solve", one([](const Inputs& x) { return linalg::solve(x[0], x[1]); })},
+      {"linalg_solve64", one([](const Inputs& x) { return linalg::solve(x[0], x[1]); })},
+      {"linalg_solve_broadcast", one([](const Inputs& x) { return linalg::solve(x[0], x[1]); })},
+      {"linalg_solve_vector", one([](const Inputs& x) { return linalg::solve(x[0], x[1]); })},
+      {"linalg_solve_right", one([](const Inputs& x) { return linalg::solve(x[0], x[1], /*left=*/false); })},
+      {"linalg_inv", one([](const Inputs& x) { return linalg::inv(x[0]); })},
+      {"linalg_inv64", one([](const Inputs& x) { return inverse(x[0]); })},
+      {"linalg_det", one([](const Inputs& x) { return linalg::det(x[0]); })},
+      {"linalg_det64", one([](const Inputs& x) { return det(x[0]); })},
+      {"linalg_slogdet", [](const Inputs& x) { auto [s, l] = linalg::slogdet(x[0]); return Outputs{s, l}; }},
+      {"logdet", one([](const Inputs& x) { return logdet(x[0]); })},
+      {"linalg_cholesky", one([](const Inputs& x) { return linalg::cholesky(x[0]); })},
+      {"linalg_cholesky_upper64", one([](const Inputs& x) { return linalg::cholesky(x[0], /*upper=*/true); })},
+      {"linalg_cholesky_ex", [](const Inputs& x) { auto [l, info] = linalg::cholesky_ex(x[0]); return Outputs{l, info}; }},
+      {"linalg_solve_triangular_upper",
+       one([](const Inputs& x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/true); })},
+      {"linalg_solve_triangular_lower_unit",
+       one([](const Inputs& x) {
+         return linalg::solve_triangular(x[0], x[1], /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+       })},
+      {"linalg_solve_triangular_right",
+       one([](const Inputs& x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/true, /*left=*/false); })},
+      {"linalg_solve_triangular64",
+       one([](const Inputs& x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/false); })},
+      {"linalg_eigh",
+       [](const Inputs& x) {
+         auto [w, v] = linalg::eigh(x[0]);
+         return Outputs{w, v * v.narrow(-2, 0, 1).sign()};
+       }},
+      {"linalg_eigh_upper64",
+       [](const Inputs& x) {
+         auto [w, v] = linalg::eigh(x[0], "U");
+         return Outputs{w, v * v.narrow(-2, 0, 1).sign()};
+       }},
+      {"linalg_eigvalsh", one([](const Inputs& x) { return linalg::eigvalsh(x[0]); })},
+      {"linalg_matrix_power",
+       [](const Inputs& x) {
+         return Outputs{linalg::matrix_power(x[0], 3), linalg::matrix_power(x[0], 0), linalg::matrix_power(x[0], 1)};
+       }},
+      {"linalg_matrix_power_negative", one([](const Inputs& x) { return linalg::matrix_power(x[0], -2); })},
+      {"linalg_vector_norm",
+       [](const Inputs& x) {
+         const double inf = std::numeric_limits<double>::infinity();
+         using linalg::vector_norm;
+         return Outputs{vector_norm(x[0]),
+                        vector_norm(x[0], 1, Shape{1}),
+                        vector_norm(x[0], inf, Shape{0}),
+                        vector_norm(x[0], -inf, Shape{1}, /*keepdim=*/true),
+                        vector_norm(x[0], 0, Shape{1}),
+                        vector_norm(x[0], 3.5, Shape{0, 1}),
+                        vector_norm(x[0].narrow(1, 0, 6), -1.5, Shape{1}),
+                        vector_norm(x[0], 2, Shape{1}, false, kFloat64)};
+       }},
+      {"linalg_matrix_norm",
+       [](const Inputs& x) {
+         const double inf = std::numeric_limits<double>::infinity();
+         using linalg::matrix_norm;
+         return Outputs{matrix_norm(x[0]),
+                        matrix_norm(x[0], 1),
+                        matrix_norm(x[0], -1),
+                        matrix_norm(x[0], inf),
+                        matrix_norm(x[0], -inf, {-2, -1}, /*keepdim=*/true),
+                        matrix_norm(x[0], "fro", {0, 2}),
+                        matrix_norm(x[0], 1, {2, 0})};
+       }},
+      {"linalg_norm",
+       [](const Inputs& x) {
+         const double inf = std::numeric_limits<double>::infinity();
+         return Outputs{linalg::norm(x[0]),
+                        linalg::norm(x[0], inf),
+                        linalg::norm(x[0][0], 1),
+                        linalg::norm(x[0], "fro"),
+                        linalg::norm(x[0], 3, Shape{1}),
+                        linalg::norm(x[0], -1, Shape{1, 0}, /*keepdim=*/true)};
+       }},
   };
   static bool unary_added = [] {
     // Every EMBER_UNARY op of ops.def (with its default parameters), and the other unary ops.

@@ -1,6 +1,7 @@
 // Gradients against PyTorch's: tests/reference/grads.bin holds, per case, the inputs, the
 // output, an upstream gradient and PyTorch's gradients (tools/gen_reference.py).
 #include <functional>
+#include <limits>
 
 #include "helpers.h"
 
@@ -179,6 +180,34 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"cumprod_zeros", [](X x) { return cumprod(x[0], 1); }},
       {"median_dim", [](X x) { return std::get<0>(median(x[0], 1)); }},
       {"nanmedian_all", [](X x) { return nanmedian(x[0]); }},
+      // torch::linalg
+      {"linalg_solve", [](X x) { return linalg::solve(x[0], x[1]); }},
+      {"linalg_solve_vector", [](X x) { return linalg::solve(x[0], x[1]); }},
+      {"linalg_solve_right", [](X x) { return linalg::solve(x[0], x[1], /*left=*/false); }},
+      {"linalg_inv", [](X x) { return linalg::inv(x[0]); }},
+      {"linalg_det", [](X x) { return linalg::det(x[0]); }},
+      {"linalg_logabsdet", [](X x) { return std::get<1>(linalg::slogdet(x[0])); }},
+      {"linalg_cholesky",
+       [](X x) {
+         return linalg::cholesky(matmul(x[0], x[0].transpose(-2, -1)) + 2.0 * eye(3, -1, TensorOptions().dtype(x[0].dtype()).device(x[0].device())));
+       }},
+      {"linalg_cholesky_upper",
+       [](X x) {
+         return linalg::cholesky(matmul(x[0], x[0].transpose(-2, -1)) + 2.0 * eye(4, -1, TensorOptions().dtype(x[0].dtype()).device(x[0].device())), true);
+       }},
+      {"linalg_solve_triangular", [](X x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/true); }},
+      {"linalg_solve_triangular_right_unit",
+       [](X x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/false, /*left=*/false, true); }},
+      {"linalg_eigh",
+       [](X x) {
+         auto [w, v] = linalg::eigh(x[0] + x[0].transpose(-2, -1));
+         return cat({w, v.pow(2).reshape({-1})});
+       }},
+      {"linalg_eigvalsh_upper", [](X x) { return linalg::eigvalsh(x[0] + x[0].transpose(-2, -1), "U"); }},
+      {"linalg_matrix_power", [](X x) { return linalg::matrix_power(x[0], -3); }},
+      {"linalg_vector_norm", [](X x) { return linalg::vector_norm(x[0], 3.5, Shape{1}); }},
+      {"linalg_matrix_norm",
+       [](X x) { return linalg::matrix_norm(x[0], std::numeric_limits<double>::infinity()); }},
   };
   return *table;
 }

@@ -224,6 +224,7 @@ def main():
     ports3_cases()
     ports4_cases()
     ports6_cases()
+    linalg_cases()
 
     write("ops.bin")
     entries.clear()
@@ -388,6 +389,70 @@ def ports6_cases():
          lambda x: tuple(torch.nanmedian(x, 1)))
     case("nanmedian_all", [torch.tensor([[3.0, nan], [1.0, 2.0]])], torch.nanmedian)
     case("median_int", [torch.tensor([[3, 1, 2], [9, 7, 8]])], lambda x: tuple(torch.median(x, 0)))
+
+
+def linalg_cases():
+    """torch.linalg: solve (batches broadcast, vectors, left=False), inv, det (an exactly singular
+    matrix included), slogdet and logdet (negative determinants), cholesky, solve_triangular in
+    every form, eigh and eigvalsh (vectors' signs normalized: the first row positive), matrix_power
+    and the vector and matrix norms."""
+    torch.manual_seed(2041)
+    inf = float("inf")
+
+    def well(*s, dtype=torch.float32):  # well-conditioned square matrices
+        n = s[-1]
+        return r(*s, dtype=dtype) + 3 * torch.eye(n, dtype=dtype)
+
+    def spd(*s, dtype=torch.float32):
+        m = r(*s, dtype=dtype)
+        return m @ m.mT + s[-1] * torch.eye(s[-1], dtype=dtype)
+
+    def signed(v):  # eigenvectors with their first row made positive
+        return v * torch.sign(v[..., :1, :])
+    la = torch.linalg
+    case("linalg_solve", [well(4, 4), r(4, 2)], la.solve)
+    case("linalg_solve64", [well(3, 3, dtype=torch.float64), r(3, 5, dtype=torch.float64)], la.solve)
+    case("linalg_solve_broadcast", [well(2, 1, 3, 3), r(4, 3, 2)], la.solve)
+    case("linalg_solve_vector", [well(2, 3, 3), r(2, 3)], la.solve)
+    case("linalg_solve_right", [well(3, 3), r(2, 3)], lambda a, b: la.solve(a, b, left=False))
+    case("linalg_inv", [well(2, 4, 4)], la.inv)
+    case("linalg_inv64", [well(5, 5, dtype=torch.float64)], la.inv)
+    case("linalg_det", [torch.cat([r(2, 3, 3), torch.tensor([[[1.0, 2, 3], [2, 4, 6], [1, 0, 1]]])])], la.det)
+    case("linalg_det64", [r(4, 4, dtype=torch.float64)], la.det)
+    case("linalg_slogdet", [torch.stack([r(3, 3), -torch.eye(3) * 2, torch.diag(torch.tensor([1e-20, 1e-20, 1e-20]))])],
+         lambda a: tuple(la.slogdet(a)))
+    case("logdet", [torch.stack([spd(3, 3), torch.diag(torch.tensor([-1.0, 2.0, 3.0])), torch.zeros(3, 3)])],
+         torch.logdet)
+    case("linalg_cholesky", [spd(2, 4, 4)], la.cholesky)
+    case("linalg_cholesky_upper64", [spd(3, 3, dtype=torch.float64)], lambda a: la.cholesky(a, upper=True))
+    case("linalg_cholesky_ex", [torch.stack([spd(3, 3), torch.tensor([[1.0, 2, 0], [2, 1, 0], [0, 0, 1]])])],
+         lambda a: tuple(la.cholesky_ex(a)))
+    case("linalg_solve_triangular_upper", [well(2, 4, 4), r(4, 3)], lambda a, b: la.solve_triangular(a, b, upper=True))
+    case("linalg_solve_triangular_lower_unit", [r(3, 3), r(2, 3, 2)],
+         lambda a, b: la.solve_triangular(a, b, upper=False, unitriangular=True))
+    case("linalg_solve_triangular_right", [well(3, 3), r(5, 3)],
+         lambda a, b: la.solve_triangular(a, b, upper=True, left=False))
+    case("linalg_solve_triangular64", [well(4, 4, dtype=torch.float64), r(4, 1, dtype=torch.float64)],
+         lambda a, b: la.solve_triangular(a, b, upper=False))
+    sym = r(2, 5, 5)
+    case("linalg_eigh", [sym + sym.mT], lambda a: (la.eigh(a)[0], signed(la.eigh(a)[1])))
+    case("linalg_eigh_upper64", [r(4, 4, dtype=torch.float64)],
+         lambda a: (la.eigh(a, UPLO="U")[0], signed(la.eigh(a, UPLO="U")[1])))
+    case("linalg_eigvalsh", [r(3, 3)], la.eigvalsh)
+    case("linalg_matrix_power", [r(2, 3, 3)], lambda a: (la.matrix_power(a, 3), la.matrix_power(a, 0),
+                                                      la.matrix_power(a, 1)))
+    case("linalg_matrix_power_negative", [well(3, 3, dtype=torch.float64)], lambda a: la.matrix_power(a, -2))
+    v = torch.cat([r(3, 6), torch.zeros(3, 1)], 1)
+    case("linalg_vector_norm", [v], lambda x: (la.vector_norm(x), la.vector_norm(x, 1, dim=1), la.vector_norm(x, inf, dim=0),
+                                               la.vector_norm(x, -inf, dim=1, keepdim=True), la.vector_norm(x, 0, dim=1),
+                                               la.vector_norm(x, 3.5, dim=(0, 1)), la.vector_norm(x[:, :6], -1.5, dim=1),
+                                               la.vector_norm(x, 2, dim=1, dtype=torch.float64)))
+    case("linalg_matrix_norm", [r(2, 3, 4)], lambda a: (la.matrix_norm(a), la.matrix_norm(a, 1), la.matrix_norm(a, -1),
+                                                      la.matrix_norm(a, inf), la.matrix_norm(a, -inf, keepdim=True),
+                                                      la.matrix_norm(a, "fro", dim=(0, 2)),
+                                                      la.matrix_norm(a, 1, dim=(2, 0))))
+    case("linalg_norm", [r(3, 4)], lambda a: (la.norm(a), la.norm(a, inf), la.norm(a[0], 1), la.norm(a, "fro"),
+                                              la.norm(a, 3, dim=1), la.norm(a, -1, dim=(1, 0), keepdim=True)))
 
 
 def ports4_cases():
@@ -637,6 +702,30 @@ def grad_cases():
                                          [2.0, -2.0, 2.0, 0.5, 0.0]], dtype=d)], lambda x: torch.cumprod(x, 1)),
         ("median_dim", [r(3, 5, dtype=d)], lambda x: torch.median(x, 1)[0]),
         ("nanmedian_all", [torch.tensor([3.0, float("nan"), 1.0, 2.0], dtype=d)], torch.nanmedian),
+        # torch.linalg
+        ("linalg_solve", [r(2, 3, 3, dtype=d) + 3 * torch.eye(3, dtype=d), r(3, 2, dtype=d)], torch.linalg.solve),
+        ("linalg_solve_vector", [r(2, 3, 3, dtype=d) + 3 * torch.eye(3, dtype=d), r(2, 3, dtype=d)],
+         torch.linalg.solve),
+        ("linalg_solve_right", [r(3, 3, dtype=d) + 3 * torch.eye(3, dtype=d), r(2, 4, 3, dtype=d)],
+         lambda a, b: torch.linalg.solve(a, b, left=False)),
+        ("linalg_inv", [r(4, 4, dtype=d) + 3 * torch.eye(4, dtype=d)], torch.linalg.inv),
+        ("linalg_det", [r(2, 3, 3, dtype=d)], torch.linalg.det),
+        ("linalg_logabsdet", [r(3, 3, dtype=d)], lambda a: torch.linalg.slogdet(a)[1]),
+        ("linalg_cholesky", [r(2, 3, 3, dtype=d)],
+         lambda a: torch.linalg.cholesky(a @ a.mT + 2 * torch.eye(3, dtype=d))),
+        ("linalg_cholesky_upper", [r(4, 4, dtype=d)],
+         lambda a: torch.linalg.cholesky(a @ a.mT + 2 * torch.eye(4, dtype=d), upper=True)),
+        ("linalg_solve_triangular", [r(3, 3, dtype=d) + 3 * torch.eye(3, dtype=d), r(2, 3, 2, dtype=d)],
+         lambda a, b: torch.linalg.solve_triangular(a, b, upper=True)),
+        ("linalg_solve_triangular_right_unit", [r(3, 3, dtype=d), r(4, 3, dtype=d)],
+         lambda a, b: torch.linalg.solve_triangular(a, b, upper=False, left=False, unitriangular=True)),
+        ("linalg_eigh", [r(4, 4, dtype=d)],
+         lambda a: torch.cat([torch.linalg.eigh(a + a.mT)[0], torch.linalg.eigh(a + a.mT)[1].pow(2).flatten()])),
+        ("linalg_eigvalsh_upper", [r(2, 3, 3, dtype=d)], lambda a: torch.linalg.eigvalsh(a + a.mT, UPLO="U")),
+        ("linalg_matrix_power", [r(3, 3, dtype=d) + 3 * torch.eye(3, dtype=d)],
+         lambda a: torch.linalg.matrix_power(a, -3)),
+        ("linalg_vector_norm", [r(3, 4, dtype=d)], lambda x: torch.linalg.vector_norm(x, 3.5, dim=1)),
+        ("linalg_matrix_norm", [r(2, 3, 4, dtype=d)], lambda a: torch.linalg.matrix_norm(a, float("inf"))),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -2,8 +2,8 @@
 // CudaBackend, tensor/backend.h's kernels on NVIDIA GPUs. Its family files carry the CPU's names
 // (copy.cu ~ tensor/cpu/copy.cpp, elementwise.cu, random.cu, reduce.cu, softmax.cu,
 // normalization.cu, matmul.cpp with cuBLAS and cuBLASLt, conv.cpp with cuDNN, pool.cu, indexing.cu,
-// optim.cu). A kernel makes its tensors' device current and runs on that device's current
-// stream. Without CUDA, cuda/stub_backend.cpp stands in.
+// optim.cu, linalg.cpp with cuSOLVER). A kernel makes its tensors' device current and runs on
+// that device's current stream. Without CUDA, cuda/stub_backend.cpp stands in.
 #include "ember/tensor/backend.h"
 
 namespace ember::cuda {

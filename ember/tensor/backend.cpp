@@ -12,6 +12,11 @@ void Backend::unsupported(const char* kernel) const {
 }
 
 void Backend::copy(const Tensor&, const Tensor&) { unsupported("copy"); }
+void Backend::lu_factor(const Tensor&, const Tensor&, const Tensor&) { unsupported("lu_factor"); }
+void Backend::lu_solve(const Tensor&, const Tensor&, const Tensor&, bool) { unsupported("lu_solve"); }
+void Backend::cholesky(const Tensor&, const Tensor&) { unsupported("cholesky"); }
+void Backend::triangular_solve(const Tensor&, const Tensor&, bool, bool) { unsupported("triangular_solve"); }
+void Backend::eigh(const Tensor&, const Tensor&, const Tensor&) { unsupported("eigh"); }
 void Backend::csr_linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   unsupported("csr_linear");
 }

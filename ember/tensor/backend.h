@@ -257,6 +257,27 @@ class Backend {
   virtual void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
                                 double growth, double backoff, int64_t interval);
 
+  // ---- matrix factorizations (Note [Fortran order]) ----
+  // Matrices are batches [B, n, m] of float32/float64 in column-major order (strides (n m, 1, n)),
+  // as LAPACK and cuSOLVER take them; each call factors or solves all B at once.
+  // a [B, n, n] -> its LU factors in place (unit L below the diagonal, U on and above it);
+  // pivots [B, n] int32: LAPACK's 1-based row swaps; info [B] int32: 0, or k when U's k-th
+  // diagonal element (1-based) is exactly zero. getrf.
+  virtual void lu_factor(const Tensor& a, const Tensor& pivots, const Tensor& info);
+  // b [B, n, k] <- A⁻¹ b (Aᵀ⁻¹ b when `transpose`), A given by lu_factor's factors and pivots. getrs.
+  virtual void lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose);
+  // a [B, n, n] -> its lower Cholesky factor on and below the diagonal, in place (only the lower
+  // triangle is read, the upper one is left as it was); info [B] int32: 0, or k when the leading
+  // minor of order k is not positive-definite. potrf.
+  virtual void cholesky(const Tensor& a, const Tensor& info);
+  // b [B, n, k] <- A⁻¹ b for triangular a [B, n, n]: only its upper (or lower) triangle is read,
+  // and not its diagonal when `unit_diagonal` (taken as ones). trsm.
+  virtual void triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal);
+  // a [B, n, n] symmetric (only the lower triangle is read) -> its orthonormal eigenvectors, in
+  // place as columns; w [B, n] its eigenvalues in ascending order; info [B] int32: 0, or > 0 when
+  // the iteration did not converge. syevd.
+  virtual void eigh(const Tensor& a, const Tensor& w, const Tensor& info);
+
   // ---- sparse ----
   // out [M, N] = x [M, K] @ Wᵀ + bias, W [N, K] in CSR (crow [N + 1], col [nnz], values [nnz]); float32
   virtual void csr_linear(const Tensor& x, const Tensor& crow, const Tensor& col, const Tensor& values,
@@ -348,7 +369,12 @@ class Backend {
   void adagrad_step(const std::vector<AdagradParam>& params, const AdagradStep& s) override;                           \
   void amp_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& inv_scale) override;       \
   void amp_update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf, double growth,     \
-                        double backoff, int64_t interval) override
+                        double backoff, int64_t interval) override;                                                    \
+  void lu_factor(const Tensor& a, const Tensor& pivots, const Tensor& info) override;                                  \
+  void lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) override;                     \
+  void cholesky(const Tensor& a, const Tensor& info) override;                                                         \
+  void triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal) override;                    \
+  void eigh(const Tensor& a, const Tensor& w, const Tensor& info) override
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device
 // type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on

@@ -2,7 +2,7 @@
 // The CPU back end: the kernel interface of tensor/backend.h, implemented directly in one file
 // per family (tensor/cpu/<family>.cpp), mirrored by the CUDA back end's cuda/<family>.cu (or
 // .cpp): copy, elementwise, random, reduce, softmax, normalization, matmul, conv, pool, indexing,
-// optim, quant. Shapes and contracts are those of tensor/backend.h; OpenMP parallelism with a
+// optim, quant, linalg. Shapes and contracts are those of tensor/backend.h; OpenMP parallelism with a
 // grain size (tensor/parallel.h) inside the kernels.
 #include "ember/tensor/backend.h"
 #include "ember/tensor/cpu/cpu.h"

@@ -1,0 +1,83 @@
+#pragma once
+// torch::linalg: linear systems, inverses, determinants, the Cholesky factor, the symmetric
+// eigendecomposition and norms, with PyTorch's names, arguments, batching and gradients.
+//
+// Note [Linear algebra]: every function takes batches of matrices [..., n, m] (the batch dims
+// broadcast where two operands meet) in float32 or float64 on the CPU (Eigen and LAPACK's
+// algorithms, tensor/cpu/linalg.cpp) or CUDA (cuSOLVER and cuBLAS, cuda/linalg.cpp). Each
+// factorization is one node on the tape whose backward is written with these public functions
+// (PyTorch's formulas), so gradients of gradients come with them. A singular matrix in solve,
+// inv or det's gradient, a matrix that is not positive-definite in cholesky, or an eigensolver
+// that fails is an ember::Error naming the function and the batch element (one read of the
+// factorization's status codes; cholesky_ex returns them instead). Eigenvectors are unique up to
+// sign, and ember's (from Eigen on the CPU) may differ in sign from LAPACK's.
+//
+// Not there yet (planned): svd, svdvals, qr, eig, lstsq, pinv, matrix_rank and the matrix norms
+// that need singular values (ord 2, -2, "nuc").
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "ember/autograd/functions.h"
+
+namespace ember::linalg {
+
+// X with A X = B (left) or X A = B. A [..., n, n]; B [..., n, k], or a vector [..., n] (when B
+// is 1-D, or has one dim fewer than A and A's batch dims). LU with partial pivoting.
+Tensor solve(const Tensor& A, const Tensor& B, bool left = true);
+// A⁻¹ (through solve(A, I)).
+Tensor inv(const Tensor& A);
+// det(A) [...], from the LU factors: (-1)^(row swaps) Π U_ii.
+Tensor det(const Tensor& A);
+// (sign [...], log |det A| [...]): no overflow where det would; log |det| is -inf when det = 0.
+std::tuple<Tensor, Tensor> slogdet(const Tensor& A);
+// L lower triangular with A = L Lᵀ (U = Lᵀ upper when `upper`); only A's lower triangle is read.
+Tensor cholesky(const Tensor& A, bool upper = false);
+// (L, info [...] int32): info k > 0 where the leading minor of order k is not positive-definite;
+// an ember::Error then only when `check_errors`.
+std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& A, bool upper = false, bool check_errors = false);
+// X with A X = B (left) or X A = B for triangular A [..., n, n] (its upper or lower triangle;
+// ones on the diagonal assumed when `unitriangular`), B [..., n, k] ([..., k, n] when !left).
+Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left = true, bool unitriangular = false);
+// (eigenvalues [..., n] ascending, eigenvectors [..., n, n] as columns) of symmetric A, which only
+// its lower ("L") or upper ("U") triangle gives.
+std::tuple<Tensor, Tensor> eigh(const Tensor& A, const std::string& UPLO = "L");
+Tensor eigvalsh(const Tensor& A, const std::string& UPLO = "L");
+// A^n by repeated squaring (n = 0: the identity; n < 0: inv(A)^-n).
+Tensor matrix_power(const Tensor& A, int64_t n);
+
+// The vector norm over `dim` (every element when absent): ord inf, -inf, 0 (the count of
+// nonzeros), or any other number p: (Σ |x|^p)^(1/p). Computed in `dtype` when given.
+Tensor vector_norm(const Tensor& x, const Scalar& ord = 2, const std::optional<Shape>& dim = std::nullopt,
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+// The matrix norm over the two dims `dim`: ord "fro", or 1, -1 (max/min column sum of |A|), inf,
+// -inf (max/min row sum).
+Tensor matrix_norm(const Tensor& A, const Scalar& ord, const Shape& dim = {-2, -1}, bool keepdim = false,
+                   std::optional<DType> dtype = std::nullopt);
+Tensor matrix_norm(const Tensor& A, const std::string& ord = "fro", const Shape& dim = {-2, -1}, bool keepdim = false,
+                   std::optional<DType> dtype = std::nullopt);
+inline Tensor matrix_norm(const Tensor& A, const char* ord, const Shape& dim = {-2, -1}, bool keepdim = false,
+                          std::optional<DType> dtype = std::nullopt) {
+  return matrix_norm(A, std::string(ord), dim, keepdim, dtype);
+}
+// PyTorch's linalg.norm: a vector norm over one dim, a matrix norm over two; without `dim`, the
+// 2-norm of every element when `ord` is absent, else the vector or matrix norm of a 1-D or 2-D x.
+Tensor norm(const Tensor& x, const std::optional<Scalar>& ord = std::nullopt,
+            const std::optional<Shape>& dim = std::nullopt, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor norm(const Tensor& x, const std::string& ord, const std::optional<Shape>& dim = std::nullopt,
+            bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+inline Tensor norm(const Tensor& x, const char* ord, const std::optional<Shape>& dim = std::nullopt,
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt) {
+  return norm(x, std::string(ord), dim, keepdim, dtype);
+}
+
+}  // namespace ember::linalg
+
+namespace ember {
+// torch::det, torch::slogdet, torch::inverse, and torch::logdet: log det A (NaN where det < 0).
+Tensor det(const Tensor& A);
+std::tuple<Tensor, Tensor> slogdet(const Tensor& A);
+Tensor inverse(const Tensor& A);
+Tensor logdet(const Tensor& A);
+}  // namespace ember

@@ -1,0 +1,217 @@
+// Matrix factorizations through cuSOLVER (getrf, getrs, potrf, syevd) and cuBLAS's triangular
+// solve (trsm), on the column-major batches of Note [Fortran order] in tensor/backend.h: one
+// call per matrix of the batch on the current stream, the workspace from the caching allocator.
+// The info codes stay on the device; the native layer reads them (once per call, as PyTorch's
+// linalg ops do) to throw on a singular or indefinite matrix. Both libraries are opened on
+// first use (cuda/lazy_library.h).
+#include <cublas_v2.h>
+#include <cusolverDn.h>
+
+#include <array>
+#include <climits>
+#include <string>
+
+#include "ember/cuda/check.h"
+#include "ember/cuda/cuda.h"
+#include "ember/cuda/cuda_backend.h"
+#include "ember/cuda/internal.h"
+#include "ember/cuda/lazy_library.h"
+#include "ember/tensor/ops.h"
+
+namespace ember::cuda {
+namespace {
+
+LazyLibrary& cusolver_library() {
+  static LazyLibrary library({"libcusolver.so." + std::to_string(CUSOLVER_VER_MAJOR), "libcusolver.so"}, "cuSOLVER");
+  return library;
+}
+LazyLibrary& cublas_library() {
+  static LazyLibrary library({"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublas.so"}, "cuBLAS");
+  return library;
+}
+template <class Fn>
+Fn load(LazyLibrary& library, const std::string& name) {
+  return reinterpret_cast<Fn>(library.symbol(name.c_str()));
+}
+
+// The typed entry points for float (S) and double (D).
+template <class T>
+struct Api;
+#define EMBER_SOLVER_API(T, L)                                                                                        \
+  template <>                                                                                                         \
+  struct Api<T> {                                                                                                     \
+    decltype(&cusolverDn##L##getrf_bufferSize) getrf_buffer_size;                                                     \
+    decltype(&cusolverDn##L##getrf) getrf;                                                                            \
+    decltype(&cusolverDn##L##getrs) getrs;                                                                            \
+    decltype(&cusolverDn##L##potrf_bufferSize) potrf_buffer_size;                                                     \
+    decltype(&cusolverDn##L##potrf) potrf;                                                                            \
+    decltype(&cusolverDn##L##syevd_bufferSize) syevd_buffer_size;                                                     \
+    decltype(&cusolverDn##L##syevd) syevd;                                                                            \
+    decltype(&cublas##L##trsm_v2) trsm;                                                                               \
+    static const Api& get() {                                                                                         \
+      static const Api api{load<decltype(getrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "getrf_bufferSize"), \
+                           load<decltype(getrf)>(cusolver_library(), "cusolverDn" #L "getrf"),                        \
+                           load<decltype(getrs)>(cusolver_library(), "cusolverDn" #L "getrs"),                        \
+                           load<decltype(potrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "potrf_bufferSize"), \
+                           load<decltype(potrf)>(cusolver_library(), "cusolverDn" #L "potrf"),                        \
+                           load<decltype(syevd_buffer_size)>(cusolver_library(), "cusolverDn" #L "syevd_bufferSize"), \
+                           load<decltype(syevd)>(cusolver_library(), "cusolverDn" #L "syevd"),                        \
+                           load<decltype(trsm)>(cublas_library(), "cublas" #L "trsm_v2")};                            \
+      return api;                                                                                                     \
+    }                                                                                                                 \
+  };
+EMBER_SOLVER_API(float, S)
+EMBER_SOLVER_API(double, D)
+#undef EMBER_SOLVER_API
+
+void check_solver(cusolverStatus_t status, const char* what) {
+  EMBER_CHECK(status == CUSOLVER_STATUS_SUCCESS, what, " on CUDA failed: cuSOLVER status ", static_cast<int>(status));
+}
+void check_blas(cublasStatus_t status, const char* what) {
+  EMBER_CHECK(status == CUBLAS_STATUS_SUCCESS, what, " on CUDA failed: cuBLAS status ", static_cast<int>(status));
+}
+
+// One handle of each library per device and thread, bound to the thread's current stream.
+cusolverDnHandle_t solver_handle(int device) {
+  static const auto create = load<decltype(&cusolverDnCreate)>(cusolver_library(), "cusolverDnCreate");
+  static const auto set_stream = load<decltype(&cusolverDnSetStream)>(cusolver_library(), "cusolverDnSetStream");
+  thread_local std::array<cusolverDnHandle_t, 64> handles{};
+  EMBER_CHECK(device >= 0 && device < 64, "cuSOLVER: device index ", device, " out of range");
+  if (!handles[device]) check_solver(create(&handles[device]), "cusolverDnCreate");
+  check_solver(set_stream(handles[device], stream_handle(device)), "cusolverDnSetStream");
+  return handles[device];
+}
+cublasHandle_t blas_handle(int device) {
+  static const auto create = load<decltype(&cublasCreate_v2)>(cublas_library(), "cublasCreate_v2");
+  static const auto set_stream = load<decltype(&cublasSetStream_v2)>(cublas_library(), "cublasSetStream_v2");
+  thread_local std::array<cublasHandle_t, 64> handles{};
+  EMBER_CHECK(device >= 0 && device < 64, "cuBLAS: device index ", device, " out of range");
+  if (!handles[device]) check_blas(create(&handles[device]), "cublasCreate");
+  check_blas(set_stream(handles[device], stream_handle(device)), "cublasSetStream");
+  return handles[device];
+}
+
+int as_int(int64_t v, const char* what) {
+  EMBER_CHECK(v <= INT_MAX, what, " on CUDA: ", v, " exceeds cuSOLVER's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+// A device workspace of `count` elements of T, from the caching allocator.
+template <class T>
+Tensor workspace(int count, const Tensor& like) {
+  return empty({static_cast<int64_t>(count) * static_cast<int64_t>(sizeof(T))},
+               TensorOptions(kUInt8).device(like.device()));
+}
+
+template <class F>
+void dispatch_real(DType dtype, const char* op, const F& f) {
+  if (dtype == kFloat32) return f(float{});
+  if (dtype == kFloat64) return f(double{});
+  throw Error(detail::concat(op, " on CUDA: not implemented for dtype ", dtype));
+}
+
+}  // namespace
+
+void CudaBackend::lu_factor(const Tensor& a, const Tensor& pivots, const Tensor& info) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int n = as_int(a.size(1), "lu_factor");
+  if (batch == 0) return;
+  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
+  dispatch_real(a.dtype(), "lu_factor", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(a.device().index);
+    T* base = a.data_ptr<T>();
+    int lwork = 0;
+    check_solver(api.getrf_buffer_size(h, n, n, base, n, &lwork), "getrf_bufferSize");
+    Tensor work = workspace<T>(lwork, a);
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(api.getrf(h, n, n, base + i * n * n, n, static_cast<T*>(work.data_ptr()),
+                             pivots.data_ptr<int32_t>() + i * n, info.data_ptr<int32_t>() + i),
+                   "getrf");
+  });
+}
+
+void CudaBackend::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) {
+  DeviceGuard guard(lu.device().index);
+  const int64_t batch = lu.size(0);
+  const int n = as_int(lu.size(1), "lu_solve"), k = as_int(b.size(2), "lu_solve");
+  if (batch == 0 || n == 0 || k == 0) return;
+  dispatch_real(lu.dtype(), "lu_solve", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(lu.device().index);
+    Tensor status = empty({1}, TensorOptions(kInt32).device(lu.device()));  // getrs reports bad arguments only
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(
+          api.getrs(h, transpose ? CUBLAS_OP_T : CUBLAS_OP_N, n, k, lu.data_ptr<T>() + i * n * n, n,
+                    pivots.data_ptr<int32_t>() + i * n, b.data_ptr<T>() + i * n * k, n, status.data_ptr<int32_t>()),
+          "getrs");
+  });
+}
+
+void CudaBackend::cholesky(const Tensor& a, const Tensor& info) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int n = as_int(a.size(1), "cholesky");
+  if (batch == 0) return;
+  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
+  dispatch_real(a.dtype(), "cholesky", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(a.device().index);
+    T* base = a.data_ptr<T>();
+    int lwork = 0;
+    check_solver(api.potrf_buffer_size(h, CUBLAS_FILL_MODE_LOWER, n, base, n, &lwork), "potrf_bufferSize");
+    Tensor work = workspace<T>(lwork, a);
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(api.potrf(h, CUBLAS_FILL_MODE_LOWER, n, base + i * n * n, n, static_cast<T*>(work.data_ptr()), lwork,
+                             info.data_ptr<int32_t>() + i),
+                   "potrf");
+  });
+}
+
+void CudaBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int n = as_int(a.size(1), "triangular_solve"), k = as_int(b.size(2), "triangular_solve");
+  if (batch == 0 || n == 0 || k == 0) return;
+  dispatch_real(a.dtype(), "triangular_solve", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cublasHandle_t h = blas_handle(a.device().index);
+    const T one = 1;
+    for (int64_t i = 0; i < batch; ++i)
+      check_blas(api.trsm(h, CUBLAS_SIDE_LEFT, upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N,
+                          unit_diagonal ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, n, k, &one,
+                          a.data_ptr<T>() + i * n * n, n, b.data_ptr<T>() + i * n * k, n),
+                 "trsm");
+  });
+}
+
+void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int n = as_int(a.size(1), "eigh");
+  if (batch == 0) return;
+  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
+  dispatch_real(a.dtype(), "eigh", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(a.device().index);
+    T* base = a.data_ptr<T>();
+    int lwork = 0;
+    check_solver(
+        api.syevd_buffer_size(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, base, n, w.data_ptr<T>(), &lwork),
+        "syevd_bufferSize");
+    Tensor work = workspace<T>(lwork, a);
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(
+          api.syevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, base + i * n * n, n,
+                    w.data_ptr<T>() + i * n, static_cast<T*>(work.data_ptr()), lwork, info.data_ptr<int32_t>() + i),
+          "syevd");
+  });
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,200 @@
+// Matrix factorizations (Note [Fortran order] in tensor/backend.h): LU with partial pivoting,
+// triangular solves, Cholesky and the symmetric eigendecomposition, each on a batch of
+// column-major matrices, one matrix per thread. The LU and Cholesky loops are LAPACK's, written
+// out so that the pivots and the failing minor come back as LAPACK reports them (Eigen's
+// PartialPivLU and LLT report neither); their bulk is Eigen's blocked GEMM and triangular solve.
+// The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR).
+#include <Eigen/Core>
+#include <Eigen/Eigenvalues>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/parallel.h"
+
+namespace ember::cpu {
+namespace {
+
+// The factorizations run in float32 or float64 (the native layer has checked): f(T{}).
+template <class F>
+void dispatch_real(DType dtype, const char* op, const F& f) {
+  if (dtype == DType::Float32) return f(float{});
+  if (dtype == DType::Float64) return f(double{});
+  throw Error(detail::concat(op, ": not implemented for dtype ", dtype));
+}
+
+template <class T>
+using Matrix = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>>;
+
+// One batch entry per thread: a matrix's work is O(n³), so a small grain is enough.
+template <class F>
+void for_each_matrix(int64_t batch, int64_t n, const F& f) {
+  parallel_for(0, batch, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, n * n * n)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f(i);
+  });
+}
+
+// getrf on one n x n matrix: panels of kPanel columns are factored column by column (pivot =
+// the largest magnitude below the diagonal, its whole row swapped), then the rows to their
+// right get U12 = L11⁻¹ A12 and the trailing matrix A22 -= L21 U12 (the O(n³) part, one GEMM).
+// Returns LAPACK's info: 0, or the 1-based index of the first exactly zero pivot.
+template <class T>
+int32_t lu_one(T* data, int64_t n, int32_t* pivots) {
+  constexpr int64_t kPanel = 32;
+  Matrix<T> a(data, n, n);
+  int32_t info = 0;
+  for (int64_t p0 = 0; p0 < n; p0 += kPanel) {
+    const int64_t width = std::min(kPanel, n - p0), p1 = p0 + width;
+    for (int64_t j = p0; j < p1; ++j) {
+      Eigen::Index best = 0;
+      a.col(j).segment(j, n - j).cwiseAbs().maxCoeff(&best);
+      const int64_t p = j + best;
+      pivots[j] = static_cast<int32_t>(p + 1);
+      if (p != j) a.row(j).swap(a.row(p));
+      const T pivot = a(j, j);
+      if (pivot != T(0)) {
+        a.col(j).segment(j + 1, n - j - 1) /= pivot;
+      } else if (info == 0) {
+        info = static_cast<int32_t>(j + 1);  // as LAPACK: the column is left as it is, and the factoring goes on
+      }
+      if (p1 - j - 1 > 0)
+        a.block(j + 1, j + 1, n - j - 1, p1 - j - 1).noalias() -=
+            a.col(j).segment(j + 1, n - j - 1) * a.row(j).segment(j + 1, p1 - j - 1);
+    }
+    if (p1 < n) {
+      auto u12 = a.block(p0, p1, width, n - p1);
+      a.block(p0, p0, width, width).template triangularView<Eigen::UnitLower>().solveInPlace(u12);
+      a.block(p1, p1, n - p1, n - p1).noalias() -= a.block(p1, p0, n - p1, width) * a.block(p0, p1, width, n - p1);
+    }
+  }
+  return info;
+}
+
+// potrf (lower) on one matrix, left-looking: column j is a's minus the products of the rows
+// already factored (one GEMV), scaled by the square root of its diagonal. Only the lower
+// triangle is read. Returns 0, or the order of the first leading minor that is not
+// positive-definite (its pivot ≤ 0 or NaN, which is left on the diagonal, as LAPACK does).
+template <class T>
+int32_t cholesky_one(T* data, int64_t n) {
+  Matrix<T> a(data, n, n);
+  for (int64_t j = 0; j < n; ++j) {
+    const T d = a(j, j) - a.row(j).head(j).squaredNorm();
+    if (!(d > T(0))) {
+      a(j, j) = d;  // as LAPACK's potrf leaves it
+      return static_cast<int32_t>(j + 1);
+    }
+    const T root = std::sqrt(d);
+    a(j, j) = root;
+    const int64_t below = n - j - 1;
+    if (below > 0) {
+      if (j > 0) a.col(j).tail(below).noalias() -= a.block(j + 1, 0, below, j) * a.row(j).head(j).transpose();
+      a.col(j).tail(below) /= root;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+// a [B, n, n] (column-major) -> its LU factors in place; pivots [B, n] and info [B] int32
+void CpuBackend::lu_factor(const Tensor& a, const Tensor& pivots, const Tensor& info) {
+  const int64_t batch = a.size(0), n = a.size(1);
+  dispatch_real(a.dtype(), "lu_factor", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* base = a.data_ptr<scalar_t>();
+    int32_t* piv = pivots.data_ptr<int32_t>();
+    int32_t* inf = info.data_ptr<int32_t>();
+    for_each_matrix(batch, n, [&](int64_t i) { inf[i] = lu_one(base + i * n * n, n, piv + i * n); });
+  });
+}
+
+// b [B, n, k] <- A⁻¹ b (or A⁻ᵀ b): the row swaps, then L's and U's triangular solves (for Aᵀ
+// = Uᵀ Lᵀ P: Uᵀ's and Lᵀ's solves, then the swaps undone in reverse order).
+void CpuBackend::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) {
+  const int64_t batch = lu.size(0), n = lu.size(1), k = b.size(2);
+  dispatch_real(lu.dtype(), "lu_solve", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* factors = lu.data_ptr<scalar_t>();
+    scalar_t* rhs = b.data_ptr<scalar_t>();
+    const int32_t* piv = pivots.data_ptr<int32_t>();
+    for_each_matrix(batch, n, [&](int64_t i) {
+      const Matrix<scalar_t> f(factors + i * n * n, n, n);
+      Matrix<scalar_t> x(rhs + i * n * k, n, k);
+      const int32_t* p = piv + i * n;
+      if (!transpose) {
+        for (int64_t j = 0; j < n; ++j)
+          if (p[j] - 1 != j) x.row(j).swap(x.row(p[j] - 1));
+        f.template triangularView<Eigen::UnitLower>().solveInPlace(x);
+        f.template triangularView<Eigen::Upper>().solveInPlace(x);
+      } else {
+        f.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
+        f.transpose().template triangularView<Eigen::UnitUpper>().solveInPlace(x);
+        for (int64_t j = n - 1; j >= 0; --j)
+          if (p[j] - 1 != j) x.row(j).swap(x.row(p[j] - 1));
+      }
+    });
+  });
+}
+
+// a [B, n, n] -> lower Cholesky factors in place; info [B] int32
+void CpuBackend::cholesky(const Tensor& a, const Tensor& info) {
+  const int64_t batch = a.size(0), n = a.size(1);
+  dispatch_real(a.dtype(), "cholesky", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* base = a.data_ptr<scalar_t>();
+    int32_t* inf = info.data_ptr<int32_t>();
+    for_each_matrix(batch, n, [&](int64_t i) { inf[i] = cholesky_one(base + i * n * n, n); });
+  });
+}
+
+// b [B, n, k] <- A⁻¹ b, A [B, n, n] triangular
+void CpuBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal) {
+  const int64_t batch = a.size(0), n = a.size(1), k = b.size(2);
+  dispatch_real(a.dtype(), "triangular_solve", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* tri = a.data_ptr<scalar_t>();
+    scalar_t* rhs = b.data_ptr<scalar_t>();
+    for_each_matrix(batch, n, [&](int64_t i) {
+      const Matrix<scalar_t> t(tri + i * n * n, n, n);
+      Matrix<scalar_t> x(rhs + i * n * k, n, k);
+      if (upper && unit_diagonal) t.template triangularView<Eigen::UnitUpper>().solveInPlace(x);
+      if (upper && !unit_diagonal) t.template triangularView<Eigen::Upper>().solveInPlace(x);
+      if (!upper && unit_diagonal) t.template triangularView<Eigen::UnitLower>().solveInPlace(x);
+      if (!upper && !unit_diagonal) t.template triangularView<Eigen::Lower>().solveInPlace(x);
+    });
+  });
+}
+
+// a [B, n, n] symmetric (lower triangle) -> eigenvectors in place; w [B, n] ascending; info [B]
+void CpuBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
+  const int64_t batch = a.size(0), n = a.size(1);
+  if (n == 0) {  // (Eigen's solver reads element (0, 0) of a 0 x 0 matrix)
+    fill(info, 0);
+    return;
+  }
+  dispatch_real(a.dtype(), "eigh", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    scalar_t* base = a.data_ptr<scalar_t>();
+    scalar_t* values = w.data_ptr<scalar_t>();
+    int32_t* inf = info.data_ptr<int32_t>();
+    for_each_matrix(batch, n, [&](int64_t i) {
+      Matrix<scalar_t> m(base + i * n * n, n, n);
+      Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>> v(values + i * n, n);
+      Eigen::SelfAdjointEigenSolver<Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>> solver(
+          m, Eigen::ComputeEigenvectors);
+      inf[i] = solver.info() == Eigen::Success ? 0 : 1;  // (a NaN or an infinity does not converge)
+      if (inf[i] == 0) {
+        v = solver.eigenvalues();
+        m = solver.eigenvectors();
+      } else {
+        v.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+        m.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+      }
+    });
+  });
+}
+
+}  // namespace ember::cpu

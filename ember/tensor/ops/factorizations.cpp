@@ -1,0 +1,110 @@
+// The native matrix factorizations (tensor/linalg.h): checks, then one back-end kernel on a
+// column-major copy of the batch (Note [Fortran order]).
+#include "ember/tensor/linalg.h"
+
+#include "ember/tensor/ops/internal.h"
+
+namespace ember::native {
+namespace {
+
+Shape batch_shape(const Tensor& a) { return Shape(a.sizes().begin(), a.sizes().end() - 2); }
+int64_t batch_count(const Tensor& a) {
+  int64_t count = 1;
+  for (int64_t s : batch_shape(a)) count *= s;
+  return count;
+}
+Shape with(Shape shape, std::initializer_list<int64_t> tail) {
+  shape.insert(shape.end(), tail);
+  return shape;
+}
+
+// x [..., n, m] -> a new [B, n, m] with column-major matrices (strides (n m, 1, n)).
+Tensor fortran_copy(const Tensor& x) {
+  const int64_t n = x.size(-2), m = x.size(-1);
+  Tensor rows = ops::empty_on(with(batch_shape(x), {m, n}), x.dtype(), x.device());
+  copy_(rows, transpose(x, -2, -1));
+  return transpose(view(rows, {batch_count(x), m, n}), 1, 2);
+}
+// ... or, for an input the kernel only reads, x's own storage when it is column-major already
+// (as lu_factor_ex's LU is).
+Tensor fortran_view(const Tensor& x) {
+  const Tensor rows = transpose(x, -2, -1);
+  if (!rows.is_contiguous()) return fortran_copy(x);
+  return transpose(view(rows, {batch_count(x), x.size(-1), x.size(-2)}), 1, 2);
+}
+// f [B, n, m] column-major -> the [..., n, m] view of the same storage.
+Tensor unfold_batch(const Tensor& f, const Shape& batch) {
+  return transpose(view(transpose(f, 1, 2), with(batch, {f.size(2), f.size(1)})), -2, -1);
+}
+Tensor info_for(const Tensor& a) { return ops::empty_on({batch_count(a)}, kInt32, a.device()); }
+
+// b [..., n, k] beside a square a [..., n, n]: same dtype, device and batch dims.
+void check_rhs(const Tensor& a, const Tensor& b, const char* op) {
+  EMBER_CHECK(b.defined(), op, ": the right-hand side B is undefined");
+  EMBER_CHECK(b.dim() == a.dim() && b.size(-2) == a.size(-1) && batch_shape(b) == batch_shape(a), op,
+              ": expected B of shape [..., ", a.size(-1), ", k] with A's batch dims, but A is ", shape_str(a.sizes()),
+              " and B is ", shape_str(b.sizes()));
+  EMBER_CHECK(b.dtype() == a.dtype(), op, ": expected A and B to have the same dtype, but got ", a.dtype(), " and ",
+              b.dtype());
+  ops::check_same_device({&a, &b}, op);
+}
+
+}  // namespace
+
+void check_linalg_input(const Tensor& a, const char* op, bool square) {
+  EMBER_CHECK(a.defined(), op, ": the input tensor is undefined");
+  EMBER_CHECK(a.dim() >= 2, op, ": the input tensor A must have at least 2 dimensions, but got shape ",
+              shape_str(a.sizes()));
+  EMBER_CHECK(!square || a.size(-1) == a.size(-2), op, ": A must be batches of square matrices, but they are ",
+              a.size(-2), " by ", a.size(-1), " matrices (shape ", shape_str(a.sizes()), ")");
+  EMBER_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64, op, ": expected a float32 or float64 tensor, but got ",
+              a.dtype(), " (shape ", shape_str(a.sizes()), "); like PyTorch's, ember's factorizations take no 16-bit",
+              " or integer dtypes");
+}
+
+std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, const char* op) {
+  check_linalg_input(a, op);
+  const Tensor lu = fortran_copy(a);
+  const Tensor pivots = ops::empty_on({lu.size(0), lu.size(1)}, kInt32, a.device()), info = info_for(a);
+  backend(a.device()).lu_factor(lu, pivots, info);
+  const Shape batch = batch_shape(a);
+  return {unfold_batch(lu, batch), view(pivots, with(batch, {a.size(-1)})), view(info, batch)};
+}
+
+Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose_a, const char* op) {
+  check_linalg_input(lu, op);
+  check_rhs(lu, b, op);
+  EMBER_CHECK(pivots.defined() && pivots.dtype() == kInt32 && pivots.sizes() == with(batch_shape(lu), {lu.size(-1)}),
+              op, ": expected int32 pivots of shape ", shape_str(with(batch_shape(lu), {lu.size(-1)})), ", but got ",
+              pivots.defined() ? shape_str(pivots.sizes()) : std::string("an undefined tensor"));
+  ops::check_same_device({&lu, &pivots}, op);
+  const Tensor x = fortran_copy(b);
+  backend(lu.device()).lu_solve(fortran_view(lu), contiguous(pivots), x, transpose_a);
+  return unfold_batch(x, batch_shape(b));
+}
+
+std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& a, const char* op) {
+  check_linalg_input(a, op);
+  const Tensor l = fortran_copy(a), info = info_for(a);
+  backend(a.device()).cholesky(l, info);
+  return {tril(unfold_batch(l, batch_shape(a))), view(info, batch_shape(a))};
+}
+
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool unitriangular, const char* op) {
+  check_linalg_input(a, op);
+  check_rhs(a, b, op);
+  const Tensor x = fortran_copy(b);
+  backend(a.device()).triangular_solve(fortran_view(a), x, upper, unitriangular);
+  return unfold_batch(x, batch_shape(b));
+}
+
+std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op) {
+  check_linalg_input(a, op);
+  const Tensor vectors = fortran_copy(a), info = info_for(a);
+  const Tensor values = ops::empty_on({vectors.size(0), vectors.size(1)}, a.dtype(), a.device());
+  backend(a.device()).eigh(vectors, values, info);
+  const Shape batch = batch_shape(a);
+  return {view(values, with(batch, {a.size(-1)})), unfold_batch(vectors, batch), view(info, batch)};
+}
+
+}  // namespace ember::native

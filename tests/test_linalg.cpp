@@ -1,0 +1,189 @@
+// torch::linalg (autograd/linalg.h). Values and gradients against PyTorch are in
+// test_reference.cpp and test_reference_grads.cpp ("linalg_*", "logdet"), first and second
+// derivatives against finite differences in test_gradcheck.cpp. Here: matrices large enough
+// for the blocked LU's several panels checked by their defining identities, the status codes
+// and PyTorch's error messages, empty batches and 0 x 0 matrices, and the refusals.
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+namespace ember {
+namespace {
+
+Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
+double max_abs(const Tensor& t) { return t.abs().amax().item<double>(); }
+Tensor spd(int64_t batch, int64_t n, DType dtype) {
+  const Tensor m = randn({batch, n, n}, dtype);
+  return matmul(m, mT(m)) + static_cast<double>(n) * eye(n, -1, dtype);
+}
+
+// n = 77 and 100: three and four panels of the blocked LU (32 columns each), a ragged last one.
+TEST(Linalg, SolveInvAndDetOfLargeMatricesSatisfyTheirIdentities) {
+  manual_seed(5);
+  for (const int64_t n : {77, 100}) {
+    SCOPED_TRACE(n);
+    const Tensor a = randn({2, n, n}, kFloat64), b = randn({2, n, 3}, kFloat64);
+    const Tensor x = linalg::solve(a, b);
+    EXPECT_LT(max_abs(matmul(a, x) - b), 1e-9);
+    EXPECT_LT(max_abs(matmul(a, linalg::inv(a)) - eye(n, -1, kFloat64)), 1e-9);
+    // log|det A| = Σ log|λ| for symmetric A; and det(A Aᵀ) = det(A)²
+    const Tensor s = a + mT(a);
+    EXPECT_TRUE(
+        testing::all_close(std::get<1>(linalg::slogdet(s)), linalg::eigvalsh(s).abs().log().sum({-1}), 1e-9, 1e-9));
+    const Tensor small = a.narrow(-1, 0, 40).narrow(-2, 0, 40) * 0.5;
+    EXPECT_TRUE(testing::all_close(linalg::det(matmul(small, mT(small))), linalg::det(small).square(), 1e-8, 0));
+  }
+}
+
+TEST(Linalg, TransposedAndFloat32InputsGiveTheSameSolution) {
+  manual_seed(6);
+  const Tensor a = randn({50, 50}, kFloat64) + 8.0 * eye(50, -1, kFloat64), b = randn({50, 4}, kFloat64);
+  const Tensor x = linalg::solve(a, b);
+  // A stored column-major (a transposed view of a contiguous Aᵀ): the same solution
+  EXPECT_TRUE(testing::all_close(linalg::solve(mT(a.t().contiguous()), b), x, 1e-12, 1e-12));
+  EXPECT_TRUE(testing::all_close(linalg::solve(a.to(kFloat32), b.to(kFloat32)).to(kFloat64), x, 1e-4, 1e-4));
+}
+
+TEST(Linalg, CholeskyTriangularSolveAndEighOfLargeMatrices) {
+  manual_seed(7);
+  const Tensor a = spd(3, 90, kFloat64);
+  const Tensor l = linalg::cholesky(a);
+  EXPECT_EQ(max_abs(l.triu(1)), 0.0);
+  EXPECT_LT(max_abs(matmul(l, mT(l)) - a), 1e-9);
+  const Tensor u = linalg::cholesky(a, /*upper=*/true);
+  EXPECT_TRUE(testing::all_close(u, mT(l), 0, 0));
+  const Tensor b = randn({3, 90, 5}, kFloat64);
+  EXPECT_LT(max_abs(matmul(l, linalg::solve_triangular(l, b, /*upper=*/false)) - b), 1e-9);
+  const Tensor bt = randn({3, 5, 90}, kFloat64);
+  EXPECT_LT(max_abs(matmul(linalg::solve_triangular(u, bt, /*upper=*/true, /*left=*/false), u) - bt), 1e-9);
+  auto [w, v] = linalg::eigh(a);
+  EXPECT_LT(max_abs(matmul(v, mT(v)) - eye(90, -1, kFloat64)), 1e-10);
+  EXPECT_LT(max_abs(matmul(v * w.unsqueeze(-2), mT(v)) - a), 1e-8);
+  EXPECT_TRUE((w.narrow(-1, 1, 89) >= w.narrow(-1, 0, 89)).all().item<bool>()) << "eigenvalues ascending";
+}
+
+TEST(Linalg, OnlyTheNamedTriangleIsRead) {
+  manual_seed(8);
+  const Tensor a = spd(1, 6, kFloat64)[0], noise = randn({6, 6}, kFloat64);
+  EXPECT_TRUE(testing::all_close(linalg::cholesky(a + noise.triu(1)), linalg::cholesky(a), 0, 0));
+  EXPECT_TRUE(testing::all_close(linalg::eigvalsh(a + noise.tril(-1), "U"), linalg::eigvalsh(a), 1e-12, 1e-12));
+  const Tensor t = randn({6, 6}, kFloat64) + 4.0 * eye(6, -1, kFloat64), b = randn({6, 2}, kFloat64);
+  EXPECT_TRUE(testing::all_close(linalg::solve_triangular(t, b, /*upper=*/true),
+                                 linalg::solve_triangular(t.triu(), b, /*upper=*/true), 0, 0));
+  const Tensor unit = t.tril(-1) + eye(6, -1, kFloat64);
+  EXPECT_TRUE(testing::all_close(linalg::solve_triangular(t, b, /*upper=*/false, /*left=*/true, true),
+                                 linalg::solve(unit, b), 1e-12, 1e-12));
+}
+
+TEST(Linalg, SingularAndIndefiniteMatricesThrowPyTorchsMessages) {
+  const Tensor singular = tensor<double>({1, 2, 2, 4}, Shape{2, 2});
+  EXPECT_ERROR_CONTAINS(linalg::solve(singular, ones({2}, kFloat64)),
+                        "linalg.solve: The solver failed because the input matrix is singular.");
+  EXPECT_ERROR_CONTAINS(linalg::inv(stack({eye(2, -1, kFloat64), singular})),
+                        "linalg.inv: (Batch element 1): The diagonal element 2 is zero");
+  EXPECT_EQ(linalg::det(singular).item<double>(), 0.0);
+  EXPECT_EQ(std::get<1>(linalg::slogdet(singular)).item<double>(), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(std::get<0>(linalg::slogdet(singular)).item<double>(), 0.0);
+  const Tensor indefinite = tensor<double>({1, 2, 0, 2, 1, 0, 0, 0, 1}, Shape{3, 3});
+  EXPECT_ERROR_CONTAINS(linalg::cholesky(indefinite),
+                        "linalg.cholesky: The factorization could not be completed because the input is not "
+                        "positive-definite (the leading minor of order 2 is not positive-definite).");
+  auto [l, info] = linalg::cholesky_ex(stack({eye(3, -1, kFloat64), indefinite}));
+  EXPECT_EQ(info.to_vector<int32_t>(), (std::vector<int32_t>{0, 2}));
+  EXPECT_ERROR_CONTAINS(linalg::cholesky_ex(indefinite, false, /*check_errors=*/true), "leading minor of order 2");
+  EXPECT_ERROR_CONTAINS(linalg::cholesky(full({2, 2}, std::nan(""), kFloat64)), "leading minor of order 1");
+}
+
+TEST(Linalg, NonFiniteMatricesGiveNaNsOrErrorsNeverCrashes) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (const double bad : {nan, inf}) {
+    SCOPED_TRACE(bad);
+    const Tensor a = tensor<double>({2, bad, bad, 1}, Shape{2, 2});
+    EXPECT_ERROR_CONTAINS(linalg::eigh(a), "linalg.eigh: The algorithm failed to converge");
+    EXPECT_ERROR_CONTAINS(linalg::eigvalsh(stack({eye(2, -1, kFloat64), a})), "(Batch element 1)");
+    EXPECT_ERROR_CONTAINS(linalg::cholesky(a), "leading minor of order 2");
+  }
+  const Tensor a = tensor<double>({2, nan, nan, 1}, Shape{2, 2});
+  EXPECT_TRUE(linalg::solve(a, ones({2}, kFloat64)).isnan().all().item<bool>());
+  EXPECT_TRUE(std::isnan(linalg::det(a).item<double>()));
+}
+
+TEST(Linalg, DeterminantsSignsAndLogdet) {
+  // a row swap flips the sign; slogdet stays finite where det underflows
+  const Tensor swap = tensor<double>({0, 1, 1, 0}, Shape{2, 2});
+  EXPECT_EQ(linalg::det(swap).item<double>(), -1.0);
+  EXPECT_TRUE(std::isnan(logdet(swap).item<double>()));
+  const Tensor tiny = eye(3, -1, kFloat32) * 1e-20;
+  EXPECT_EQ(linalg::det(tiny).item<float>(), 0.0f);
+  EXPECT_NEAR(std::get<1>(linalg::slogdet(tiny)).item<float>(), 3 * std::log(1e-20), 1e-3);
+  const Tensor m = randn({3, 4, 4}, kFloat64);
+  auto [sign, logabs] = linalg::slogdet(m);
+  EXPECT_TRUE(testing::all_close(sign * logabs.exp(), linalg::det(m), 1e-12, 1e-14));
+}
+
+TEST(Linalg, EmptyBatchesAndEmptyMatrices) {
+  const Tensor none = zeros({0, 3, 3}, kFloat64);
+  EXPECT_EQ(linalg::inv(none).sizes(), (Shape{0, 3, 3}));
+  EXPECT_EQ(linalg::det(none).sizes(), (Shape{0}));
+  EXPECT_EQ(std::get<0>(linalg::eigh(none)).sizes(), (Shape{0, 3}));
+  EXPECT_EQ(linalg::cholesky(none).sizes(), (Shape{0, 3, 3}));
+  const Tensor empty = zeros({2, 0, 0}, kFloat32);  // det of a 0 x 0 matrix is 1, as PyTorch's
+  EXPECT_EQ(linalg::det(empty).to_vector<float>(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(std::get<1>(linalg::eigh(empty)).sizes(), (Shape{2, 0, 0}));  // (Eigen's solver would read (0, 0))
+  EXPECT_EQ(linalg::cholesky(empty).sizes(), (Shape{2, 0, 0}));
+  EXPECT_EQ(linalg::solve(empty, zeros({2, 0, 4})).sizes(), (Shape{2, 0, 4}));
+  EXPECT_EQ(linalg::matrix_power(empty, -3).sizes(), (Shape{2, 0, 0}));
+}
+
+TEST(Linalg, MatrixPowerAndInverseAliases) {
+  manual_seed(9);
+  const Tensor a = randn({4, 4}, kFloat64) + 3.0 * eye(4, -1, kFloat64);
+  EXPECT_TRUE(
+      testing::all_close(linalg::matrix_power(a, 5), matmul(matmul(matmul(matmul(a, a), a), a), a), 1e-12, 1e-12));
+  EXPECT_TRUE(testing::all_close(linalg::matrix_power(a, -1), inverse(a), 1e-14, 1e-14));
+  EXPECT_TRUE(testing::all_close(linalg::matrix_power(a, 0), eye(4, -1, kFloat64), 0, 0));
+  const Tensor ints = tensor<int64_t>({1, 1, 0, 1}, Shape{2, 2});  // integers take non-negative powers
+  EXPECT_EQ(linalg::matrix_power(ints, 10).to_vector<int64_t>(), (std::vector<int64_t>{1, 10, 0, 1}));
+  EXPECT_ERROR_CONTAINS(linalg::matrix_power(ints, -1), "linalg.inv: expected a float32 or float64 tensor");
+}
+
+TEST(Linalg, GradientOfDetAtASingularMatrixIsRefusedNotNaN) {
+  const Tensor a = tensor<double>({1, 2, 2, 4}, Shape{2, 2}).set_requires_grad(true);
+  const Tensor d = linalg::det(a);
+  EXPECT_ERROR_CONTAINS(d.backward(), "linalg.det: the gradient at an exactly singular matrix");
+}
+
+TEST(Linalg, BadArgumentsNameTheFunctionAndShapes) {
+  const Tensor a = randn({3, 3}), b = randn({3, 2});
+  EXPECT_ERROR_CONTAINS(linalg::solve(randn({3, 4}), b), "linalg.solve: A must be batches of square matrices");
+  EXPECT_ERROR_CONTAINS(linalg::solve(a, randn({4, 2})),
+                        "linalg.solve: incompatible shapes of A and B for the equation AX = B ([3, 3] and [4, 2])");
+  EXPECT_ERROR_CONTAINS(linalg::solve(a, randn({3}), /*left=*/false), "the equation XA = B");
+  EXPECT_ERROR_CONTAINS(linalg::solve(a, b.to(kFloat64)), "linalg.solve: expected A and B to have the same dtype");
+  EXPECT_ERROR_CONTAINS(linalg::inv(a.to(kFloat16)), "linalg.inv: expected a float32 or float64 tensor, but got");
+  EXPECT_ERROR_CONTAINS(linalg::det(randn({3})), "linalg.det: the input tensor A must have at least 2 dimensions");
+  EXPECT_ERROR_CONTAINS(linalg::solve(randn({2, 3, 3}), randn({4, 3, 1})), "linalg.solve");
+  EXPECT_ERROR_CONTAINS(linalg::solve_triangular(a, randn({3}), true), "B must have at least 2 dimensions");
+  EXPECT_ERROR_CONTAINS(linalg::eigh(a, "X"), "linalg.eigh: expected UPLO to be 'L' or 'U', but got 'X'");
+  EXPECT_ERROR_CONTAINS(linalg::vector_norm(ones({3}, kInt64)), "linalg.vector_norm: expected a floating point");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, 2), "needs the singular values (linalg.svdvals, planned)");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, "nuc"), "the nuclear norm needs the singular values");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, 3), "linalg.matrix_norm: order 3 not supported");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, "fro", {0, 0}), "dims must be different");
+  EXPECT_ERROR_CONTAINS(linalg::norm(randn({2, 2, 2}), 1), "input must be 1-D or 2-D");
+  EXPECT_ERROR_CONTAINS(linalg::norm(randn({4}), "fro"), "order 'fro' is a matrix norm");
+}
+
+TEST(Linalg, VectorNormOrders) {
+  const Tensor x = tensor<float>({3, -4, 0, 1}, Shape{4});
+  EXPECT_FLOAT_EQ(linalg::vector_norm(x).item<float>(), std::sqrt(26.0f));
+  EXPECT_FLOAT_EQ(linalg::vector_norm(x, 1).item<float>(), 8.0f);
+  EXPECT_FLOAT_EQ(linalg::vector_norm(x, 0).item<float>(), 3.0f);
+  EXPECT_FLOAT_EQ(linalg::vector_norm(x, std::numeric_limits<double>::infinity()).item<float>(), 4.0f);
+  EXPECT_FLOAT_EQ(linalg::vector_norm(x, -std::numeric_limits<double>::infinity()).item<float>(), 0.0f);
+  EXPECT_EQ(linalg::vector_norm(x, 2, std::nullopt, false, kFloat64).dtype(), kFloat64);
+}
+
+}  // namespace
+}  // namespace ember
