@@ -93,6 +93,12 @@ TEST(Linalg, SingularAndIndefiniteMatricesThrowPyTorchsMessages) {
   EXPECT_EQ(info.to_vector<int32_t>(), (std::vector<int32_t>{0, 2}));
   EXPECT_ERROR_CONTAINS(linalg::cholesky_ex(indefinite, false, /*check_errors=*/true), "leading minor of order 2");
   EXPECT_ERROR_CONTAINS(linalg::cholesky(full({2, 2}, std::nan(""), kFloat64)), "leading minor of order 1");
+  // beyond the first block of 64 columns, and only the lower triangle read there too
+  Tensor big = spd(1, 100, kFloat64)[0];
+  EXPECT_TRUE(
+      testing::all_close(linalg::cholesky(big + randn({100, 100}, kFloat64).triu(1)), linalg::cholesky(big), 0, 0));
+  big.index_put_({70, 70}, -1e6);
+  EXPECT_ERROR_CONTAINS(linalg::cholesky(big), "(the leading minor of order 71 is not positive-definite)");
 }
 
 TEST(Linalg, NonFiniteMatricesGiveNaNsOrErrorsNeverCrashes) {

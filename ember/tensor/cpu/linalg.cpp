@@ -73,17 +73,17 @@ int32_t lu_one(T* data, int64_t n, int32_t* pivots) {
   return info;
 }
 
-// potrf (lower) on one matrix, left-looking: column j is a's minus the products of the rows
-// already factored (one GEMV), scaled by the square root of its diagonal. Only the lower
-// triangle is read. Returns 0, or the order of the first leading minor that is not
-// positive-definite (its pivot ≤ 0 or NaN, which is left on the diagonal, as LAPACK does).
-template <class T>
-int32_t cholesky_one(T* data, int64_t n) {
-  Matrix<T> a(data, n, n);
+// potrf (lower) on one diagonal block, left-looking: column j is the block's minus the products
+// of the rows already factored (one GEMV), scaled by the square root of its diagonal. Returns
+// 0, or the 1-based index of the first pivot ≤ 0 or NaN (left on the diagonal, as LAPACK does).
+template <class Block>
+int32_t cholesky_unblocked(Block a) {
+  using T = typename Block::Scalar;
+  const int64_t n = a.rows();
   for (int64_t j = 0; j < n; ++j) {
     const T d = a(j, j) - a.row(j).head(j).squaredNorm();
     if (!(d > T(0))) {
-      a(j, j) = d;  // as LAPACK's potrf leaves it
+      a(j, j) = d;
       return static_cast<int32_t>(j + 1);
     }
     const T root = std::sqrt(d);
@@ -93,6 +93,30 @@ int32_t cholesky_one(T* data, int64_t n) {
       if (j > 0) a.col(j).tail(below).noalias() -= a.block(j + 1, 0, below, j) * a.row(j).head(j).transpose();
       a.col(j).tail(below) /= root;
     }
+  }
+  return 0;
+}
+
+// potrf (lower) on one matrix, right-looking in blocks of kBlock columns (LAPACK's dpotrf):
+// factor the diagonal block, solve the panel below it (L21 = A21 L11⁻ᵀ), then take L21 L21ᵀ
+// from the lower triangle of the trailing matrix (the O(n³) part, a triangular GEMM). Only the
+// lower triangle is read or written. Returns 0, or the order of the first leading minor that is
+// not positive-definite.
+template <class T>
+int32_t cholesky_one(T* data, int64_t n) {
+  constexpr int64_t kBlock = 64;
+  Matrix<T> a(data, n, n);
+  for (int64_t k0 = 0; k0 < n; k0 += kBlock) {
+    const int64_t width = std::min(kBlock, n - k0), k1 = k0 + width, rest = n - k1;
+    const int32_t info = cholesky_unblocked(a.block(k0, k0, width, width));
+    if (info != 0) return static_cast<int32_t>(k0 + info);
+    if (rest == 0) break;
+    auto l21 = a.block(k1, k0, rest, width);
+    a.block(k0, k0, width, width)
+        .transpose()
+        .template triangularView<Eigen::Upper>()
+        .template solveInPlace<Eigen::OnTheRight>(l21);
+    a.block(k1, k1, rest, rest).template triangularView<Eigen::Lower>() -= l21 * l21.transpose();
   }
   return 0;
 }
