@@ -91,6 +91,9 @@ TEST(Linalg, SingularAndIndefiniteMatricesThrowPyTorchsMessages) {
                         "positive-definite (the leading minor of order 2 is not positive-definite).");
   auto [l, info] = linalg::cholesky_ex(stack({eye(3, -1, kFloat64), indefinite}));
   EXPECT_EQ(info.to_vector<int32_t>(), (std::vector<int32_t>{0, 2}));
+  // the partial result, as LAPACK leaves it (PyTorch's CPU output): the failing pivot 1 - 2² on
+  // the diagonal, the rest of that column as it was
+  EXPECT_EQ(l.to_vector<double>(), (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 2, -3, 0, 0, 0, 1}));
   EXPECT_ERROR_CONTAINS(linalg::cholesky_ex(indefinite, false, /*check_errors=*/true), "leading minor of order 2");
   EXPECT_ERROR_CONTAINS(linalg::cholesky(full({2, 2}, std::nan(""), kFloat64)), "leading minor of order 1");
   // beyond the first block of 64 columns, and only the lower triangle read there too

@@ -369,7 +369,11 @@ const std::map<std::string, CaseFn>& cases() {
       {"logdet", one([](const Inputs& x) { return logdet(x[0]); })},
       {"linalg_cholesky", one([](const Inputs& x) { return linalg::cholesky(x[0]); })},
       {"linalg_cholesky_upper64", one([](const Inputs& x) { return linalg::cholesky(x[0], /*upper=*/true); })},
-      {"linalg_cholesky_ex", [](const Inputs& x) { auto [l, info] = linalg::cholesky_ex(x[0]); return Outputs{l, info}; }},
+      {"linalg_cholesky_ex",
+       [](const Inputs& x) {
+         auto [l, info] = linalg::cholesky_ex(x[0]);
+         return Outputs{l * (info == 0).unsqueeze(-1).unsqueeze(-1), info};
+       }},
       {"linalg_solve_triangular_upper",
        one([](const Inputs& x) { return linalg::solve_triangular(x[0], x[1], /*upper=*/true); })},
       {"linalg_solve_triangular_lower_unit",
