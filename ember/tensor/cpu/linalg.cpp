@@ -37,9 +37,34 @@ void for_each_matrix(int64_t batch, int64_t n, const F& f) {
   });
 }
 
+// f(c0, c1) on chunks of a matrix's k right-hand-side columns, one per thread: a lone matrix's
+// solves then use every core (inside a batch spread over the threads it runs inline).
+template <class F>
+void for_column_chunks(int64_t n, int64_t k, const F& f) {
+  parallel_for(0, k, std::max<int64_t>(16, kGrainSize / std::max<int64_t>(1, n * n)), f);
+}
+
+// LAPACK's row swaps (laswp) on columns [c0, c1) of a column-major matrix with leading dimension
+// ld: rows j and pivots[j] - 1 for j in [j0, j1), in that order or (`reverse`) backwards. Column
+// by column, so each swap touches two elements of a column already in cache, not two rows
+// strided across the whole matrix.
+template <class T>
+void swap_rows(T* data, int64_t ld, int64_t c0, int64_t c1, const int32_t* pivots, int64_t j0, int64_t j1,
+               bool reverse = false) {
+  for (int64_t c = c0; c < c1; ++c) {
+    T* column = data + c * ld;
+    if (!reverse) {
+      for (int64_t j = j0; j < j1; ++j) std::swap(column[j], column[pivots[j] - 1]);
+    } else {
+      for (int64_t j = j1 - 1; j >= j0; --j) std::swap(column[j], column[pivots[j] - 1]);
+    }
+  }
+}
+
 // getrf on one n x n matrix: panels of kPanel columns are factored column by column (pivot =
-// the largest magnitude below the diagonal, its whole row swapped), then the rows to their
-// right get U12 = L11⁻¹ A12 and the trailing matrix A22 -= L21 U12 (the O(n³) part, one GEMM).
+// the largest magnitude below the diagonal, swapped within the panel), then the panel's swaps
+// are applied to the columns on both sides, the rows to its right get U12 = L11⁻¹ A12 and the
+// trailing matrix A22 -= L21 U12 (the O(n³) part, one GEMM).
 // Returns LAPACK's info: 0, or the 1-based index of the first exactly zero pivot.
 template <class T>
 int32_t lu_one(T* data, int64_t n, int32_t* pivots) {
@@ -53,7 +78,7 @@ int32_t lu_one(T* data, int64_t n, int32_t* pivots) {
       a.col(j).segment(j, n - j).cwiseAbs().maxCoeff(&best);
       const int64_t p = j + best;
       pivots[j] = static_cast<int32_t>(p + 1);
-      if (p != j) a.row(j).swap(a.row(p));
+      if (p != j) a.row(j).segment(p0, width).swap(a.row(p).segment(p0, width));
       const T pivot = a(j, j);
       if (pivot != T(0)) {
         a.col(j).segment(j + 1, n - j - 1) /= pivot;
@@ -64,6 +89,8 @@ int32_t lu_one(T* data, int64_t n, int32_t* pivots) {
         a.block(j + 1, j + 1, n - j - 1, p1 - j - 1).noalias() -=
             a.col(j).segment(j + 1, n - j - 1) * a.row(j).segment(j + 1, p1 - j - 1);
     }
+    swap_rows(data, n, 0, p0, pivots, p0, p1);
+    swap_rows(data, n, p1, n, pivots, p0, p1);
     if (p1 < n) {
       auto u12 = a.block(p0, p1, width, n - p1);
       a.block(p0, p0, width, width).template triangularView<Eigen::UnitLower>().solveInPlace(u12);
@@ -136,7 +163,8 @@ void CpuBackend::lu_factor(const Tensor& a, const Tensor& pivots, const Tensor& 
 }
 
 // b [B, n, k] <- A⁻¹ b (or A⁻ᵀ b): the row swaps, then L's and U's triangular solves (for Aᵀ
-// = Uᵀ Lᵀ P: Uᵀ's and Lᵀ's solves, then the swaps undone in reverse order).
+// = Uᵀ Lᵀ P: Uᵀ's and Lᵀ's solves, then the swaps undone in reverse order), on chunks of b's
+// columns in parallel.
 void CpuBackend::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) {
   const int64_t batch = lu.size(0), n = lu.size(1), k = b.size(2);
   dispatch_real(lu.dtype(), "lu_solve", [&](auto zero) {
@@ -146,19 +174,20 @@ void CpuBackend::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& 
     const int32_t* piv = pivots.data_ptr<int32_t>();
     for_each_matrix(batch, n, [&](int64_t i) {
       const Matrix<scalar_t> f(factors + i * n * n, n, n);
-      Matrix<scalar_t> x(rhs + i * n * k, n, k);
+      scalar_t* columns = rhs + i * n * k;
       const int32_t* p = piv + i * n;
-      if (!transpose) {
-        for (int64_t j = 0; j < n; ++j)
-          if (p[j] - 1 != j) x.row(j).swap(x.row(p[j] - 1));
-        f.template triangularView<Eigen::UnitLower>().solveInPlace(x);
-        f.template triangularView<Eigen::Upper>().solveInPlace(x);
-      } else {
-        f.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
-        f.transpose().template triangularView<Eigen::UnitUpper>().solveInPlace(x);
-        for (int64_t j = n - 1; j >= 0; --j)
-          if (p[j] - 1 != j) x.row(j).swap(x.row(p[j] - 1));
-      }
+      for_column_chunks(n, k, [&](int64_t c0, int64_t c1) {
+        Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>> x(columns + c0 * n, n, c1 - c0);
+        if (!transpose) {
+          swap_rows(columns, n, c0, c1, p, 0, n);
+          f.template triangularView<Eigen::UnitLower>().solveInPlace(x);
+          f.template triangularView<Eigen::Upper>().solveInPlace(x);
+        } else {
+          f.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
+          f.transpose().template triangularView<Eigen::UnitUpper>().solveInPlace(x);
+          swap_rows(columns, n, c0, c1, p, 0, n, /*reverse=*/true);
+        }
+      });
     });
   });
 }
@@ -183,11 +212,13 @@ void CpuBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper, 
     scalar_t* rhs = b.data_ptr<scalar_t>();
     for_each_matrix(batch, n, [&](int64_t i) {
       const Matrix<scalar_t> t(tri + i * n * n, n, n);
-      Matrix<scalar_t> x(rhs + i * n * k, n, k);
-      if (upper && unit_diagonal) t.template triangularView<Eigen::UnitUpper>().solveInPlace(x);
-      if (upper && !unit_diagonal) t.template triangularView<Eigen::Upper>().solveInPlace(x);
-      if (!upper && unit_diagonal) t.template triangularView<Eigen::UnitLower>().solveInPlace(x);
-      if (!upper && !unit_diagonal) t.template triangularView<Eigen::Lower>().solveInPlace(x);
+      for_column_chunks(n, k, [&](int64_t c0, int64_t c1) {
+        Matrix<scalar_t> x(rhs + i * n * k + c0 * n, n, c1 - c0);
+        if (upper && unit_diagonal) t.template triangularView<Eigen::UnitUpper>().solveInPlace(x);
+        if (upper && !unit_diagonal) t.template triangularView<Eigen::Upper>().solveInPlace(x);
+        if (!upper && unit_diagonal) t.template triangularView<Eigen::UnitLower>().solveInPlace(x);
+        if (!upper && !unit_diagonal) t.template triangularView<Eigen::Lower>().solveInPlace(x);
+      });
     });
   });
 }
