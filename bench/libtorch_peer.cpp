@@ -1,7 +1,7 @@
 // ember against LibTorch (Debian's libtorch-dev, PyTorch 1.13) on the same work, in one
 // run, with the same thread count. Inputs are shared (from_blob both ways) and outputs are
 // compared before anything is timed. Ratios are LibTorch time / ember time (> 1: ember faster).
-//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary|random|sequence]   (only that section)
+//   build/bench/bench/libtorch_peer [threads] [optim|quant|conv|unary|random|sequence|linalg]   (only that section)
 #include <ATen/native/quantized/PackedParams.h>
 #include <torch/torch.h>
 
@@ -504,6 +504,51 @@ int sequence_section() {
   return 0;
 }
 
+// ---- torch::linalg: ember's factorizations (Eigen's blocked kernels in LAPACK's loops, one
+// matrix per thread across a batch) against LibTorch's LAPACK (OpenBLAS's, when run as
+// BENCHMARKS.md says). GFLOP/s counts the factorization's textbook flops. ----
+
+int linalg_section() {
+  std::printf("| float32 | ember | LibTorch | LibTorch / ember | ember GFLOP/s |\n|---|---|---|---|---|\n");
+  auto row = [](const std::string& name, double flops, const std::function<void()>& ours,
+                const std::function<void()>& theirs) {
+    const auto t = ember::bench::interleaved_medians({ours, theirs}, 7);
+    std::printf("| %s | %.2f ms | %.2f ms | %.2f | %.1f |\n", name.c_str(), t[0] * 1e3, t[1] * 1e3, t[1] / t[0],
+                flops / t[0] * 1e-9);
+  };
+  for (const int64_t n : {256, 1024}) {
+    const ember::Tensor a = ember::randn({n, n}) + ember::eye(n) * std::sqrt(static_cast<double>(n));
+    const ember::Tensor b = ember::randn({n, 64});
+    const ember::Tensor s = ember::matmul(a, a.t()) / static_cast<double>(n);
+    const torch::Tensor ta = as_torch(a), tb = as_torch(b), ts = as_torch(s);
+    check("solve", ember::linalg::solve(a, b), torch::linalg::solve(ta, tb, true), 1e-3);
+    check("cholesky", ember::linalg::cholesky(s), torch::linalg::cholesky(ts), 1e-3);
+    const double nd = static_cast<double>(n);
+    const std::string size = std::to_string(n) + " x " + std::to_string(n);
+    row(
+        "solve " + size + ", 64 right-hand sides", 2.0 / 3 * nd * nd * nd + 2 * nd * nd * 64,
+        [&] { (void)ember::linalg::solve(a, b); }, [&] { (void)torch::linalg::solve(ta, tb, true); });
+    row(
+        "inv " + size, 2 * nd * nd * nd, [&] { (void)ember::linalg::inv(a); }, [&] { (void)torch::linalg::inv(ta); });
+    row(
+        "cholesky " + size, nd * nd * nd / 3, [&] { (void)ember::linalg::cholesky(s); },
+        [&] { (void)torch::linalg::cholesky(ts); });
+    row(
+        "eigh " + size, 9 * nd * nd * nd, [&] { (void)ember::linalg::eigh(s); },
+        [&] { (void)torch::linalg::eigh(ts, "L"); });
+  }
+  {  // many small matrices: the per-matrix overhead
+    const ember::Tensor a = ember::randn({4096, 8, 8}) + ember::eye(8) * 3.0;
+    const torch::Tensor ta = as_torch(a);
+    // (float32: a nearly singular draw among the 4096 loses digits to cancellation in both)
+    check("log |det|", std::get<1>(ember::linalg::slogdet(a)), std::get<1>(torch::linalg::slogdet(ta)), 1e-2);
+    row(
+        "det of 4096 8 x 8 matrices", 4096 * 2.0 / 3 * 512, [&] { (void)ember::linalg::det(a); },
+        [&] { (void)torch::linalg::det(ta); });
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   // LibTorch's CPU allocator caches nothing: with glibc's default (dynamic) mmap threshold,
   // its large blocks go back to the OS on free and every training step page-faults them in
@@ -522,6 +567,7 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "unary") return unary_section();
   if (argc > 2 && std::string(argv[2]) == "random") return random_section();
   if (argc > 2 && std::string(argv[2]) == "sequence") return sequence_section();
+  if (argc > 2 && std::string(argv[2]) == "linalg") return linalg_section();
   std::printf(
       "| workload | ember | LibTorch, preallocated out | LibTorch / ember | LibTorch, allocating | that / ember |\n"
       "|---|---|---|---|---|---|\n");
