@@ -17,16 +17,26 @@ Tensor reshaping(const char* name, const Tensor& self, Tensor out) {
   return out;
 }
 
-// Views that pick a sub-block: the gradient goes into that block of zeros.
-template <class Pick>
-Tensor picking(const char* name, const Tensor& self, Tensor out, Pick pick) {
+// Views that pick a sub-block: the gradient goes into that block of zeros. In a create_graph
+// backward that placement is itself recorded, as one node whose gradient picks the block again
+// (the public view, `pick_again`), so the picking views differentiate twice.
+template <class Pick, class PickAgain>
+Tensor picking(const char* name, const Tensor& self, Tensor out, Pick pick, PickAgain pick_again) {
   if (needs_grad(self))
-    record_fn(name, {&self}, {&out}, [lx = Like(self), pick](std::vector<Tensor>& d) {
-      Tensor g = lx.zeros();
-      Tensor block = pick(g);
-      native::copy_(block, d[0]);
-      return std::vector<Tensor>{g};
-    });
+    record_fn(
+        name, {&self}, {&out},
+        [lx = Like(self), pick, pick_again](std::vector<Tensor>& d) {
+          Tensor g = lx.zeros();
+          Tensor block = pick(g);
+          native::copy_(block, d[0]);
+          if (needs_grad(d[0]))
+            record_fn(
+                "PlaceInZerosBackward", {&d[0]}, {&g},
+                [pick_again](std::vector<Tensor>& dd) { return std::vector<Tensor>{pick_again(dd[0])}; },
+                kDifferentiable, kSavesNoTensors);
+          return std::vector<Tensor>{g};
+        },
+        kDifferentiable, kSavesNoTensors);
   return out;
 }
 }  // namespace
@@ -99,16 +109,22 @@ Tensor autograd::movedim(const Tensor& self, int64_t source, int64_t destination
 
 Tensor autograd::slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
                        int64_t step) {
-  return picking("SliceBackward", self, forward([&] { return native::slice(self, dim, start, end, step); }),
-                 [=](const Tensor& g) { return native::slice(g, dim, start, end, step); });
+  return picking(
+      "SliceBackward", self, forward([&] { return native::slice(self, dim, start, end, step); }),
+      [=](const Tensor& g) { return native::slice(g, dim, start, end, step); },
+      [=](const Tensor& g) { return autograd::slice(g, dim, start, end, step); });
 }
 Tensor autograd::narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
-  return picking("NarrowBackward", self, forward([&] { return native::narrow(self, dim, start, length); }),
-                 [=](const Tensor& g) { return native::narrow(g, dim, start, length); });
+  return picking(
+      "NarrowBackward", self, forward([&] { return native::narrow(self, dim, start, length); }),
+      [=](const Tensor& g) { return native::narrow(g, dim, start, length); },
+      [=](const Tensor& g) { return autograd::narrow(g, dim, start, length); });
 }
 Tensor autograd::select(const Tensor& self, int64_t dim, int64_t index) {
-  return picking("SelectBackward", self, forward([&] { return native::select(self, dim, index); }),
-                 [=](const Tensor& g) { return native::select(g, dim, index); });
+  return picking(
+      "SelectBackward", self, forward([&] { return native::select(self, dim, index); }),
+      [=](const Tensor& g) { return native::select(g, dim, index); },
+      [=](const Tensor& g) { return autograd::select(g, dim, index); });
 }
 
 Tensor autograd::expand(const Tensor& self, const Shape& shape) {
