@@ -6,6 +6,9 @@
 #include "helpers.h"
 
 namespace ember {
+namespace testing {
+Tensor svd_invariants(const Tensor& a, bool full_matrices);  // test_linalg.cpp
+}  // namespace testing
 namespace {
 
 using autograd::gradcheck;
@@ -293,6 +296,21 @@ std::vector<Case> cases() {
        {{3, 3}}},
       {"linalg_vector_norm", [](X x) { return linalg::vector_norm(x[0], 3.5, Shape{1}); }, {{3, 4}}},
       {"linalg_matrix_norm", [](X x) { return linalg::matrix_norm(x[0], -1.0); }, {{2, 3, 4}}},
+      // the SVD half (functions of the singular vectors independent of their signs)
+      {"linalg_svd", [](X x) { return testing::svd_invariants(x[0], false); }, {{2, 4, 3}}},
+      {"linalg_svd_full_wide", [](X x) { return testing::svd_invariants(x[0].t(), true); }, {{5, 3}}},
+      {"linalg_svdvals", [](X x) { return linalg::svdvals(x[0]); }, {{3, 4}}},
+      {"linalg_pinv", [](X x) { return linalg::pinv(x[0]); }, {{2, 3, 4}}},
+      {"linalg_pinv_tall", [](X x) { return linalg::pinv(x[0].t()); }, {{3, 5}}},
+      {"linalg_pinv_hermitian",
+       [](X x) { return linalg::pinv(x[0] + x[0].t(), std::nullopt, std::nullopt, /*hermitian=*/true); },
+       {{4, 4}}},
+      {"linalg_matrix_norm_2",
+       [](X x) {
+         return linalg::matrix_norm(x[0], 2, {0, 2});
+       },
+       {{3, 2, 4}}},
+      {"linalg_matrix_norm_nuc", [](X x) { return linalg::matrix_norm(x[0], "nuc"); }, {{4, 3}}},
   };
 }
 
@@ -320,8 +338,8 @@ std::vector<std::pair<std::string, Tensor (*)(const Tensor&)>> unary_ops();
 // error naming the op. Never a silently wrong value.
 bool double_backward_planned(const std::string& name) {
   for (const char* prefix :
-       {"prod", "max_dim", "min_dim", "slice_select", "split", "index_select", "gather", "scatter_add", "embedding",
-        "max_pool", "conv2d", "avg_pool", "adaptive", "conv_transpose2d", "interpolate", "cumprod", "median"})
+       {"prod", "max_dim", "min_dim", "index_select", "gather", "scatter_add", "embedding", "max_pool", "conv2d",
+        "avg_pool", "adaptive", "conv_transpose2d", "interpolate", "cumprod", "median"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

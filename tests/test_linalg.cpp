@@ -1,14 +1,28 @@
 // torch::linalg (autograd/linalg.h). Values and gradients against PyTorch are in
 // test_reference.cpp and test_reference_grads.cpp ("linalg_*", "logdet"), first and second
 // derivatives against finite differences in test_gradcheck.cpp. Here: matrices large enough
-// for the blocked LU's several panels checked by their defining identities, the status codes
-// and PyTorch's error messages, empty batches and 0 x 0 matrices, and the refusals.
+// for the blocked LU's several panels and the SVD's divide and conquer checked by their defining
+// identities, the status codes and PyTorch's error messages, empty batches and 0 x 0 matrices,
+// gradients where singular values repeat or vanish, and the refusals.
 #include <cmath>
 #include <limits>
 
 #include "helpers.h"
 
 namespace ember {
+namespace testing {
+// S, U's leading pair of columns' projector U₂U₂ᵀ, V's leading column's V₁V₁ᵀ and U diag(S²) Uᵀ,
+// flattened into one vector: functions of the singular vectors that do not depend on their signs
+// (as gen_reference.py's svd_invariants; the gradient tests use it too).
+Tensor svd_invariants(const Tensor& a, bool full_matrices) {
+  auto [u, s, vh] = linalg::svd(a, full_matrices);
+  const int64_t k = s.size(-1);
+  const Tensor u2 = u.narrow(-1, 0, 2), v1 = vh.narrow(-2, 0, 1).transpose(-2, -1), uk = u.narrow(-1, 0, k);
+  return cat({s.reshape({-1}), matmul(u2, u2.transpose(-2, -1)).reshape({-1}),
+              matmul(v1, v1.transpose(-2, -1)).reshape({-1}),
+              matmul(uk * s.square().unsqueeze(-2), uk.transpose(-2, -1)).reshape({-1})});
+}
+}  // namespace testing
 namespace {
 
 Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
@@ -166,10 +180,111 @@ TEST(Linalg, MatrixPowerAndInverseAliases) {
   EXPECT_ERROR_CONTAINS(linalg::matrix_power(ints, -1), "linalg.inv: expected a float32 or float64 tensor");
 }
 
-TEST(Linalg, GradientOfDetAtASingularMatrixIsRefusedNotNaN) {
+// det's derivative is the cofactor matrix, which exists at a singular matrix too (from the SVD
+// there): [[1, 2], [2, 4]] -> [[4, -2], [-2, 1]]; 0 at rank n - 2; 1 for any 1 x 1 matrix.
+TEST(Linalg, GradientOfDetAtASingularMatrixIsItsCofactorMatrix) {
   const Tensor a = tensor<double>({1, 2, 2, 4}, Shape{2, 2}).set_requires_grad(true);
-  const Tensor d = linalg::det(a);
-  EXPECT_ERROR_CONTAINS(d.backward(), "linalg.det: the gradient at an exactly singular matrix");
+  linalg::det(a).backward();
+  EXPECT_TRUE(testing::all_close(a.grad(), tensor<double>({4, -2, -2, 1}, Shape{2, 2}), 1e-12, 1e-12));
+  const Tensor batch = stack({zeros({3, 3}, kFloat64), eye(3, -1, kFloat64) * 2.0}).set_requires_grad(true);
+  linalg::det(batch).sum().backward();  // a singular matrix beside a regular one: both from the SVD
+  EXPECT_TRUE(testing::all_close(batch.grad()[0], zeros({3, 3}, kFloat64), 0, 1e-12));
+  EXPECT_TRUE(testing::all_close(batch.grad()[1], eye(3, -1, kFloat64) * 4.0, 1e-12, 1e-12));
+  const Tensor one = zeros({1, 1}, kFloat32).set_requires_grad(true);
+  det(one).backward();
+  EXPECT_EQ(one.grad().item<float>(), 1.0f);
+  // against finite differences of det (a polynomial) at exactly singular 4 x 4 matrices, ranks 3 and 2
+  const Tensor x = randn({4, 3}, kFloat64), y = randn({3, 4}, kFloat64);
+  for (const Tensor& m : {matmul(x, y), matmul(x.narrow(1, 0, 2), y.narrow(0, 0, 2))}) {
+    const auto r = autograd::gradcheck([](const std::vector<Tensor>& v) { return linalg::det(v[0]); }, {m});
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+}
+
+// Sizes past Eigen's switch from Jacobi to divide and conquer (16 columns): A = U diag(S) Vh,
+// orthonormal vectors, descending values, tall and wide, reduced and full.
+TEST(Linalg, SvdOfLargeMatricesSatisfiesItsIdentities) {
+  manual_seed(11);
+  for (const DType dtype : {kFloat64, kFloat32}) {
+    const double tol = dtype == kFloat64 ? 1e-11 : 2e-4;
+    for (const Shape& shape : {Shape{2, 100, 37}, Shape{37, 100}, Shape{64, 64}}) {
+      SCOPED_TRACE(shape_str(shape));
+      const Tensor a = randn(shape, dtype);
+      for (const bool full : {false, true}) {
+        auto [u, s, vh] = linalg::svd(a, full);
+        const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+        EXPECT_EQ(u.size(-1), full ? m : k);
+        EXPECT_EQ(vh.size(-2), full ? n : k);
+        const Tensor uk = u.narrow(-1, 0, k), vk = vh.narrow(-2, 0, k);
+        EXPECT_LT(max_abs(matmul(uk * s.unsqueeze(-2), vk) - a), tol * 10);
+        EXPECT_LT(max_abs(matmul(mT(u), u) - eye(u.size(-1), -1, dtype)), tol);
+        EXPECT_LT(max_abs(matmul(vh, mT(vh)) - eye(vh.size(-2), -1, dtype)), tol);
+        EXPECT_TRUE((s.narrow(-1, 0, k - 1) >= s.narrow(-1, 1, k - 1)).all().item<bool>());
+        EXPECT_TRUE(testing::all_close(linalg::svdvals(a), s, tol, tol));
+      }
+    }
+  }
+}
+
+TEST(Linalg, PinvAndMatrixRankOfRankDeficientMatrices) {
+  manual_seed(12);
+  const Tensor a = matmul(randn({3, 6, 2}, kFloat64), randn({3, 2, 5}, kFloat64));  // rank 2
+  const Tensor p = linalg::pinv(a);
+  EXPECT_EQ(p.sizes(), (Shape{3, 5, 6}));
+  EXPECT_LT(max_abs(matmul(matmul(a, p), a) - a), 1e-12);  // the Penrose conditions
+  EXPECT_LT(max_abs(matmul(matmul(p, a), p) - p), 1e-12);
+  EXPECT_LT(max_abs(matmul(a, p) - mT(matmul(a, p))), 1e-12);
+  EXPECT_EQ(linalg::matrix_rank(a).to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(linalg::matrix_rank(a).dtype(), kInt64);
+  // symmetric and indefinite, rank 2: through eigh the same A⁺ as through the SVD
+  const Tensor x = randn({5, 2}, kFloat64);
+  const Tensor h = matmul(x * tensor<double>({1, -1}, Shape{2}), mT(x));
+  EXPECT_TRUE(testing::all_close(linalg::pinv(h, std::nullopt, std::nullopt, /*hermitian=*/true), linalg::pinv(h),
+                                 1e-10, 1e-12));
+  EXPECT_EQ(linalg::matrix_rank(h, std::nullopt, std::nullopt, /*hermitian=*/true).item<int64_t>(), 2);
+  // tolerances: an atol or rtol above the second singular value drops it
+  const Tensor d = tensor<double>({3, 0, 0, 0.5}, Shape{2, 2});
+  EXPECT_EQ(linalg::pinv(d, std::optional<double>(0.6)).to_vector<double>(),  // atol
+            (std::vector<double>{1.0 / 3, 0, 0, 0}));
+  EXPECT_EQ(linalg::pinv(d, /*rcond=*/0.1).to_vector<double>(), (std::vector<double>{1.0 / 3, 0, 0, 2}));
+  EXPECT_EQ(linalg::matrix_rank(d, /*tol=*/0.5).item<int64_t>(), 1);  // strictly above the tolerance
+}
+
+TEST(Linalg, SvdGradientsWhereSingularValuesRepeatOrVanish) {
+  // S of the identity: every singular value repeated, yet S's gradient U diag(gS) Vh is finite
+  const Tensor a = eye(3, -1, kFloat64).set_requires_grad(true);
+  linalg::svdvals(a).sum().backward();
+  EXPECT_TRUE(testing::all_close(a.grad(), eye(3, -1, kFloat64), 1e-12, 1e-12));
+  // ... and through svd, when no gradient reaches U or Vh (PyTorch skips those terms)
+  const Tensor b = eye(3, -1, kFloat64).set_requires_grad(true);
+  std::get<1>(linalg::svd(b)).sum().backward();
+  EXPECT_TRUE(testing::all_close(b.grad(), eye(3, -1, kFloat64), 1e-12, 1e-12));
+  // a rank-1 tall matrix: the nuclear norm's gradient U Vh over all three singular pairs (as
+  // PyTorch's), finite although two singular values are 0 and equal
+  const Tensor c = matmul(randn({5, 1}, kFloat64), randn({1, 3}, kFloat64)).set_requires_grad(true);
+  linalg::matrix_norm(c, "nuc").backward();
+  EXPECT_TRUE(c.grad().isfinite().all().item<bool>());
+  EXPECT_NEAR(linalg::matrix_norm(c.grad(), "fro").item<double>(), std::sqrt(3.0), 1e-9);
+  EXPECT_NEAR(linalg::matrix_norm(c.grad(), 2).item<double>(), 1.0, 1e-9);
+}
+
+TEST(Linalg, SvdOfEmptyMatricesAndNonFiniteInputs) {
+  auto [u, s, vh] = linalg::svd(zeros({0, 3}, kFloat64));  // as LAPACK's: full bases are identities
+  EXPECT_EQ(u.sizes(), (Shape{0, 0}));
+  EXPECT_EQ(s.sizes(), (Shape{0}));
+  EXPECT_TRUE(testing::all_close(vh, eye(3, -1, kFloat64), 0, 0));
+  auto [u2, s2, vh2] = linalg::svd(zeros({4, 2, 0}), /*full_matrices=*/true);
+  EXPECT_TRUE(testing::all_close(u2, eye(2, -1, kFloat32).expand({4, 2, 2}), 0, 0));
+  EXPECT_EQ(vh2.sizes(), (Shape{4, 0, 0}));
+  EXPECT_EQ(std::get<0>(linalg::svd(zeros({4, 2, 0}), false)).sizes(), (Shape{4, 2, 0}));
+  EXPECT_EQ(linalg::svdvals(zeros({0, 5, 3})).sizes(), (Shape{0, 3}));
+  EXPECT_EQ(linalg::pinv(zeros({2, 0, 3})).sizes(), (Shape{2, 3, 0}));
+  EXPECT_EQ(linalg::matrix_rank(zeros({2, 0, 3})).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));
+  for (const double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    const Tensor m = stack({eye(2, -1, kFloat64), tensor<double>({1, bad, 0, 1}, Shape{2, 2})});
+    EXPECT_ERROR_CONTAINS(linalg::svd(m), "linalg.svd: (Batch element 1): The algorithm failed to converge");
+    EXPECT_ERROR_CONTAINS(linalg::svdvals(m), "linalg.svdvals: (Batch element 1)");
+  }
 }
 
 TEST(Linalg, BadArgumentsNameTheFunctionAndShapes) {
@@ -185,8 +300,13 @@ TEST(Linalg, BadArgumentsNameTheFunctionAndShapes) {
   EXPECT_ERROR_CONTAINS(linalg::solve_triangular(a, randn({3}), true), "B must have at least 2 dimensions");
   EXPECT_ERROR_CONTAINS(linalg::eigh(a, "X"), "linalg.eigh: expected UPLO to be 'L' or 'U', but got 'X'");
   EXPECT_ERROR_CONTAINS(linalg::vector_norm(ones({3}, kInt64)), "linalg.vector_norm: expected a floating point");
-  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, 2), "needs the singular values (linalg.svdvals, planned)");
-  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, "nuc"), "the nuclear norm needs the singular values");
+  EXPECT_ERROR_CONTAINS(linalg::svd(randn({3})), "linalg.svd: the input tensor A must have at least 2 dimensions");
+  EXPECT_ERROR_CONTAINS(linalg::svdvals(ones({2, 2}, kInt32)), "linalg.svdvals: expected a float32 or float64 tensor");
+  EXPECT_ERROR_CONTAINS(linalg::pinv(b, std::optional<double>(-1.0)), "linalg.pinv: atol must be non-negative, got -1");
+  EXPECT_ERROR_CONTAINS(linalg::pinv(b, std::nullopt, std::nullopt, /*hermitian=*/true),
+                        "linalg.pinv: A must be batches of square matrices, but they are 3 by 2 matrices");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_rank(b, std::nullopt, -0.5), "linalg.matrix_rank: rtol must be non-negative");
+  EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, "max"), "linalg.matrix_norm: order 'max' not supported");
   EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, 3), "linalg.matrix_norm: order 3 not supported");
   EXPECT_ERROR_CONTAINS(linalg::matrix_norm(a, "fro", {0, 0}), "dims must be different");
   EXPECT_ERROR_CONTAINS(linalg::norm(randn({2, 2, 2}), 1), "input must be 1-D or 2-D");

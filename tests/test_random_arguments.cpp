@@ -258,15 +258,16 @@ Calls calls() {
     }
   });
   op("linalg", [](Draw& d) {
-    // square float batches often enough to reach the kernels; anything else otherwise
+    // float batches, square ones often, often enough to reach the kernels; anything else otherwise
     auto matrix = [&d]() {
       if (d.coin()) return d.tensor();
-      const int64_t n = d.below(5);
-      Tensor m = randn({d.below(3), n, n}, d.coin() ? kFloat64 : kFloat32);
+      const int64_t n = d.below(5), cols = d.coin() ? n : d.below(5);
+      Tensor m = randn({d.below(3), n, cols}, d.coin() ? kFloat64 : kFloat32);
       return d.coin() ? m.transpose(-2, -1) : m;
     };
     const Tensor a = matrix(), b = d.coin() ? matrix() : d.tensor();
-    switch (d.below(9)) {
+    auto tolerance = [&d]() { return d.coin() ? std::optional<double>(d.real()) : std::nullopt; };
+    switch (d.below(12)) {
       case 0:
         (void)linalg::solve(a, b, d.coin());
         break;
@@ -290,6 +291,15 @@ Calls calls() {
         break;
       case 7:
         (void)linalg::matrix_norm(a, d.real(), d.dims(), d.coin());
+        break;
+      case 8:
+        (void)linalg::svd(a, d.coin()), (void)linalg::svdvals(a);
+        break;
+      case 9:
+        (void)linalg::pinv(a, tolerance(), tolerance(), d.coin());
+        break;
+      case 10:
+        (void)linalg::matrix_rank(a, tolerance(), tolerance(), d.coin());
         break;
       default:
         (void)linalg::norm(a, d.coin() ? "fro" : "nuc", d.coin() ? std::optional<Shape>(d.dims()) : std::nullopt);

@@ -22,6 +22,22 @@ CaseFn unary_case(Tensor (*f)(const Tensor&)) {
   return [f](const Inputs& in) { return Outputs{f(in[0])}; };
 }
 
+// linalg.svd's outputs as the script stores them: U's first k columns and Vh's first k rows, each
+// pair signed so that U's first row is positive, S, then (`count` 5) the projectors onto the extra
+// columns of a full U and rows of a full Vh, which are unique where those bases are not.
+Outputs svd_outputs(const Tensor& a, bool full_matrices, int count) {
+  auto [u, s, vh] = linalg::svd(a, full_matrices);
+  const int64_t k = s.size(-1);
+  const Tensor sign = u.narrow(-2, 0, 1).narrow(-1, 0, k).sign();
+  Outputs out{u.narrow(-1, 0, k) * sign, s, vh.narrow(-2, 0, k) * sign.transpose(-2, -1)};
+  if (count == 5) {
+    const Tensor rest_u = u.narrow(-1, k, u.size(-1) - k), rest_v = vh.narrow(-2, k, vh.size(-2) - k);
+    out.push_back(matmul(rest_u, rest_u.transpose(-2, -1)));
+    out.push_back(matmul(rest_v.transpose(-2, -1), rest_v));
+  }
+  return out;
+}
+
 const std::map<std::string, CaseFn>& cases() {
   static auto* table = new std::map<std::string, CaseFn>{
       // elementwise
@@ -424,6 +440,41 @@ const std::map<std::string, CaseFn>& cases() {
                         matrix_norm(x[0], -inf, {-2, -1}, /*keepdim=*/true),
                         matrix_norm(x[0], "fro", {0, 2}),
                         matrix_norm(x[0], 1, {2, 0})};
+       }},
+      // the SVD half (singular vectors signed as the script signs them: U's first row positive)
+      {"linalg_svd", [](const Inputs& x) { return svd_outputs(x[0], false, 3); }},
+      {"linalg_svd_wide64", [](const Inputs& x) { return svd_outputs(x[0], false, 3); }},
+      {"linalg_svd_full", [](const Inputs& x) { return svd_outputs(x[0], true, 5); }},
+      {"linalg_svd_full_wide64", [](const Inputs& x) { return svd_outputs(x[0], true, 5); }},
+      {"linalg_svdvals", one([](const Inputs& x) { return linalg::svdvals(x[0]); })},
+      {"linalg_pinv",
+       [](const Inputs& x) {
+         using linalg::pinv;
+         return Outputs{pinv(x[0]),
+                        pinv(x[0].transpose(-2, -1)),
+                        pinv(x[1]),
+                        pinv(x[1], std::optional<double>(0.5)),  // atol
+                        pinv(x[1], std::nullopt, /*rtol=*/0.2),
+                        pinv(x[2], std::nullopt, std::nullopt, /*hermitian=*/true),
+                        pinv(x[2].narrow(0, 0, 2).narrow(1, 0, 2).to(kFloat32), /*rcond=*/0.3)};
+       }},
+      {"linalg_matrix_rank",
+       [](const Inputs& x) {
+         using linalg::matrix_rank;
+         return Outputs{matrix_rank(x[0]), matrix_rank(x[0], std::optional<double>(0.9)), matrix_rank(x[0], std::nullopt, 0.5),
+                        matrix_rank(x[1], std::nullopt, std::nullopt, /*hermitian=*/true),
+                        matrix_rank(x[0], /*tol=*/1.5)};
+       }},
+      {"linalg_matrix_norm_svd",
+       [](const Inputs& x) {
+         using linalg::matrix_norm;
+         return Outputs{matrix_norm(x[0], 2),
+                        matrix_norm(x[0], -2),
+                        matrix_norm(x[0], "nuc"),
+                        matrix_norm(x[0], 2, {0, 2}, /*keepdim=*/true),
+                        matrix_norm(x[0], "nuc", {2, 1}),
+                        linalg::norm(x[0][0], 2),
+                        linalg::norm(x[0][0], "nuc")};
        }},
       {"linalg_norm",
        [](const Inputs& x) {

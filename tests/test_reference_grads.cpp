@@ -6,6 +6,9 @@
 #include "helpers.h"
 
 namespace ember {
+namespace testing {
+Tensor svd_invariants(const Tensor& a, bool full_matrices);  // test_linalg.cpp
+}  // namespace testing
 namespace {
 
 namespace F = nn::functional;
@@ -208,6 +211,16 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"linalg_vector_norm", [](X x) { return linalg::vector_norm(x[0], 3.5, Shape{1}); }},
       {"linalg_matrix_norm",
        [](X x) { return linalg::matrix_norm(x[0], std::numeric_limits<double>::infinity()); }},
+      {"linalg_svd", [](X x) { return testing::svd_invariants(x[0], false); }},
+      {"linalg_svd_full_wide", [](X x) { return testing::svd_invariants(x[0], true); }},
+      {"linalg_svdvals", [](X x) { return linalg::svdvals(x[0]); }},
+      {"linalg_pinv", [](X x) { return linalg::pinv(x[0]); }},
+      {"linalg_pinv_tall", [](X x) { return linalg::pinv(x[0]); }},
+      {"linalg_pinv_hermitian",
+       [](X x) { return linalg::pinv(x[0] + x[0].transpose(-2, -1), std::nullopt, std::nullopt, true); }},
+      {"linalg_matrix_norm_2", [](X x) { return linalg::matrix_norm(x[0], 2); }},
+      {"linalg_matrix_norm_nuc", [](X x) { return linalg::matrix_norm(x[0], "nuc"); }},
+      {"linalg_det_singular", [](X x) { return linalg::det(x[0]); }},  // cofactors, from their definition
   };
   return *table;
 }

@@ -225,11 +225,13 @@ def main():
     ports4_cases()
     ports6_cases()
     linalg_cases()
+    svd_cases()
 
     write("ops.bin")
     entries.clear()
     grad_cases()
     double_backward_cases()
+    det_singular_case()
     write("grads.bin")
     import gen_reference_nn  # layers, optimizers, schedulers, checkpoints: tests/reference/nn.bin
     gen_reference_nn.main()
@@ -457,6 +459,71 @@ def linalg_cases():
                                               la.norm(a, 3, dim=1), la.norm(a, -1, dim=(1, 0), keepdim=True)))
 
 
+def signed_svd(u, s, vh):
+    """U and Vh with each pair of singular vectors signed so that U's first row is positive (a
+    singular vector is unique only up to sign)."""
+    k = s.shape[-1]
+    sign = torch.sign(u[..., :1, :k])
+    return u[..., :, :k] * sign, s, vh[..., :k, :] * sign.mT
+
+
+def svd_cases():
+    """The SVD half of torch.linalg: svd (reduced and full; singular vectors signed, and the
+    arbitrary extra columns of full U and Vh checked through their projector), svdvals, pinv (its
+    tolerances, hermitian, rcond), matrix_rank and the matrix norms 2, -2 and "nuc"."""
+    torch.manual_seed(2042)
+    la = torch.linalg
+
+    def svd_outputs(a, full):
+        u, s, vh = la.svd(a, full_matrices=full)
+        k = s.shape[-1]
+        su, ss, svh = signed_svd(u, s, vh)
+        rest_u, rest_v = u[..., :, k:], vh[..., k:, :]  # the projectors onto the extra columns and rows
+        return su, ss, svh, rest_u @ rest_u.mT, rest_v.mT @ rest_v
+    case("linalg_svd", [r(2, 5, 3)], lambda a: svd_outputs(a, False)[:3])
+    case("linalg_svd_wide64", [r(3, 5, dtype=torch.float64)], lambda a: svd_outputs(a, False)[:3])
+    case("linalg_svd_full", [r(2, 5, 3)], lambda a: svd_outputs(a, True))
+    case("linalg_svd_full_wide64", [r(2, 6, dtype=torch.float64)], lambda a: svd_outputs(a, True))
+    case("linalg_svdvals", [r(2, 3, 4, 3)], la.svdvals)
+    low_rank = r(2, 5, 2) @ r(2, 2, 4)  # rank 2 of 4
+    sym = r(4, 4, dtype=torch.float64)
+    sym = sym + sym.mT
+    case("linalg_pinv", [r(3, 5), low_rank, sym],
+         lambda a, b, c: (la.pinv(a), la.pinv(a.mT), la.pinv(b), la.pinv(b, atol=0.5), la.pinv(b, rtol=0.2),
+                          la.pinv(c, hermitian=True), la.pinv(c[:2, :2].to(torch.float32), rcond=0.3)))
+    ranks = torch.stack([torch.zeros(4, 4), torch.eye(4), r(4, 1) @ r(1, 4), r(4, 3) @ r(3, 4)])
+    case("linalg_matrix_rank", [ranks, sym],
+         lambda a, c: (la.matrix_rank(a), la.matrix_rank(a, atol=0.9), la.matrix_rank(a, rtol=0.5),
+                       la.matrix_rank(c, hermitian=True), la.matrix_rank(a, tol=1.5)))
+    case("linalg_matrix_norm_svd", [r(2, 3, 4)],
+         lambda a: (la.matrix_norm(a, 2), la.matrix_norm(a, -2), la.matrix_norm(a, "nuc"),
+                    la.matrix_norm(a, 2, dim=(0, 2), keepdim=True), la.matrix_norm(a, "nuc", dim=(2, 1)),
+                    la.norm(a[0], 2), la.norm(a[0], "nuc")))
+
+
+def det_singular_case():
+    """det's gradient at exactly singular matrices (ranks 2 and 1 of 3) beside a regular one: the
+    cofactor matrix, computed here from its definition (signed minors), since PyTorch 1.13's
+    autograd returns zeros at a singular matrix (pytorch/pytorch#104675)."""
+    d = torch.float64
+    a = torch.stack([torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]], dtype=d),
+                     torch.tensor([[1.0, 2, 3], [2, 4, 6], [3, 6, 9]], dtype=d),
+                     torch.tensor([[2.0, -1, 0], [1, 3, 1], [0, 1, 4]], dtype=d)])
+    out = torch.linalg.det(a)
+    gout = torch.linspace(0.5, 1.5, out.numel(), dtype=d)
+    cof = torch.zeros_like(a)
+    for i in range(3):
+        for j in range(3):
+            minor = torch.cat([a[:, :i], a[:, i + 1:]], 1)
+            minor = torch.cat([minor[:, :, :j], minor[:, :, j + 1:]], 2)
+            cof[:, i, j] = (-1) ** (i + j) * torch.linalg.det(minor)
+    put("linalg_det_singular.in0", a)
+    put("linalg_det_singular.out0", out)
+    put("linalg_det_singular.gout", gout)
+    put("linalg_det_singular.wrt", torch.tensor([0], dtype=torch.int64))
+    put("linalg_det_singular.grad0", gout[:, None, None] * cof)
+
+
 def ports4_cases():
     """The fourth sweep of LibTorch calls: the rest of the unary math, atan2, remainder, fmod,
     diagonals, var_mean, the 1-D convolution and pooling, pad, prelu and instance_norm."""
@@ -564,6 +631,16 @@ def frontend_cases():
     case("binary_cross_entropy_edges", [torch.tensor([0.0, 1.0, 0.0, 1.0, 0.5]),
                                         torch.tensor([0.0, 1.0, 1.0, 0.0, 0.5])],
          lambda x, y: F.binary_cross_entropy(x, y, reduction="none"))
+
+
+def svd_invariants(a, full):
+    """S, U's leading pair of columns' projector U₂U₂ᵀ, V's leading column's V₁V₁ᵀ and U diag(S²) Uᵀ
+    (each independent of the singular vectors' signs), flattened into one vector."""
+    u, s, vh = torch.linalg.svd(a, full_matrices=full)
+    k = s.shape[-1]
+    u2, v1 = u[..., :, :2], vh[..., :1, :].mT
+    return torch.cat([s.flatten(), (u2 @ u2.mT).flatten(), (v1 @ v1.mT).flatten(),
+                      ((u[..., :, :k] * s.square()) @ u[..., :, :k].mT).flatten()])
 
 
 def grad_cases():
@@ -728,6 +805,15 @@ def grad_cases():
          lambda a: torch.linalg.matrix_power(a, -3)),
         ("linalg_vector_norm", [r(3, 4, dtype=d)], lambda x: torch.linalg.vector_norm(x, 3.5, dim=1)),
         ("linalg_matrix_norm", [r(2, 3, 4, dtype=d)], lambda a: torch.linalg.matrix_norm(a, float("inf"))),
+        # the SVD half: functions of the singular vectors that do not depend on their signs
+        ("linalg_svd", [r(4, 3, dtype=d)], lambda a: svd_invariants(a, False)),
+        ("linalg_svd_full_wide", [r(3, 5, dtype=d)], lambda a: svd_invariants(a, True)),
+        ("linalg_svdvals", [r(2, 3, 4, dtype=d)], torch.linalg.svdvals),
+        ("linalg_pinv", [r(3, 5, dtype=d)], torch.linalg.pinv),
+        ("linalg_pinv_tall", [r(2, 5, 3, dtype=d)], torch.linalg.pinv),
+        ("linalg_pinv_hermitian", [r(4, 4, dtype=d)], lambda a: torch.linalg.pinv(a + a.mT, hermitian=True)),
+        ("linalg_matrix_norm_2", [r(2, 3, 4, dtype=d)], lambda a: torch.linalg.matrix_norm(a, 2)),
+        ("linalg_matrix_norm_nuc", [r(4, 3, dtype=d)], lambda a: torch.linalg.matrix_norm(a, "nuc")),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

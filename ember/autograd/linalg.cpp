@@ -75,6 +75,10 @@ Tensor lu_solve_node(const Tensor& a, const Tensor& b, const char* op,
 }
 
 std::string singular_solve(int32_t) { return "The solver failed because the input matrix is singular."; }
+std::string svd_not_converged(int32_t code) {
+  return detail::concat("The algorithm failed to converge because the input matrix is ill-conditioned or has too ",
+                        "many repeated singular values, or holds a NaN or an infinity (error code: ", code, ").");
+}
 
 // det and log|det| from the LU: the row swaps' parity and the diagonal of U.
 struct LuDeterminant {
@@ -167,6 +171,82 @@ std::pair<Tensor, Tensor> eigh_node(const Tensor& a) {
   return {w, v};
 }
 
+// x / d, but 0 where x is exactly 0: the backward of an SVD divides by gaps between singular
+// values and by the values themselves, which are 0 for repeated or zero ones; where no gradient
+// reaches such a term (its numerator is 0), it contributes nothing instead of 0 / 0 = NaN, as a
+// term PyTorch skips for an undefined gradient.
+Tensor divide_where_nonzero(const Tensor& x, const Tensor& d) { return where(x == 0.0, 0.0, x / d); }
+
+// (U, S, Vh) of A [..., m, n]. Backward (PyTorch's, for real A) on the first k columns of U and
+// rows of Vh (the rest of full ones are arbitrary bases; their gradients are dropped). With
+// J = Uᵀ gU, K = Vh gVhᵀ, skew(X) = X - Xᵀ and E_ij = s_j² - s_i² (ones on the diagonal):
+//   gA = U (diag(gS) + (skew(J) s_j + s_i skew(K)) / E) Vh
+//      + (gU - U J) S⁻¹ Vh        when m > k: the part of gU outside U's columns
+//      + U S⁻¹ (gVh - Kᵀ Vh)      when n > k: the part of gVh outside Vh's rows
+std::tuple<Tensor, Tensor, Tensor> svd_node(const Tensor& a, bool full_matrices) {
+  constexpr const char* op = "linalg.svd";
+  auto [u, s, vh, info] = forward([&] { return native::svd_ex(a, full_matrices, /*compute_uv=*/true, op); });
+  throw_on_info(info, op, svd_not_converged);
+  if (needs_grad(a))
+    record_fn(
+        "LinalgSvdBackward", {&a}, {&u, &s, &vh},
+        [su = SavedTensor::output(u, 0), ss = SavedTensor::output(s, 1), svh = SavedTensor::output(vh, 2),
+         full_matrices](std::vector<Tensor>& g) {
+          Tensor u = su.unpack(op), s = ss.unpack(op), vh = svh.unpack(op), gu = g[0], gvh = g[2];
+          const int64_t m = u.size(-2), n = vh.size(-1), k = s.size(-1);
+          if (full_matrices) {
+            u = u.narrow(-1, 0, k), gu = gu.narrow(-1, 0, k);
+            vh = vh.narrow(-2, 0, k), gvh = gvh.narrow(-2, 0, k);
+          }
+          const Tensor j = matmul(mT(u), gu), kk = matmul(vh, mT(gvh));
+          const Tensor s2 = s * s;
+          const Tensor gaps = s2.unsqueeze(-2) - s2.unsqueeze(-1) + identity_like(j);  // E
+          Tensor inner = divide_where_nonzero((j - mT(j)) * s.unsqueeze(-2) + s.unsqueeze(-1) * (kk - mT(kk)), gaps) +
+                         g[1].unsqueeze(-1) * identity_like(j);
+          Tensor ga = matmul(matmul(u, inner), vh);
+          if (m > k) ga = ga + matmul(divide_where_nonzero(gu - matmul(u, j), s.unsqueeze(-2)), vh);
+          if (n > k) ga = ga + matmul(u, divide_where_nonzero(gvh - matmul(mT(kk), vh), s.unsqueeze(-1)));
+          return std::vector<Tensor>{ga};
+        },
+        kDifferentiable);
+  return {u, s, vh};
+}
+
+// S alone; computes U and Vh only when a gradient needs them. Backward: U diag(gS) Vh.
+Tensor svdvals_node(const Tensor& a) {
+  constexpr const char* op = "linalg.svdvals";
+  const bool grad = needs_grad(a);
+  auto [u, s, vh, info] = forward([&] { return native::svd_ex(a, /*full_matrices=*/false, grad, op); });
+  throw_on_info(info, op, svd_not_converged);
+  if (grad)
+    record_fn(
+        "LinalgSvdvalsBackward", {&a}, {&s},
+        [sa = SavedTensor(a), u = u, vh = vh](std::vector<Tensor>& g) {
+          Tensor u_ = u, vh_ = vh;  // in a create_graph backward, vectors that record their own gradient
+          if (building_graph()) std::tie(u_, std::ignore, vh_) = svd_node(sa.unpack(op), false);
+          return std::vector<Tensor>{matmul(u_ * g[0].unsqueeze(-2), vh_)};
+        },
+        kDifferentiable);
+  return s;
+}
+
+// The tolerances of pinv and matrix_rank (PyTorch's): atol 0 and rtol max(m, n) ε by default; a
+// positive atol alone turns the default rtol off.
+std::pair<double, double> rank_tolerances(const Tensor& a, std::optional<double> atol, std::optional<double> rtol,
+                                          const char* op) {
+  EMBER_CHECK(!atol || *atol >= 0, op, ": atol must be non-negative, got ", *atol);
+  EMBER_CHECK(!rtol || *rtol >= 0, op, ": rtol must be non-negative, got ", *rtol);
+  const double eps = a.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                           : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const double default_rtol = eps * static_cast<double>(std::max(a.size(-2), a.size(-1)));
+  return {atol.value_or(0.0), rtol ? *rtol : (atol && *atol > 0 ? 0.0 : default_rtol)};
+}
+
+// max(atol, rtol σ₁) [..., 1] for singular values (or eigenvalues, of a symmetric A) [..., k], k > 0.
+Tensor rank_threshold(const Tensor& values, double atol, double rtol) {
+  return clamp_min(values.abs().amax({-1}, /*keepdim=*/true) * rtol, atol);
+}
+
 }  // namespace
 
 namespace linalg {
@@ -197,8 +277,20 @@ Tensor inv(const Tensor& A) {
   });
 }
 
-// Backward: g det A⁻ᵀ (the cofactor matrix). At an exactly singular A that is det's adjugate,
-// which A⁻ᵀ cannot give: an ember::Error says so rather than return NaNs.
+// Backward: g C, C the cofactor matrix (det's derivative), det A⁻ᵀ from the saved LU. A⁻ᵀ does not
+// exist at an exactly singular A, where C does: when one matrix of the batch is singular, C of
+// every one comes from the SVD A = U S Vh: C = det(U) det(Vh) U diag(Π_{j≠i} s_j) Vh, 0 when two
+// singular values are 0. (PyTorch 1.13 returns 0 there, pytorch/pytorch#104675.)
+namespace {
+Tensor cofactors(const Tensor& a) {
+  auto [u, s, vh] = linalg::svd(a, /*full_matrices=*/false);
+  const Tensor off_diagonal = 1.0 - identity_like(a);
+  const Tensor others = (s.unsqueeze(-2) * off_diagonal + identity_like(a)).prod({-1});  // Π_{j≠i} s_j
+  const Tensor sign = linalg::det(u) * linalg::det(vh);
+  return sign.unsqueeze(-1).unsqueeze(-1) * matmul(u * others.unsqueeze(-2), vh);
+}
+}  // namespace
+
 Tensor det(const Tensor& A) {
   constexpr const char* op = "linalg.det";
   const LuDeterminant f = lu_determinant(A, op);
@@ -207,11 +299,10 @@ Tensor det(const Tensor& A) {
     record_fn(
         "LinalgDetBackward", {&A}, {&out},
         [sa = SavedTensor(A), so = SavedTensor::output(out), lu = f.lu, pivots = f.pivots](std::vector<Tensor>& g) {
-          const Tensor d = so.unpack("linalg.det");
-          EMBER_CHECK(!d.eq(0.0).any().item<bool>(), "linalg.det",
-                      ": the gradient at an exactly singular matrix (det = 0) is its adjugate, which needs the SVD ",
-                      "(planned); got a singular matrix of shape ", shape_str(d.sizes()), " batch");
-          return std::vector<Tensor>{(g[0] * d).unsqueeze(-1).unsqueeze(-1) *
+          const Tensor d = so.unpack("linalg.det"), scale = g[0].unsqueeze(-1).unsqueeze(-1);
+          if (d.numel() > 0 && d.eq(0.0).any().item<bool>())
+            return std::vector<Tensor>{scale * cofactors(sa.unpack("linalg.det"))};
+          return std::vector<Tensor>{scale * d.unsqueeze(-1).unsqueeze(-1) *
                                      inverse_transpose(sa, lu, pivots, "linalg.det")};
         },
         kDifferentiable);
@@ -263,6 +354,69 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, const std::string& UPLO) {
 
 Tensor eigvalsh(const Tensor& A, const std::string& UPLO) { return std::get<0>(eigh(A, UPLO)); }
 
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
+  native::check_linalg_input(A, "linalg.svd", /*square=*/false);
+  return svd_node(A, full_matrices);
+}
+
+Tensor svdvals(const Tensor& A) {
+  native::check_linalg_input(A, "linalg.svdvals", /*square=*/false);
+  return svdvals_node(A);
+}
+
+// A⁺ = V diag(1/σ) Uᵀ over the singular values above the threshold (V diag(1/λ) Vᵀ from eigh when
+// `hermitian`), computed with recording off. Backward, for P = A A⁺ and Q = A⁺ A (projections):
+//   gA = -A⁺ᵀ G A⁺ᵀ + (I - P) Gᵀ A⁺ A⁺ᵀ + A⁺ᵀ A⁺ Gᵀ (I - Q),
+// each product associated so that its inner matrices are the smaller of m × m and n × n.
+Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+  constexpr const char* op = "linalg.pinv";
+  native::check_linalg_input(A, op, /*square=*/hermitian);
+  const auto [abs_tol, rel_tol] = rank_tolerances(A, atol, rtol, op);
+  Tensor out = forward([&, abs_tol = abs_tol, rel_tol = rel_tol] {
+    if (A.numel() == 0)
+      return zeros(with(batch_of(A), {A.size(-1), A.size(-2)}), TensorOptions().dtype(A.dtype()).device(A.device()));
+    if (hermitian) {
+      auto [w, v] = eigh_node(A);
+      const Tensor inv_w = where(w.abs() > rank_threshold(w, abs_tol, rel_tol), w.reciprocal(), 0.0);
+      return matmul(v * inv_w.unsqueeze(-2), mT(v));
+    }
+    auto [u, s, vh] = svd_node(A, /*full_matrices=*/false);
+    const Tensor inv_s = where(s > rank_threshold(s, abs_tol, rel_tol), s.reciprocal(), 0.0);
+    return matmul(mT(vh) * inv_s.unsqueeze(-2), mT(u));
+  });
+  if (needs_grad(A))
+    record_fn(
+        "LinalgPinvBackward", {&A}, {&out},
+        [sa = SavedTensor(A), so = SavedTensor::output(out)](std::vector<Tensor>& g) {
+          const Tensor a = sa.unpack(op), p = so.unpack(op), gt = mT(g[0]), pt = mT(p);
+          if (a.size(-2) <= a.size(-1)) {  // m ≤ n: m × m inner products
+            const Tensor k = matmul(gt, p), kpt = matmul(k, pt);
+            return std::vector<Tensor>{-mT(matmul(p, k)) + kpt - matmul(matmul(a, p), kpt) +
+                                       matmul(matmul(pt, p), gt - matmul(k, a))};
+          }
+          const Tensor k = matmul(p, gt), ptk = matmul(pt, k);
+          return std::vector<Tensor>{-mT(matmul(k, p)) + matmul(matmul(gt - matmul(a, k), p), pt) + ptk -
+                                     matmul(matmul(ptk, p), a)};
+        },
+        kDifferentiable);
+  return out;
+}
+
+Tensor pinv(const Tensor& A, double rcond, bool hermitian) { return pinv(A, 0.0, rcond, hermitian); }
+
+Tensor matrix_rank(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+  constexpr const char* op = "linalg.matrix_rank";
+  native::check_linalg_input(A, op, /*square=*/hermitian);
+  const auto [abs_tol, rel_tol] = rank_tolerances(A, atol, rtol, op);
+  NoGradGuard no_grad;  // a count: no gradient
+  if (std::min(A.size(-2), A.size(-1)) == 0)
+    return zeros(batch_of(A), TensorOptions().dtype(kInt64).device(A.device()));
+  const Tensor values = hermitian ? eigvalsh(A).abs() : svdvals(A);
+  return (values > rank_threshold(values, abs_tol, rel_tol)).sum({-1});
+}
+
+Tensor matrix_rank(const Tensor& A, double tol, bool hermitian) { return matrix_rank(A, tol, 0.0, hermitian); }
+
 Tensor matrix_power(const Tensor& A, int64_t n) {
   constexpr const char* op = "linalg.matrix_power";
   EMBER_CHECK(A.defined(), op, ": the input tensor is undefined");
@@ -310,6 +464,23 @@ std::pair<int64_t, int64_t> matrix_dims(const Tensor& A, const Shape& dim, const
   EMBER_CHECK(d0 != d1, op, ": dims must be different, got (", dim[0], ", ", dim[1], ")");
   return {d0, d1};
 }
+
+// The singular values of the matrices over dims (d0, d1) -> their max (ord 2), min (-2) or sum
+// ("nuc"), those dims removed (kept as size 1 when `keepdim`).
+Tensor singular_value_norm(const Tensor& A, int64_t d0, int64_t d1, const char* ord, bool keepdim,
+                           std::optional<DType> dtype) {
+  const Tensor v = dtype && *dtype != A.dtype() ? A.to(*dtype) : A;
+  Shape order;
+  for (int64_t d = 0; d < v.dim(); ++d)
+    if (d != d0 && d != d1) order.push_back(d);
+  order.push_back(d0);
+  order.push_back(d1);
+  const Tensor s = linalg::svdvals(v.permute(order));
+  const std::string o = ord;
+  Tensor r = o == "nuc" ? s.sum({-1}) : o == "2" ? s.amax({-1}) : s.amin({-1});
+  if (keepdim) r = r.unsqueeze(std::min(d0, d1)).unsqueeze(std::max(d0, d1));
+  return r;
+}
 }  // namespace
 
 Tensor matrix_norm(const Tensor& A, const Scalar& ord, const Shape& dim, bool keepdim, std::optional<DType> dtype) {
@@ -317,9 +488,9 @@ Tensor matrix_norm(const Tensor& A, const Scalar& ord, const Shape& dim, bool ke
   const auto [d0, d1] = matrix_dims(A, dim, op);
   const double p = ord.to_double();
   const double inf = std::numeric_limits<double>::infinity();
-  EMBER_CHECK(std::abs(p) != 2, op, ": the order ", p,
-              " needs the singular values (linalg.svdvals, planned); orders 'fro', 1, -1, inf and -inf are there");
-  EMBER_CHECK(std::abs(p) == 1 || std::abs(p) == inf, op, ": order ", p, " not supported (1, -1, inf, -inf, 'fro')");
+  if (std::abs(p) == 2) return singular_value_norm(A, d0, d1, p > 0 ? "2" : "-2", keepdim, dtype);
+  EMBER_CHECK(std::abs(p) == 1 || std::abs(p) == inf, op, ": order ", p,
+              " not supported (2, -2, 1, -1, inf, -inf, 'fro', 'nuc')");
   const Tensor v = dtype && *dtype != A.dtype() ? A.to(*dtype) : A;
   // ±1: the column sums (over the rows, d0) of |A|, their max or min over d1; ±inf the other way round
   const bool columns = std::abs(p) == 1;
@@ -332,9 +503,10 @@ Tensor matrix_norm(const Tensor& A, const Scalar& ord, const Shape& dim, bool ke
 Tensor matrix_norm(const Tensor& A, const std::string& ord, const Shape& dim, bool keepdim,
                    std::optional<DType> dtype) {
   constexpr const char* op = "linalg.matrix_norm";
-  matrix_dims(A, dim, op);
-  EMBER_CHECK(ord != "nuc", op, ": the nuclear norm needs the singular values (linalg.svdvals, planned)");
-  EMBER_CHECK(ord == "fro", op, ": order '", ord, "' not supported ('fro', or a number: 1, -1, inf, -inf)");
+  const auto [d0, d1] = matrix_dims(A, dim, op);
+  if (ord == "nuc") return singular_value_norm(A, d0, d1, "nuc", keepdim, dtype);
+  EMBER_CHECK(ord == "fro", op, ": order '", ord,
+              "' not supported ('fro', 'nuc', or a number: 2, -2, 1, -1, inf, -inf)");
   return vector_norm(A, 2, dim, keepdim, dtype);
 }
 

@@ -9,11 +9,11 @@
 // (PyTorch's formulas), so gradients of gradients come with them. A singular matrix in solve,
 // inv or det's gradient, a matrix that is not positive-definite in cholesky, or an eigensolver
 // that fails is an ember::Error naming the function and the batch element (one read of the
-// factorization's status codes; cholesky_ex returns them instead). Eigenvectors are unique up to
-// sign, and ember's (from Eigen on the CPU) may differ in sign from LAPACK's.
+// factorization's status codes; cholesky_ex returns them instead). Eigenvectors and singular
+// vectors are unique up to sign, and ember's (from Eigen on the CPU) may differ in sign from
+// LAPACK's: a loss that depends on their signs has no well-defined gradient, in PyTorch either.
 //
-// Not there yet (planned): svd, svdvals, qr, eig, lstsq, pinv, matrix_rank and the matrix norms
-// that need singular values (ord 2, -2, "nuc").
+// Not there yet (planned): qr, eig and lstsq.
 #include <optional>
 #include <string>
 #include <tuple>
@@ -43,6 +43,28 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left 
 // its lower ("L") or upper ("U") triangle gives.
 std::tuple<Tensor, Tensor> eigh(const Tensor& A, const std::string& UPLO = "L");
 Tensor eigvalsh(const Tensor& A, const std::string& UPLO = "L");
+// (U, S, Vh) with A = U diag(S) Vh for A [..., m, n]: S [..., k] descending (k = min(m, n)); U
+// [..., m, m] and Vh [..., n, n] when `full_matrices` (PyTorch's default), else U [..., m, k] and
+// Vh [..., k, n]. The gradient through U and Vh is finite where the singular values are distinct
+// and nonzero; the extra columns of full U and Vh are arbitrary bases, and gradients reaching them
+// are ignored (as PyTorch ignores them).
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices = true);
+// S alone (no singular vectors are computed unless a gradient needs them); its gradient,
+// U diag(gS) Vh, is finite everywhere.
+Tensor svdvals(const Tensor& A);
+// The pseudo-inverse A⁺ [..., n, m] from the SVD, singular values at or below max(atol, rtol σ₁)
+// taken as zero. rtol defaults to max(m, n) ε (dtype's ε) when atol is absent or zero, else 0.
+// `hermitian`: A symmetric (its lower triangle read), through eigh. Gradient: the derivative of
+// A⁺ for a matrix of constant rank (Golub and Pereyra's), as PyTorch's.
+Tensor pinv(const Tensor& A, std::optional<double> atol = std::nullopt, std::optional<double> rtol = std::nullopt,
+            bool hermitian = false);
+// LibTorch's older form: singular values at or below rcond σ₁ dropped.
+Tensor pinv(const Tensor& A, double rcond, bool hermitian = false);
+// The number of singular values above max(atol, rtol σ₁) [...] int64, tolerances as pinv's.
+Tensor matrix_rank(const Tensor& A, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+// LibTorch's older form: singular values above `tol` (absolute) counted.
+Tensor matrix_rank(const Tensor& A, double tol, bool hermitian = false);
 // A^n by repeated squaring (n = 0: the identity; n < 0: inv(A)^-n).
 Tensor matrix_power(const Tensor& A, int64_t n);
 
@@ -50,8 +72,9 @@ Tensor matrix_power(const Tensor& A, int64_t n);
 // nonzeros), or any other number p: (Σ |x|^p)^(1/p). Computed in `dtype` when given.
 Tensor vector_norm(const Tensor& x, const Scalar& ord = 2, const std::optional<Shape>& dim = std::nullopt,
                    bool keepdim = false, std::optional<DType> dtype = std::nullopt);
-// The matrix norm over the two dims `dim`: ord "fro", or 1, -1 (max/min column sum of |A|), inf,
-// -inf (max/min row sum).
+// The matrix norm over the two dims `dim`: ord "fro", "nuc" (the sum of the singular values), 2,
+// -2 (the largest, smallest singular value), 1, -1 (max/min column sum of |A|), inf, -inf
+// (max/min row sum).
 Tensor matrix_norm(const Tensor& A, const Scalar& ord, const Shape& dim = {-2, -1}, bool keepdim = false,
                    std::optional<DType> dtype = std::nullopt);
 Tensor matrix_norm(const Tensor& A, const std::string& ord = "fro", const Shape& dim = {-2, -1}, bool keepdim = false,

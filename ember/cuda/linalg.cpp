@@ -1,4 +1,4 @@
-// Matrix factorizations through cuSOLVER (getrf, getrs, potrf, syevd) and cuBLAS's triangular
+// Matrix factorizations through cuSOLVER (getrf, getrs, potrf, syevd, gesvdj) and cuBLAS's triangular
 // solve (trsm), on the column-major batches of Note [Fortran order] in tensor/backend.h: one
 // call per matrix of the batch on the current stream, the workspace from the caching allocator.
 // The info codes stay on the device; the native layer reads them (once per call, as PyTorch's
@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <string>
@@ -37,28 +38,33 @@ Fn load(LazyLibrary& library, const std::string& name) {
 // The typed entry points for float (S) and double (D).
 template <class T>
 struct Api;
-#define EMBER_SOLVER_API(T, L)                                                                                        \
-  template <>                                                                                                         \
-  struct Api<T> {                                                                                                     \
-    decltype(&cusolverDn##L##getrf_bufferSize) getrf_buffer_size;                                                     \
-    decltype(&cusolverDn##L##getrf) getrf;                                                                            \
-    decltype(&cusolverDn##L##getrs) getrs;                                                                            \
-    decltype(&cusolverDn##L##potrf_bufferSize) potrf_buffer_size;                                                     \
-    decltype(&cusolverDn##L##potrf) potrf;                                                                            \
-    decltype(&cusolverDn##L##syevd_bufferSize) syevd_buffer_size;                                                     \
-    decltype(&cusolverDn##L##syevd) syevd;                                                                            \
-    decltype(&cublas##L##trsm_v2) trsm;                                                                               \
-    static const Api& get() {                                                                                         \
-      static const Api api{load<decltype(getrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "getrf_bufferSize"), \
-                           load<decltype(getrf)>(cusolver_library(), "cusolverDn" #L "getrf"),                        \
-                           load<decltype(getrs)>(cusolver_library(), "cusolverDn" #L "getrs"),                        \
-                           load<decltype(potrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "potrf_bufferSize"), \
-                           load<decltype(potrf)>(cusolver_library(), "cusolverDn" #L "potrf"),                        \
-                           load<decltype(syevd_buffer_size)>(cusolver_library(), "cusolverDn" #L "syevd_bufferSize"), \
-                           load<decltype(syevd)>(cusolver_library(), "cusolverDn" #L "syevd"),                        \
-                           load<decltype(trsm)>(cublas_library(), "cublas" #L "trsm_v2")};                            \
-      return api;                                                                                                     \
-    }                                                                                                                 \
+#define EMBER_SOLVER_API(T, L)                                                                         \
+  template <>                                                                                          \
+  struct Api<T> {                                                                                      \
+    decltype(&cusolverDn##L##getrf_bufferSize) getrf_buffer_size;                                      \
+    decltype(&cusolverDn##L##getrf) getrf;                                                             \
+    decltype(&cusolverDn##L##getrs) getrs;                                                             \
+    decltype(&cusolverDn##L##potrf_bufferSize) potrf_buffer_size;                                      \
+    decltype(&cusolverDn##L##potrf) potrf;                                                             \
+    decltype(&cusolverDn##L##syevd_bufferSize) syevd_buffer_size;                                      \
+    decltype(&cusolverDn##L##syevd) syevd;                                                             \
+    decltype(&cusolverDn##L##gesvdj_bufferSize) gesvdj_buffer_size;                                    \
+    decltype(&cusolverDn##L##gesvdj) gesvdj;                                                           \
+    decltype(&cublas##L##trsm_v2) trsm;                                                                \
+    static const Api& get() {                                                                          \
+      static const Api api{                                                                            \
+          load<decltype(getrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "getrf_bufferSize"),   \
+          load<decltype(getrf)>(cusolver_library(), "cusolverDn" #L "getrf"),                          \
+          load<decltype(getrs)>(cusolver_library(), "cusolverDn" #L "getrs"),                          \
+          load<decltype(potrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "potrf_bufferSize"),   \
+          load<decltype(potrf)>(cusolver_library(), "cusolverDn" #L "potrf"),                          \
+          load<decltype(syevd_buffer_size)>(cusolver_library(), "cusolverDn" #L "syevd_bufferSize"),   \
+          load<decltype(syevd)>(cusolver_library(), "cusolverDn" #L "syevd"),                          \
+          load<decltype(gesvdj_buffer_size)>(cusolver_library(), "cusolverDn" #L "gesvdj_bufferSize"), \
+          load<decltype(gesvdj)>(cusolver_library(), "cusolverDn" #L "gesvdj"),                        \
+          load<decltype(trsm)>(cublas_library(), "cublas" #L "trsm_v2")};                              \
+      return api;                                                                                      \
+    }                                                                                                  \
   };
 EMBER_SOLVER_API(float, S)
 EMBER_SOLVER_API(double, D)
@@ -211,6 +217,63 @@ void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
           api.syevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, base + i * n * n, n,
                     w.data_ptr<T>() + i * n, static_cast<T*>(work.data_ptr()), lwork, info.data_ptr<int32_t>() + i),
           "syevd");
+  });
+}
+
+// gesvdj (one-sided Jacobi) takes any m and n and returns V, not Vᵀ: written with ldv = n into
+// a row-major [vrows, n] buffer, V's columns are that buffer's rows, so the buffer read row-major
+// is Vh, and one strided copy puts it in vh's column-major layout.
+void CudaBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,
+                      const Tensor& info) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int m = as_int(a.size(1), "svd"), n = as_int(a.size(2), "svd"), k = std::min(m, n);
+  const bool vectors = u.defined();
+  if (batch == 0) return;
+  if (k == 0) {  // nothing to factor; full U and Vh of an empty matrix are identities, as on the CPU
+    fill(info, 0);
+    if (vectors) {
+      copy(native::expand(eye(u.size(1), -1, TensorOptions(u.dtype()).device(u.device())), u.sizes()), u);
+      copy(native::expand(eye(vh.size(2), -1, TensorOptions(vh.dtype()).device(vh.device())), vh.sizes()), vh);
+    }
+    return;
+  }
+  static const auto create_info =
+      load<decltype(&cusolverDnCreateGesvdjInfo)>(cusolver_library(), "cusolverDnCreateGesvdjInfo");
+  static const auto destroy_info =
+      load<decltype(&cusolverDnDestroyGesvdjInfo)>(cusolver_library(), "cusolverDnDestroyGesvdjInfo");
+  gesvdjInfo_t params = nullptr;
+  check_solver(create_info(&params), "cusolverDnCreateGesvdjInfo");
+  struct Release {
+    decltype(destroy_info) destroy;
+    gesvdjInfo_t params;
+    ~Release() { destroy(params); }
+  } release{destroy_info, params};
+  dispatch_real(a.dtype(), "svd", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(a.device().index);
+    const cusolverEigMode_t job = vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+    const int econ = full_matrices ? 0 : 1, ucols = vectors ? as_int(u.size(2), "svd") : 1;
+    const int vrows = vectors ? as_int(vh.size(1), "svd") : 1;
+    // Without vectors gesvdj still wants valid U and V pointers (it does not write them).
+    Tensor u_buffer = vectors ? u : empty({1, m, 1}, TensorOptions(a.dtype()).device(a.device()));
+    Tensor v_buffer = empty({vectors ? batch : 1, vrows, n}, TensorOptions(a.dtype()).device(a.device()));
+    T* base = a.data_ptr<T>();
+    int lwork = 0;
+    check_solver(api.gesvdj_buffer_size(h, job, econ, m, n, base, m, s.data_ptr<T>(), u_buffer.template data_ptr<T>(),
+                                        m, v_buffer.template data_ptr<T>(), n, &lwork, params),
+                 "gesvdj_bufferSize");
+    Tensor work = workspace<T>(lwork, a);
+    for (int64_t i = 0; i < batch; ++i) {
+      const int64_t vi = vectors ? i : 0;
+      check_solver(api.gesvdj(h, job, econ, m, n, base + i * int64_t(m) * n, m, s.data_ptr<T>() + i * k,
+                              u_buffer.template data_ptr<T>() + (vectors ? i * int64_t(m) * ucols : 0), m,
+                              v_buffer.template data_ptr<T>() + vi * int64_t(vrows) * n, n,
+                              static_cast<T*>(work.data_ptr()), lwork, info.data_ptr<int32_t>() + i, params),
+                   "gesvdj");
+    }
+    if (vectors) copy(v_buffer, vh);
   });
 }
 

@@ -17,6 +17,9 @@ void Backend::lu_solve(const Tensor&, const Tensor&, const Tensor&, bool) { unsu
 void Backend::cholesky(const Tensor&, const Tensor&) { unsupported("cholesky"); }
 void Backend::triangular_solve(const Tensor&, const Tensor&, bool, bool) { unsupported("triangular_solve"); }
 void Backend::eigh(const Tensor&, const Tensor&, const Tensor&) { unsupported("eigh"); }
+void Backend::svd(const Tensor&, bool, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unsupported("svd");
+}
 void Backend::csr_linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   unsupported("csr_linear");
 }

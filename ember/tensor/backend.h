@@ -277,6 +277,12 @@ class Backend {
   // place as columns; w [B, n] its eigenvalues in ascending order; info [B] int32: 0, or > 0 when
   // the iteration did not converge. syevd.
   virtual void eigh(const Tensor& a, const Tensor& w, const Tensor& info);
+  // a [B, m, n] (overwritten) -> its singular values s [B, k] (k = min(m, n), descending) and,
+  // when u and vh are defined, the singular vectors: u [B, m, k] and vh [B, k, n], or u [B, m, m]
+  // and vh [B, n, n] when `full_matrices`; a = u diag(s) vh. info [B] int32: 0, or > 0 when the
+  // iteration did not converge. gesvd.
+  virtual void svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,
+                   const Tensor& info);
 
   // ---- sparse ----
   // out [M, N] = x [M, K] @ Wᵀ + bias, W [N, K] in CSR (crow [N + 1], col [nnz], values [nnz]); float32
@@ -374,7 +380,9 @@ class Backend {
   void lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) override;                     \
   void cholesky(const Tensor& a, const Tensor& info) override;                                                         \
   void triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal) override;                    \
-  void eigh(const Tensor& a, const Tensor& w, const Tensor& info) override
+  void eigh(const Tensor& a, const Tensor& w, const Tensor& info) override;                                            \
+  void svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,                    \
+           const Tensor& info) override
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device
 // type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on

@@ -27,6 +27,10 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool unitr
 // a [..., n, n] symmetric (lower triangle read) -> (eigenvalues [..., n] ascending,
 // eigenvectors [..., n, n] as columns, info [...] int32)
 std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op);
+// a [..., m, n] -> (U [..., m, k], S [..., k] descending, Vh [..., k, n], info [...] int32) with
+// k = min(m, n), or U [..., m, m] and Vh [..., n, n] when `full_matrices`; U and Vh undefined
+// when not `compute_uv`
+std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_matrices, bool compute_uv, const char* op);
 
 // The checks the public functions share: a defined float32/float64 tensor of at least 2 dims,
 // square when `square`. The messages name `op`, the shape and the dtype.

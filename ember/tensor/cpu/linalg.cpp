@@ -3,9 +3,11 @@
 // column-major matrices, one matrix per thread. The LU and Cholesky loops are LAPACK's, written
 // out so that the pivots and the failing minor come back as LAPACK reports them (Eigen's
 // PartialPivLU and LLT report neither); their bulk is Eigen's blocked GEMM and triangular solve.
-// The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR).
+// The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR), and so is the
+// SVD (bidiagonal divide and conquer; one-sided Jacobi below 16 columns).
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
+#include <Eigen/SVD>
 
 #include <algorithm>
 #include <cmath>
@@ -247,6 +249,54 @@ void CpuBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
       } else {
         v.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
         m.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+      }
+    });
+  });
+}
+
+void CpuBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,
+                     const Tensor& info) {
+  const int64_t batch = a.size(0), m = a.size(1), n = a.size(2), k = std::min(m, n);
+  const bool vectors = u.defined();
+  dispatch_real(a.dtype(), "svd", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using Dense = Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>;
+    scalar_t* base = a.data_ptr<scalar_t>();
+    scalar_t* values = s.data_ptr<scalar_t>();
+    int32_t* inf = info.data_ptr<int32_t>();
+    const int64_t ucols = vectors ? u.size(2) : 0, vrows = vectors ? vh.size(1) : 0;
+    scalar_t* ubase = vectors ? u.data_ptr<scalar_t>() : nullptr;
+    scalar_t* vbase = vectors ? vh.data_ptr<scalar_t>() : nullptr;
+    const unsigned options = !vectors        ? 0u
+                             : full_matrices ? unsigned(Eigen::ComputeFullU | Eigen::ComputeFullV)
+                                             : unsigned(Eigen::ComputeThinU | Eigen::ComputeThinV);
+    for_each_matrix(batch, std::max(m, n), [&](int64_t i) {
+      inf[i] = 0;
+      Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>> sv(values + i * k, k);
+      Matrix<scalar_t> um(ubase ? ubase + i * m * ucols : nullptr, m, ucols);
+      Matrix<scalar_t> vm(vbase ? vbase + i * vrows * n : nullptr, vrows, n);
+      if (k == 0) {  // nothing to factor; full U and Vh of an empty matrix are identities, as LAPACK's
+        if (vectors) {
+          um.setIdentity();
+          vm.setIdentity();
+        }
+        return;
+      }
+      Eigen::BDCSVD<Dense> solver(Matrix<scalar_t>(base + i * m * n, m, n), options);
+      // (a NaN or an infinity is InvalidInput; LAPACK's gesvd reports it as not converging)
+      inf[i] = solver.info() == Eigen::Success ? 0 : 1;
+      if (inf[i] != 0) {
+        sv.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+        if (vectors) {
+          um.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+          vm.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
+        }
+        return;
+      }
+      sv = solver.singularValues();
+      if (vectors) {
+        um = solver.matrixU();
+        vm = solver.matrixV().transpose();
       }
     });
   });

@@ -2,6 +2,8 @@
 // column-major copy of the batch (Note [Fortran order]).
 #include "ember/tensor/linalg.h"
 
+#include <algorithm>
+
 #include "ember/tensor/ops/internal.h"
 
 namespace ember::native {
@@ -35,6 +37,10 @@ Tensor fortran_view(const Tensor& x) {
 // f [B, n, m] column-major -> the [..., n, m] view of the same storage.
 Tensor unfold_batch(const Tensor& f, const Shape& batch) {
   return transpose(view(transpose(f, 1, 2), with(batch, {f.size(2), f.size(1)})), -2, -1);
+}
+// A new [B, n, m] with column-major matrices, for a kernel to write.
+Tensor fortran_empty(int64_t b, int64_t n, int64_t m, const Tensor& like) {
+  return transpose(ops::empty_on({b, m, n}, like.dtype(), like.device()), 1, 2);
 }
 Tensor info_for(const Tensor& a) { return ops::empty_on({batch_count(a)}, kInt32, a.device()); }
 
@@ -105,6 +111,24 @@ std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op) {
   backend(a.device()).eigh(vectors, values, info);
   const Shape batch = batch_shape(a);
   return {view(values, with(batch, {a.size(-1)})), unfold_batch(vectors, batch), view(info, batch)};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_matrices, bool compute_uv,
+                                                  const char* op) {
+  check_linalg_input(a, op, /*square=*/false);
+  const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  const Tensor f = fortran_copy(a), info = info_for(a);
+  const int64_t b = f.size(0);
+  const Tensor s = ops::empty_on({b, k}, a.dtype(), a.device());
+  Tensor u, vh;
+  if (compute_uv) {
+    u = fortran_empty(b, m, full_matrices ? m : k, a);
+    vh = fortran_empty(b, full_matrices ? n : k, n, a);
+  }
+  backend(a.device()).svd(f, full_matrices, u, s, vh, info);
+  const Shape batch = batch_shape(a);
+  return {compute_uv ? unfold_batch(u, batch) : Tensor(), view(s, with(batch, {k})),
+          compute_uv ? unfold_batch(vh, batch) : Tensor(), view(info, batch)};
 }
 
 }  // namespace ember::native
