@@ -506,7 +506,8 @@ int sequence_section() {
 
 // ---- torch::linalg: ember's factorizations (Eigen's blocked kernels in LAPACK's loops, one
 // matrix per thread across a batch) against LibTorch's LAPACK (OpenBLAS's, when run as
-// BENCHMARKS.md says). GFLOP/s counts the factorization's textbook flops. ----
+// BENCHMARKS.md says). GFLOP/s counts the factorization's textbook flops (Golub and Van Loan's
+// for the SVD: 21 n³ with U and V, 8/3 n³ for the values alone; pinv adds the 2 n³ product). ----
 
 int linalg_section() {
   std::printf("| float32 | ember | LibTorch | LibTorch / ember | ember GFLOP/s |\n|---|---|---|---|---|\n");
@@ -536,6 +537,14 @@ int linalg_section() {
     row(
         "eigh " + size, 9 * nd * nd * nd, [&] { (void)ember::linalg::eigh(s); },
         [&] { (void)torch::linalg::eigh(ts, "L"); });
+    if (n > 256) continue;  // (an SVD of 1024 x 1024 takes seconds on 2 cores, on both sides)
+    check("svdvals", ember::linalg::svdvals(a), torch::linalg::svdvals(ta, c10::nullopt), 1e-3);
+    row(
+        "svd (reduced) " + size, 21 * nd * nd * nd, [&] { (void)ember::linalg::svd(a, false); },
+        [&] { (void)torch::linalg::svd(ta, false, c10::nullopt); });
+    row(
+        "svdvals " + size, 8.0 / 3 * nd * nd * nd, [&] { (void)ember::linalg::svdvals(a); },
+        [&] { (void)torch::linalg::svdvals(ta, c10::nullopt); });
   }
   {  // many small matrices: the per-matrix overhead
     const ember::Tensor a = ember::randn({4096, 8, 8}) + ember::eye(8) * 3.0;
@@ -545,6 +554,13 @@ int linalg_section() {
     row(
         "det of 4096 8 x 8 matrices", 4096 * 2.0 / 3 * 512, [&] { (void)ember::linalg::det(a); },
         [&] { (void)torch::linalg::det(ta); });
+    // (pinv on better-conditioned draws: near rtol's threshold the two may drop different values)
+    const ember::Tensor p = ember::randn({4096, 8, 8}) + ember::eye(8) * 8.0;
+    const torch::Tensor tp = as_torch(p);
+    check("pinv", ember::linalg::pinv(p), torch::linalg::pinv(tp), 1e-3);
+    row(
+        "pinv of 4096 8 x 8 matrices (SVD)", 4096 * 23.0 * 512, [&] { (void)ember::linalg::pinv(p); },
+        [&] { (void)torch::linalg::pinv(tp); });
   }
   return 0;
 }
