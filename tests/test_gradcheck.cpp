@@ -311,6 +311,8 @@ std::vector<Case> cases() {
        },
        {{3, 2, 4}}},
       {"linalg_matrix_norm_nuc", [](X x) { return linalg::matrix_norm(x[0], "nuc"); }, {{4, 3}}},
+      {"linalg_lstsq", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }, {{2, 5, 3}, {1, 5, 2}}},
+      {"linalg_lstsq_wide_vector", [](X x) { return std::get<0>(linalg::lstsq(x[0].t(), x[1])); }, {{5, 3}, {3}}},
   };
 }
 

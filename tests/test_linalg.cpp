@@ -250,6 +250,45 @@ TEST(Linalg, PinvAndMatrixRankOfRankDeficientMatrices) {
   EXPECT_EQ(linalg::matrix_rank(d, /*tol=*/0.5).item<int64_t>(), 1);  // strictly above the tolerance
 }
 
+// The drivers' outputs (PyTorch's conventions), the minimum-norm solution of a rank-deficient A,
+// rcond, the normal equations at a larger size, and the refusals.
+TEST(Linalg, LstsqDriversSolutionsAndRefusals) {
+  manual_seed(13);
+  const Tensor a = randn({3, 40, 20}, kFloat64), b = randn({3, 40, 5}, kFloat64);
+  auto [x, residuals, rank, values] = linalg::lstsq(a, b, std::nullopt, "gelsd");
+  EXPECT_LT(max_abs(matmul(mT(a), matmul(a, x) - b)), 1e-10);  // Aᵀ (A X - B) = 0
+  EXPECT_TRUE(testing::all_close(residuals, (matmul(a, x) - b).square().sum({-2}), 1e-12, 1e-12));
+  EXPECT_EQ(rank.to_vector<int64_t>(), (std::vector<int64_t>{20, 20, 20}));
+  EXPECT_TRUE(testing::all_close(values, linalg::svdvals(a), 1e-12, 1e-12));
+  auto [x2, r2, rank2, v2] = linalg::lstsq(a, b);  // gelsy on the CPU: the rank, no residuals
+  EXPECT_TRUE(testing::all_close(x2, x, 1e-12, 1e-12));
+  EXPECT_EQ(r2.numel(), 0);
+  EXPECT_EQ(rank2.sizes(), (Shape{3}));
+  EXPECT_EQ(v2.numel(), 0);
+  auto [x3, r3, rank3, v3] = linalg::lstsq(a, b, std::nullopt, "gels");  // residuals, no rank
+  EXPECT_EQ(r3.sizes(), (Shape{3, 5}));
+  EXPECT_EQ(rank3.numel(), 0);
+  // rank-deficient: no residuals from gelsd, and the minimum-norm solution (in A's row space)
+  const Tensor d = matmul(randn({8, 2}, kFloat64), randn({2, 6}, kFloat64));
+  auto [xd, rd, rankd, vd] = linalg::lstsq(d, randn({8, 3}, kFloat64), std::nullopt, "gelsd");
+  EXPECT_EQ(rd.numel(), 0);
+  EXPECT_EQ(rankd.item<int64_t>(), 2);
+  EXPECT_LT(max_abs(xd - matmul(linalg::pinv(d), matmul(d, xd))), 1e-10);
+  EXPECT_EQ(std::get<2>(linalg::lstsq(d, randn({8, 1}, kFloat64), 0.9)).item<int64_t>(), 1);  // rcond σ₁
+  // a batch of vectors B [..., m] (one dim fewer than A): solutions [..., n], with their gradient
+  const Tensor av = a.detach().set_requires_grad(true);
+  const Tensor xv = std::get<0>(linalg::lstsq(av, b.select(-1, 0)));
+  EXPECT_EQ(xv.sizes(), (Shape{3, 20}));
+  EXPECT_TRUE(testing::all_close(xv, x.select(-1, 0), 1e-12, 1e-12));
+  xv.sum().backward();
+  EXPECT_TRUE(av.grad().defined());
+  EXPECT_ERROR_CONTAINS(linalg::lstsq(a, b, std::nullopt, "foo"),
+                        "linalg.lstsq: driver should be one of gels, gelsy, gelsd, gelss, but got 'foo'");
+  EXPECT_ERROR_CONTAINS(linalg::lstsq(a, randn({3, 30, 5}, kFloat64)), "must have the same number of rows");
+  EXPECT_ERROR_CONTAINS(linalg::lstsq(a, randn({2, 3, 40, 5}, kFloat64)), "must have as many dims as A");
+  EXPECT_ERROR_CONTAINS(linalg::lstsq(a, b.to(kFloat32)), "linalg.lstsq: expected A and B to have the same dtype");
+}
+
 TEST(Linalg, SvdGradientsWhereSingularValuesRepeatOrVanish) {
   // S of the identity: every singular value repeated, yet S's gradient U diag(gS) Vh is finite
   const Tensor a = eye(3, -1, kFloat64).set_requires_grad(true);

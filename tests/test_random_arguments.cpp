@@ -267,7 +267,7 @@ Calls calls() {
     };
     const Tensor a = matrix(), b = d.coin() ? matrix() : d.tensor();
     auto tolerance = [&d]() { return d.coin() ? std::optional<double>(d.real()) : std::nullopt; };
-    switch (d.below(12)) {
+    switch (d.below(13)) {
       case 0:
         (void)linalg::solve(a, b, d.coin());
         break;
@@ -300,6 +300,10 @@ Calls calls() {
         break;
       case 10:
         (void)linalg::matrix_rank(a, tolerance(), tolerance(), d.coin());
+        break;
+      case 11:
+        (void)linalg::lstsq(a, b, tolerance(),
+                            d.coin() ? std::optional<std::string>() : (d.coin() ? "gelsd" : (d.coin() ? "gels" : "x")));
         break;
       default:
         (void)linalg::norm(a, d.coin() ? "fro" : "nuc", d.coin() ? std::optional<Shape>(d.dims()) : std::nullopt);

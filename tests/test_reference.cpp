@@ -38,6 +38,11 @@ Outputs svd_outputs(const Tensor& a, bool full_matrices, int count) {
   return out;
 }
 
+Outputs lstsq_outputs(const Inputs& x, std::optional<double> rcond, std::optional<std::string> driver) {
+  auto [solution, residuals, rank, singular_values] = linalg::lstsq(x[0], x[1], rcond, driver);
+  return Outputs{solution, residuals, rank, singular_values};
+}
+
 const std::map<std::string, CaseFn>& cases() {
   static auto* table = new std::map<std::string, CaseFn>{
       // elementwise
@@ -476,6 +481,12 @@ const std::map<std::string, CaseFn>& cases() {
                         linalg::norm(x[0][0], 2),
                         linalg::norm(x[0][0], "nuc")};
        }},
+      {"linalg_lstsq_gelsd", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gelsd"); }},
+      {"linalg_lstsq_default", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, std::nullopt); }},
+      {"linalg_lstsq_vector_gels", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gels"); }},
+      {"linalg_lstsq_rank_deficient", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gelsd"); }},
+      {"linalg_lstsq_wide_gelss", [](const Inputs& x) { return lstsq_outputs(x, 0.1, "gelss"); }},
+      {"linalg_lstsq_broadcast", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gelsy"); }},
       {"linalg_norm",
        [](const Inputs& x) {
          const double inf = std::numeric_limits<double>::infinity();

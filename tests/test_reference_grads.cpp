@@ -221,6 +221,8 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"linalg_matrix_norm_2", [](X x) { return linalg::matrix_norm(x[0], 2); }},
       {"linalg_matrix_norm_nuc", [](X x) { return linalg::matrix_norm(x[0], "nuc"); }},
       {"linalg_det_singular", [](X x) { return linalg::det(x[0]); }},  // cofactors, from their definition
+      {"linalg_lstsq", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }},
+      {"linalg_lstsq_wide", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1], std::nullopt, "gelsd")); }},
   };
   return *table;
 }

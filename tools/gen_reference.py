@@ -470,7 +470,7 @@ def signed_svd(u, s, vh):
 def svd_cases():
     """The SVD half of torch.linalg: svd (reduced and full; singular vectors signed, and the
     arbitrary extra columns of full U and Vh checked through their projector), svdvals, pinv (its
-    tolerances, hermitian, rcond), matrix_rank and the matrix norms 2, -2 and "nuc"."""
+    tolerances, hermitian, rcond), matrix_rank, the matrix norms 2, -2 and "nuc", and lstsq."""
     torch.manual_seed(2042)
     la = torch.linalg
 
@@ -499,6 +499,18 @@ def svd_cases():
          lambda a: (la.matrix_norm(a, 2), la.matrix_norm(a, -2), la.matrix_norm(a, "nuc"),
                     la.matrix_norm(a, 2, dim=(0, 2), keepdim=True), la.matrix_norm(a, "nuc", dim=(2, 1)),
                     la.norm(a[0], 2), la.norm(a[0], "nuc")))
+    # lstsq: every driver's outputs (the empty ones included), vectors, broadcast batches, a
+    # rank-deficient A (its minimum-norm solution), a wide one
+    case("linalg_lstsq_gelsd", [r(2, 5, 3), r(2, 5, 4)], lambda a, b: tuple(la.lstsq(a, b, driver="gelsd")))
+    case("linalg_lstsq_default", [r(5, 3, dtype=torch.float64), r(5, 2, dtype=torch.float64)],
+         lambda a, b: tuple(la.lstsq(a, b)))
+    case("linalg_lstsq_vector_gels", [r(2, 4, 3), r(2, 4)], lambda a, b: tuple(la.lstsq(a, b, driver="gels")))
+    deficient = r(6, 2, dtype=torch.float64) @ r(2, 4, dtype=torch.float64)
+    case("linalg_lstsq_rank_deficient", [deficient, r(6, 3, dtype=torch.float64)],
+         lambda a, b: tuple(la.lstsq(a, b, driver="gelsd")))
+    case("linalg_lstsq_wide_gelss", [r(3, 5, dtype=torch.float64), r(3, 2, dtype=torch.float64)],
+         lambda a, b: tuple(la.lstsq(a, b, rcond=0.1, driver="gelss")))
+    case("linalg_lstsq_broadcast", [r(1, 5, 3), r(2, 5, 4)], lambda a, b: tuple(la.lstsq(a, b, driver="gelsy")))
 
 
 def det_singular_case():
@@ -814,6 +826,10 @@ def grad_cases():
         ("linalg_pinv_hermitian", [r(4, 4, dtype=d)], lambda a: torch.linalg.pinv(a + a.mT, hermitian=True)),
         ("linalg_matrix_norm_2", [r(2, 3, 4, dtype=d)], lambda a: torch.linalg.matrix_norm(a, 2)),
         ("linalg_matrix_norm_nuc", [r(4, 3, dtype=d)], lambda a: torch.linalg.matrix_norm(a, "nuc")),
+        ("linalg_lstsq", [r(2, 5, 3, dtype=d), r(2, 5, 2, dtype=d)], lambda a, b: torch.linalg.lstsq(a, b).solution),
+        # (PyTorch 1.13's backward fails on a vector B: a matrix here, vectors in test_gradcheck.cpp)
+        ("linalg_lstsq_wide", [r(3, 5, dtype=d), r(3, 2, dtype=d)],
+         lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd").solution),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

@@ -364,23 +364,28 @@ Tensor svdvals(const Tensor& A) {
   return svdvals_node(A);
 }
 
+namespace {
 // A⁺ = V diag(1/σ) Uᵀ over the singular values above the threshold (V diag(1/λ) Vᵀ from eigh when
-// `hermitian`), computed with recording off. Backward, for P = A A⁺ and Q = A⁺ A (projections):
+// `hermitian`), computed with recording off; the singular values (|eigenvalues|) into `values`
+// when given. Backward, for P = A A⁺ and Q = A⁺ A (projections):
 //   gA = -A⁺ᵀ G A⁺ᵀ + (I - P) Gᵀ A⁺ A⁺ᵀ + A⁺ᵀ A⁺ Gᵀ (I - Q),
 // each product associated so that its inner matrices are the smaller of m × m and n × n.
-Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+Tensor pinv_node(const Tensor& A, double abs_tol, double rel_tol, bool hermitian, Tensor* values = nullptr) {
   constexpr const char* op = "linalg.pinv";
-  native::check_linalg_input(A, op, /*square=*/hermitian);
-  const auto [abs_tol, rel_tol] = rank_tolerances(A, atol, rtol, op);
-  Tensor out = forward([&, abs_tol = abs_tol, rel_tol = rel_tol] {
-    if (A.numel() == 0)
-      return zeros(with(batch_of(A), {A.size(-1), A.size(-2)}), TensorOptions().dtype(A.dtype()).device(A.device()));
+  Tensor out = forward([&] {
+    if (A.numel() == 0) {
+      const TensorOptions options = TensorOptions().dtype(A.dtype()).device(A.device());
+      if (values) *values = zeros(with(batch_of(A), {std::min(A.size(-2), A.size(-1))}), options);
+      return zeros(with(batch_of(A), {A.size(-1), A.size(-2)}), options);
+    }
     if (hermitian) {
       auto [w, v] = eigh_node(A);
+      if (values) *values = w.abs();
       const Tensor inv_w = where(w.abs() > rank_threshold(w, abs_tol, rel_tol), w.reciprocal(), 0.0);
       return matmul(v * inv_w.unsqueeze(-2), mT(v));
     }
     auto [u, s, vh] = svd_node(A, /*full_matrices=*/false);
+    if (values) *values = s;
     const Tensor inv_s = where(s > rank_threshold(s, abs_tol, rel_tol), s.reciprocal(), 0.0);
     return matmul(mT(vh) * inv_s.unsqueeze(-2), mT(u));
   });
@@ -401,6 +406,14 @@ Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> r
         kDifferentiable);
   return out;
 }
+}  // namespace
+
+Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
+  constexpr const char* op = "linalg.pinv";
+  native::check_linalg_input(A, op, /*square=*/hermitian);
+  const auto [abs_tol, rel_tol] = rank_tolerances(A, atol, rtol, op);
+  return pinv_node(A, abs_tol, rel_tol, hermitian);
+}
 
 Tensor pinv(const Tensor& A, double rcond, bool hermitian) { return pinv(A, 0.0, rcond, hermitian); }
 
@@ -416,6 +429,52 @@ Tensor matrix_rank(const Tensor& A, std::optional<double> atol, std::optional<do
 }
 
 Tensor matrix_rank(const Tensor& A, double tol, bool hermitian) { return matrix_rank(A, tol, 0.0, hermitian); }
+
+// X = A⁺ B through the SVD, whatever the driver: for a matrix of full column rank that is the
+// least-squares solution LAPACK's drivers find, and for a rank-deficient one the minimum-norm
+// solution, as gelsy's and gelsd's are. The driver names which other outputs are computed, as
+// PyTorch's: the rank (gelsy, gelsd, gelss), the singular values (gelsd, gelss), the squared
+// residuals ‖A X - B‖² per column when m > n (gels; gelsd and gelss only when every matrix has
+// full rank). The gradient is X's as a product A⁺ B, which is PyTorch's formula too.
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
+                                                 const std::optional<std::string>& driver) {
+  constexpr const char* op = "linalg.lstsq";
+  native::check_linalg_input(A, op, /*square=*/false);
+  check_operand(A, B, op);
+  EMBER_CHECK(B.dim() >= 1 && A.dim() >= B.dim() && A.dim() - B.dim() <= 1, op,
+              ": B must have as many dims as A (a batch of matrices) or one fewer (a batch of vectors), but A is ",
+              shape_str(A.sizes()), " and B is ", shape_str(B.sizes()));
+  const bool vector = B.dim() == A.dim() - 1;
+  const Tensor b = vector ? B.unsqueeze(-1) : B;
+  EMBER_CHECK(b.size(-2) == A.size(-2), op, ": A and B must have the same number of rows, but A is ",
+              shape_str(A.sizes()), " and B is ", shape_str(B.sizes()));
+  const std::string name = driver.value_or(A.device().is_cuda() ? "gels" : "gelsy");
+  EMBER_CHECK(name == "gels" || name == "gelsy" || name == "gelsd" || name == "gelss", op,
+              ": driver should be one of gels, gelsy, gelsd, gelss, but got '", name, "'");
+  EMBER_CHECK(!rcond || *rcond >= 0 || *rcond == -1.0, op, ": rcond must be non-negative, got ", *rcond);
+  const int64_t m = A.size(-2), n = A.size(-1);
+  // LAPACK's rcond: a negative one means the machine precision; absent, ε max(m, n) (PyTorch's)
+  const double eps = A.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                           : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const double rel_tol = !rcond ? eps * static_cast<double>(std::max(m, n)) : *rcond < 0 ? eps : *rcond;
+  Tensor values;
+  const Tensor solution = matmul(pinv_node(A, 0.0, rel_tol, /*hermitian=*/false, &values), b);
+  const Tensor x = vector ? solution.squeeze(-1) : solution;
+
+  NoGradGuard no_grad;  // the other outputs have no gradient, as PyTorch's
+  const TensorOptions options = TensorOptions().dtype(A.dtype()).device(A.device());
+  Tensor rank = empty({0}, options.dtype(kInt64)), singular_values = empty({0}, options);
+  Tensor residuals = empty({0}, options);
+  if (name != "gels") {
+    rank = values.size(-1) == 0 ? zeros(batch_of(A), options.dtype(kInt64))
+                                : (values > rank_threshold(values, 0.0, rel_tol)).sum({-1});
+  }
+  if (name == "gelsd" || name == "gelss") singular_values = values;
+  bool with_residuals = m > n && name != "gelsy";  // gels assumes full rank; gelsd and gelss check it
+  if (with_residuals && name != "gels") with_residuals = rank.numel() == 0 || rank.eq(n).all().item<bool>();
+  if (with_residuals) residuals = (matmul(A, solution) - b).square().sum({-2});
+  return {x, residuals, rank, singular_values};
+}
 
 Tensor matrix_power(const Tensor& A, int64_t n) {
   constexpr const char* op = "linalg.matrix_power";

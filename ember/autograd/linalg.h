@@ -13,7 +13,7 @@
 // vectors are unique up to sign, and ember's (from Eigen on the CPU) may differ in sign from
 // LAPACK's: a loss that depends on their signs has no well-defined gradient, in PyTorch either.
 //
-// Not there yet (planned): qr, eig and lstsq.
+// Not there yet (planned): qr and eig.
 #include <optional>
 #include <string>
 #include <tuple>
@@ -65,6 +65,15 @@ Tensor matrix_rank(const Tensor& A, std::optional<double> atol = std::nullopt,
                    std::optional<double> rtol = std::nullopt, bool hermitian = false);
 // LibTorch's older form: singular values above `tol` (absolute) counted.
 Tensor matrix_rank(const Tensor& A, double tol, bool hermitian = false);
+// (solution, residuals, rank, singular_values) of the least-squares problem min ‖A X - B‖ for A
+// [..., m, n] and B [..., m, k] (or a vector [..., m]; batch dims broadcast): the solution
+// [..., n, k], minimum-norm where A is rank-deficient, singular values at or below rcond σ₁
+// taken as zero (rcond: ε max(m, n) by default). `driver` ("gelsy" on the CPU and "gels" on CUDA
+// by default, "gelsd", "gelss") chooses, as PyTorch's, which other outputs are computed; the
+// rest are empty. Every driver solves through the SVD (see linalg.cpp).
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& B,
+                                                 std::optional<double> rcond = std::nullopt,
+                                                 const std::optional<std::string>& driver = std::nullopt);
 // A^n by repeated squaring (n = 0: the identity; n < 0: inv(A)^-n).
 Tensor matrix_power(const Tensor& A, int64_t n);
 
