@@ -166,6 +166,9 @@ TEST(Linalg, EmptyBatchesAndEmptyMatrices) {
   EXPECT_EQ(linalg::cholesky(empty).sizes(), (Shape{2, 0, 0}));
   EXPECT_EQ(linalg::solve(empty, zeros({2, 0, 4})).sizes(), (Shape{2, 0, 4}));
   EXPECT_EQ(linalg::matrix_power(empty, -3).sizes(), (Shape{2, 0, 0}));
+  const Tensor a = randn({3, 3}, kFloat64) + 3.0 * eye(3, -1, kFloat64);  // no right-hand sides
+  EXPECT_EQ(linalg::solve(a, zeros({3, 0}, kFloat64)).sizes(), (Shape{3, 0}));
+  EXPECT_EQ(linalg::solve_triangular(a, zeros({3, 0}, kFloat64), /*upper=*/true).sizes(), (Shape{3, 0}));
 }
 
 TEST(Linalg, MatrixPowerAndInverseAliases) {
@@ -316,6 +319,10 @@ TEST(Linalg, SvdOfEmptyMatricesAndNonFiniteInputs) {
   EXPECT_TRUE(testing::all_close(u2, eye(2, -1, kFloat32).expand({4, 2, 2}), 0, 0));
   EXPECT_EQ(vh2.sizes(), (Shape{4, 0, 0}));
   EXPECT_EQ(std::get<0>(linalg::svd(zeros({4, 2, 0}), false)).sizes(), (Shape{4, 2, 0}));
+  auto [u3, s3, vh3] = linalg::svd(zeros({0, 2, 3}), /*full_matrices=*/true);  // an empty batch
+  EXPECT_EQ(u3.sizes(), (Shape{0, 2, 2}));
+  EXPECT_EQ(s3.sizes(), (Shape{0, 2}));
+  EXPECT_EQ(vh3.sizes(), (Shape{0, 3, 3}));
   EXPECT_EQ(linalg::svdvals(zeros({0, 5, 3})).sizes(), (Shape{0, 3}));
   EXPECT_EQ(linalg::pinv(zeros({2, 0, 3})).sizes(), (Shape{2, 3, 0}));
   EXPECT_EQ(linalg::matrix_rank(zeros({2, 0, 3})).to_vector<int64_t>(), (std::vector<int64_t>{0, 0}));

@@ -230,15 +230,19 @@ Tensor svdvals_node(const Tensor& a) {
   return s;
 }
 
+// The machine ε of a linalg dtype (float32 or float64, the only ones check_linalg_input admits).
+double epsilon_of(DType dtype) {
+  return dtype == kFloat64 ? std::numeric_limits<double>::epsilon()
+                           : static_cast<double>(std::numeric_limits<float>::epsilon());
+}
+
 // The tolerances of pinv and matrix_rank (PyTorch's): atol 0 and rtol max(m, n) ε by default; a
 // positive atol alone turns the default rtol off.
 std::pair<double, double> rank_tolerances(const Tensor& a, std::optional<double> atol, std::optional<double> rtol,
                                           const char* op) {
   EMBER_CHECK(!atol || *atol >= 0, op, ": atol must be non-negative, got ", *atol);
   EMBER_CHECK(!rtol || *rtol >= 0, op, ": rtol must be non-negative, got ", *rtol);
-  const double eps = a.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
-                                           : static_cast<double>(std::numeric_limits<float>::epsilon());
-  const double default_rtol = eps * static_cast<double>(std::max(a.size(-2), a.size(-1)));
+  const double default_rtol = epsilon_of(a.dtype()) * static_cast<double>(std::max(a.size(-2), a.size(-1)));
   return {atol.value_or(0.0), rtol ? *rtol : (atol && *atol > 0 ? 0.0 : default_rtol)};
 }
 
@@ -454,8 +458,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& 
   EMBER_CHECK(!rcond || *rcond >= 0 || *rcond == -1.0, op, ": rcond must be non-negative, got ", *rcond);
   const int64_t m = A.size(-2), n = A.size(-1);
   // LAPACK's rcond: a negative one means the machine precision; absent, ε max(m, n) (PyTorch's)
-  const double eps = A.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
-                                           : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const double eps = epsilon_of(A.dtype());
   const double rel_tol = !rcond ? eps * static_cast<double>(std::max(m, n)) : *rcond < 0 ? eps : *rcond;
   Tensor values;
   const Tensor solution = matmul(pinv_node(A, 0.0, rel_tol, /*hermitian=*/false, &values), b);

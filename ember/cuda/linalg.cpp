@@ -122,8 +122,6 @@ void CudaBackend::lu_factor(const Tensor& a, const Tensor& pivots, const Tensor&
   DeviceGuard guard(a.device().index);
   const int64_t batch = a.size(0);
   const int n = as_int(a.size(1), "lu_factor");
-  if (batch == 0) return;
-  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
   dispatch_real(a.dtype(), "lu_factor", [&](auto zero) {
     using T = decltype(zero);
     const Api<T>& api = Api<T>::get();
@@ -143,7 +141,6 @@ void CudaBackend::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor&
   DeviceGuard guard(lu.device().index);
   const int64_t batch = lu.size(0);
   const int n = as_int(lu.size(1), "lu_solve"), k = as_int(b.size(2), "lu_solve");
-  if (batch == 0 || n == 0 || k == 0) return;
   dispatch_real(lu.dtype(), "lu_solve", [&](auto zero) {
     using T = decltype(zero);
     const Api<T>& api = Api<T>::get();
@@ -161,8 +158,6 @@ void CudaBackend::cholesky(const Tensor& a, const Tensor& info) {
   DeviceGuard guard(a.device().index);
   const int64_t batch = a.size(0);
   const int n = as_int(a.size(1), "cholesky");
-  if (batch == 0) return;
-  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
   dispatch_real(a.dtype(), "cholesky", [&](auto zero) {
     using T = decltype(zero);
     const Api<T>& api = Api<T>::get();
@@ -182,7 +177,6 @@ void CudaBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper,
   DeviceGuard guard(a.device().index);
   const int64_t batch = a.size(0);
   const int n = as_int(a.size(1), "triangular_solve"), k = as_int(b.size(2), "triangular_solve");
-  if (batch == 0 || n == 0 || k == 0) return;
   dispatch_real(a.dtype(), "triangular_solve", [&](auto zero) {
     using T = decltype(zero);
     const Api<T>& api = Api<T>::get();
@@ -200,8 +194,6 @@ void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
   DeviceGuard guard(a.device().index);
   const int64_t batch = a.size(0);
   const int n = as_int(a.size(1), "eigh");
-  if (batch == 0) return;
-  if (n == 0) return fill(info, 0);  // nothing to factor: every matrix succeeds
   dispatch_real(a.dtype(), "eigh", [&](auto zero) {
     using T = decltype(zero);
     const Api<T>& api = Api<T>::get();
@@ -229,15 +221,6 @@ void CudaBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, cons
   const int64_t batch = a.size(0);
   const int m = as_int(a.size(1), "svd"), n = as_int(a.size(2), "svd"), k = std::min(m, n);
   const bool vectors = u.defined();
-  if (batch == 0) return;
-  if (k == 0) {  // nothing to factor; full U and Vh of an empty matrix are identities, as on the CPU
-    fill(info, 0);
-    if (vectors) {
-      copy(native::expand(eye(u.size(1), -1, TensorOptions(u.dtype()).device(u.device())), u.sizes()), u);
-      copy(native::expand(eye(vh.size(2), -1, TensorOptions(vh.dtype()).device(vh.device())), vh.sizes()), vh);
-    }
-    return;
-  }
   static const auto create_info =
       load<decltype(&cusolverDnCreateGesvdjInfo)>(cusolver_library(), "cusolverDnCreateGesvdjInfo");
   static const auto destroy_info =

@@ -259,7 +259,8 @@ class Backend {
 
   // ---- matrix factorizations (Note [Fortran order]) ----
   // Matrices are batches [B, n, m] of float32/float64 in column-major order (strides (n m, 1, n)),
-  // as LAPACK and cuSOLVER take them; each call factors or solves all B at once.
+  // as LAPACK and cuSOLVER take them; each call factors or solves all B at once. Every call has
+  // work (B > 0, no empty matrix or right-hand side): the native layer answers empty ones itself.
   // a [B, n, n] -> its LU factors in place (unit L below the diagonal, U on and above it);
   // pivots [B, n] int32: LAPACK's 1-based row swaps; info [B] int32: 0, or k when U's k-th
   // diagonal element (1-based) is exactly zero. getrf.

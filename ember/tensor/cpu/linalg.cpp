@@ -228,10 +228,6 @@ void CpuBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper, 
 // a [B, n, n] symmetric (lower triangle) -> eigenvectors in place; w [B, n] ascending; info [B]
 void CpuBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
   const int64_t batch = a.size(0), n = a.size(1);
-  if (n == 0) {  // (Eigen's solver reads element (0, 0) of a 0 x 0 matrix)
-    fill(info, 0);
-    return;
-  }
   dispatch_real(a.dtype(), "eigh", [&](auto zero) {
     using scalar_t = decltype(zero);
     scalar_t* base = a.data_ptr<scalar_t>();
@@ -275,13 +271,6 @@ void CpuBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, const
       Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>> sv(values + i * k, k);
       Matrix<scalar_t> um(ubase ? ubase + i * m * ucols : nullptr, m, ucols);
       Matrix<scalar_t> vm(vbase ? vbase + i * vrows * n : nullptr, vrows, n);
-      if (k == 0) {  // nothing to factor; full U and Vh of an empty matrix are identities, as LAPACK's
-        if (vectors) {
-          um.setIdentity();
-          vm.setIdentity();
-        }
-        return;
-      }
       Eigen::BDCSVD<Dense> solver(Matrix<scalar_t>(base + i * m * n, m, n), options);
       // (a NaN or an infinity is InvalidInput; LAPACK's gesvd reports it as not converging)
       inf[i] = solver.info() == Eigen::Success ? 0 : 1;

@@ -44,6 +44,10 @@ Tensor fortran_empty(int64_t b, int64_t n, int64_t m, const Tensor& like) {
 }
 Tensor info_for(const Tensor& a) { return ops::empty_on({batch_count(a)}, kInt32, a.device()); }
 
+// Back ends only see work (backend.h): an empty batch, or empty matrices, are answered here, once
+// for every back end; every matrix of them "succeeds".
+bool has_work(const Tensor& f) { return f.numel() > 0; }
+
 // b [..., n, k] beside a square a [..., n, n]: same dtype, device and batch dims.
 void check_rhs(const Tensor& a, const Tensor& b, const char* op) {
   EMBER_CHECK(b.defined(), op, ": the right-hand side B is undefined");
@@ -71,8 +75,12 @@ void check_linalg_input(const Tensor& a, const char* op, bool square) {
 std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, const char* op) {
   check_linalg_input(a, op);
   const Tensor lu = fortran_copy(a);
-  const Tensor pivots = ops::empty_on({lu.size(0), lu.size(1)}, kInt32, a.device()), info = info_for(a);
-  backend(a.device()).lu_factor(lu, pivots, info);
+  const Tensor pivots = ops::empty_on({lu.size(0), lu.size(1)}, kInt32, a.device());
+  Tensor info = info_for(a);
+  if (has_work(lu))
+    backend(a.device()).lu_factor(lu, pivots, info);
+  else
+    fill_(info, 0);
   const Shape batch = batch_shape(a);
   return {unfold_batch(lu, batch), view(pivots, with(batch, {a.size(-1)})), view(info, batch)};
 }
@@ -85,14 +93,18 @@ Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool tr
               pivots.defined() ? shape_str(pivots.sizes()) : std::string("an undefined tensor"));
   ops::check_same_device({&lu, &pivots}, op);
   const Tensor x = fortran_copy(b);
-  backend(lu.device()).lu_solve(fortran_view(lu), contiguous(pivots), x, transpose_a);
+  if (has_work(x)) backend(lu.device()).lu_solve(fortran_view(lu), contiguous(pivots), x, transpose_a);
   return unfold_batch(x, batch_shape(b));
 }
 
 std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& a, const char* op) {
   check_linalg_input(a, op);
-  const Tensor l = fortran_copy(a), info = info_for(a);
-  backend(a.device()).cholesky(l, info);
+  const Tensor l = fortran_copy(a);
+  Tensor info = info_for(a);
+  if (has_work(l))
+    backend(a.device()).cholesky(l, info);
+  else
+    fill_(info, 0);
   return {tril(unfold_batch(l, batch_shape(a))), view(info, batch_shape(a))};
 }
 
@@ -100,15 +112,19 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool unitr
   check_linalg_input(a, op);
   check_rhs(a, b, op);
   const Tensor x = fortran_copy(b);
-  backend(a.device()).triangular_solve(fortran_view(a), x, upper, unitriangular);
+  if (has_work(x)) backend(a.device()).triangular_solve(fortran_view(a), x, upper, unitriangular);
   return unfold_batch(x, batch_shape(b));
 }
 
 std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op) {
   check_linalg_input(a, op);
-  const Tensor vectors = fortran_copy(a), info = info_for(a);
+  const Tensor vectors = fortran_copy(a);
+  Tensor info = info_for(a);
   const Tensor values = ops::empty_on({vectors.size(0), vectors.size(1)}, a.dtype(), a.device());
-  backend(a.device()).eigh(vectors, values, info);
+  if (has_work(vectors))
+    backend(a.device()).eigh(vectors, values, info);
+  else
+    fill_(info, 0);
   const Shape batch = batch_shape(a);
   return {view(values, with(batch, {a.size(-1)})), unfold_batch(vectors, batch), view(info, batch)};
 }
@@ -117,7 +133,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_mat
                                                   const char* op) {
   check_linalg_input(a, op, /*square=*/false);
   const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
-  const Tensor f = fortran_copy(a), info = info_for(a);
+  const Tensor f = fortran_copy(a);
+  Tensor info = info_for(a);
   const int64_t b = f.size(0);
   const Tensor s = ops::empty_on({b, k}, a.dtype(), a.device());
   Tensor u, vh;
@@ -125,7 +142,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_mat
     u = fortran_empty(b, m, full_matrices ? m : k, a);
     vh = fortran_empty(b, full_matrices ? n : k, n, a);
   }
-  backend(a.device()).svd(f, full_matrices, u, s, vh, info);
+  if (has_work(f)) {
+    backend(a.device()).svd(f, full_matrices, u, s, vh, info);
+  } else {  // full U and Vh of an empty matrix are identities, as LAPACK's (and PyTorch's)
+    fill_(info, 0);
+    if (compute_uv) {
+      const TensorOptions options = TensorOptions(a.dtype()).device(a.device());
+      copy_(u, expand(eye(u.size(1), u.size(2), options), u.sizes()));
+      copy_(vh, expand(eye(vh.size(1), vh.size(2), options), vh.sizes()));
+    }
+  }
   const Shape batch = batch_shape(a);
   return {compute_uv ? unfold_batch(u, batch) : Tensor(), view(s, with(batch, {k})),
           compute_uv ? unfold_batch(vh, batch) : Tensor(), view(info, batch)};
