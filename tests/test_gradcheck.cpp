@@ -8,6 +8,7 @@
 namespace ember {
 namespace testing {
 Tensor svd_invariants(const Tensor& a, bool full_matrices);  // test_linalg.cpp
+Tensor qr_flat(const Tensor& a, const std::string& mode);    // test_linalg.cpp
 }  // namespace testing
 namespace {
 
@@ -313,6 +314,10 @@ std::vector<Case> cases() {
       {"linalg_matrix_norm_nuc", [](X x) { return linalg::matrix_norm(x[0], "nuc"); }, {{4, 3}}},
       {"linalg_lstsq", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }, {{2, 5, 3}, {1, 5, 2}}},
       {"linalg_lstsq_wide_vector", [](X x) { return std::get<0>(linalg::lstsq(x[0].t(), x[1])); }, {{5, 3}, {3}}},
+      // QR: Q and R flattened into one output (their signs are fixed by the Householder convention)
+      {"linalg_qr", [](X x) { return testing::qr_flat(x[0], "reduced"); }, {{2, 5, 3}}},
+      {"linalg_qr_wide", [](X x) { return testing::qr_flat(x[0], "reduced"); }, {{3, 5}}},
+      {"linalg_qr_complete_wide", [](X x) { return testing::qr_flat(x[0], "complete"); }, {{2, 3, 4}}},
   };
 }
 

@@ -22,6 +22,11 @@ Tensor svd_invariants(const Tensor& a, bool full_matrices) {
               matmul(v1, v1.transpose(-2, -1)).reshape({-1}),
               matmul(uk * s.square().unsqueeze(-2), uk.transpose(-2, -1)).reshape({-1})});
 }
+// Q and R of linalg.qr flattened into one vector (the gradient tests' output).
+Tensor qr_flat(const Tensor& a, const std::string& mode) {
+  auto [q, r] = linalg::qr(a, mode);
+  return cat({q.reshape({-1}), r.reshape({-1})});
+}
 }  // namespace testing
 namespace {
 
@@ -308,6 +313,59 @@ TEST(Linalg, SvdGradientsWhereSingularValuesRepeatOrVanish) {
   EXPECT_TRUE(c.grad().isfinite().all().item<bool>());
   EXPECT_NEAR(linalg::matrix_norm(c.grad(), "fro").item<double>(), std::sqrt(3.0), 1e-9);
   EXPECT_NEAR(linalg::matrix_norm(c.grad(), 2).item<double>(), 1.0, 1e-9);
+}
+
+// Q has orthonormal columns, R is upper triangular, Q R = A: tall, wide and square, each mode,
+// both dtypes, and sizes past the CPU kernels' blocks (96 reflectors, Eigen's 48) so the blocked paths run.
+TEST(Linalg, QrFactorsInEveryMode) {
+  manual_seed(31);
+  for (const DType dtype : {kFloat32, kFloat64})
+    for (const Shape& shape : {Shape{2, 5, 3}, Shape{3, 5}, Shape{4, 4}, Shape{230, 130}, Shape{110, 250}})
+      for (const char* mode : {"reduced", "complete"}) {
+        SCOPED_TRACE(detail::concat(shape_str(shape), " ", dtype, " ", mode));
+        const Tensor a = randn(shape, dtype);
+        const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+        const int64_t cols = std::string(mode) == "complete" ? m : k;
+        auto [q, r] = linalg::qr(a, mode);
+        EXPECT_EQ(q.size(-1), cols);
+        EXPECT_EQ(r.size(-2), cols);
+        EXPECT_EQ(r.size(-1), n);
+        const double tol = dtype == kFloat64 ? 1e-12 : 1e-4;
+        EXPECT_LT(max_abs(matmul(mT(q), q) - eye(cols, -1, dtype)), tol * std::max<int64_t>(m, 10));
+        EXPECT_EQ(max_abs(r - r.triu()), 0.0);
+        EXPECT_LT(max_abs(matmul(q, r) - a), tol * std::max<int64_t>(m, 10));
+        EXPECT_TRUE(testing::all_close(std::get<1>(linalg::qr(a, "r")), r.narrow(-2, 0, k), 0, 0));
+      }
+  // a transposed (non-contiguous) input factors as its contiguous copy
+  const Tensor wide = randn({3, 6}, kFloat64);
+  EXPECT_TRUE(
+      testing::all_close(std::get<1>(linalg::qr(wide.t())), std::get<1>(linalg::qr(wide.t().contiguous())), 0, 0));
+}
+
+TEST(Linalg, QrOfEmptyMatricesModesAndGradientRefusals) {
+  auto [q, r] = linalg::qr(zeros({3, 0}, kFloat64), "complete");  // no reflectors: Q is the identity
+  EXPECT_TRUE(testing::all_close(q, eye(3, -1, kFloat64), 0, 0));
+  EXPECT_EQ(r.sizes(), (Shape{3, 0}));
+  auto [q0, r0] = linalg::qr(zeros({0, 2, 4}));
+  EXPECT_EQ(q0.sizes(), (Shape{0, 2, 2}));
+  EXPECT_EQ(r0.sizes(), (Shape{0, 2, 4}));
+  EXPECT_EQ(std::get<0>(linalg::qr(zeros({2, 0, 3}))).sizes(), (Shape{2, 0, 0}));
+  auto [qr_q, qr_r] = linalg::qr(randn({4, 3}), "r");  // Q is an empty tensor, as PyTorch's
+  EXPECT_EQ(qr_q.sizes(), (Shape{0}));
+  EXPECT_EQ(qr_r.sizes(), (Shape{3, 3}));
+  EXPECT_ERROR_CONTAINS(linalg::qr(randn({3, 3}), "full"),
+                        "linalg.qr: qr received unrecognized mode 'full' but expected one of 'reduced' (default), 'r', "
+                        "or 'complete'");
+  EXPECT_ERROR_CONTAINS(linalg::qr(randn({3})), "linalg.qr: the input tensor A must have at least 2 dimensions");
+  EXPECT_ERROR_CONTAINS(linalg::qr(ones({3, 3}, kInt64)), "linalg.qr: expected a float32 or float64 tensor");
+  // gradients: refused (when asked for) where Q is not computed or not unique, as PyTorch
+  const Tensor a = randn({4, 3}, kFloat64).requires_grad_(true);
+  EXPECT_ERROR_CONTAINS(std::get<1>(linalg::qr(a, "r")).sum().backward(),
+                        "linalg.qr: The derivative of linalg.qr depends on Q, which is not computed when mode='r'");
+  EXPECT_ERROR_CONTAINS(std::get<1>(linalg::qr(a, "complete")).sum().backward(),
+                        "linalg.qr: The QR decomposition is not differentiable when mode='complete' and nrows > ncols");
+  std::get<0>(linalg::qr(a.t(), "complete")).sum().backward();  // wide: complete is reduced
+  EXPECT_TRUE(a.grad().isfinite().all().item<bool>());
 }
 
 TEST(Linalg, SvdOfEmptyMatricesAndNonFiniteInputs) {

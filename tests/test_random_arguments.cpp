@@ -267,7 +267,7 @@ Calls calls() {
     };
     const Tensor a = matrix(), b = d.coin() ? matrix() : d.tensor();
     auto tolerance = [&d]() { return d.coin() ? std::optional<double>(d.real()) : std::nullopt; };
-    switch (d.below(13)) {
+    switch (d.below(14)) {
       case 0:
         (void)linalg::solve(a, b, d.coin());
         break;
@@ -304,6 +304,9 @@ Calls calls() {
       case 11:
         (void)linalg::lstsq(a, b, tolerance(),
                             d.coin() ? std::optional<std::string>() : (d.coin() ? "gelsd" : (d.coin() ? "gels" : "x")));
+        break;
+      case 12:
+        (void)linalg::qr(a, d.coin() ? "reduced" : (d.coin() ? "complete" : (d.coin() ? "r" : "x")));
         break;
       default:
         (void)linalg::norm(a, d.coin() ? "fro" : "nuc", d.coin() ? std::optional<Shape>(d.dims()) : std::nullopt);

@@ -43,6 +43,11 @@ Outputs lstsq_outputs(const Inputs& x, std::optional<double> rcond, std::optiona
   return Outputs{solution, residuals, rank, singular_values};
 }
 
+Outputs qr_outputs(const Tensor& a, const std::string& mode) {
+  auto [q, r] = linalg::qr(a, mode);
+  return Outputs{q, r};
+}
+
 const std::map<std::string, CaseFn>& cases() {
   static auto* table = new std::map<std::string, CaseFn>{
       // elementwise
@@ -487,6 +492,12 @@ const std::map<std::string, CaseFn>& cases() {
       {"linalg_lstsq_rank_deficient", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gelsd"); }},
       {"linalg_lstsq_wide_gelss", [](const Inputs& x) { return lstsq_outputs(x, 0.1, "gelss"); }},
       {"linalg_lstsq_broadcast", [](const Inputs& x) { return lstsq_outputs(x, std::nullopt, "gelsy"); }},
+      {"linalg_qr", [](const Inputs& x) { return qr_outputs(x[0], "reduced"); }},
+      {"linalg_qr_wide64", [](const Inputs& x) { return qr_outputs(x[0], "reduced"); }},
+      {"linalg_qr_complete", [](const Inputs& x) { return qr_outputs(x[0], "complete"); }},
+      {"linalg_qr_complete_wide64", [](const Inputs& x) { return qr_outputs(x[0], "complete"); }},
+      {"linalg_qr_r", [](const Inputs& x) { return qr_outputs(x[0], "r"); }},
+      {"linalg_qr_zero_column", [](const Inputs& x) { return qr_outputs(x[0], "complete"); }},
       {"linalg_norm",
        [](const Inputs& x) {
          const double inf = std::numeric_limits<double>::infinity();

@@ -8,6 +8,7 @@
 namespace ember {
 namespace testing {
 Tensor svd_invariants(const Tensor& a, bool full_matrices);  // test_linalg.cpp
+Tensor qr_flat(const Tensor& a, const std::string& mode);    // test_linalg.cpp
 }  // namespace testing
 namespace {
 
@@ -223,6 +224,9 @@ const std::map<std::string, std::function<Tensor(X)>>& cases() {
       {"linalg_det_singular", [](X x) { return linalg::det(x[0]); }},  // cofactors, from their definition
       {"linalg_lstsq", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }},
       {"linalg_lstsq_wide", [](X x) { return std::get<0>(linalg::lstsq(x[0], x[1], std::nullopt, "gelsd")); }},
+      {"linalg_qr", [](X x) { return testing::qr_flat(x[0], "reduced"); }},
+      {"linalg_qr_wide", [](X x) { return testing::qr_flat(x[0], "reduced"); }},
+      {"linalg_qr_complete_square", [](X x) { return testing::qr_flat(x[0], "complete"); }},
   };
   return *table;
 }

@@ -226,6 +226,7 @@ def main():
     ports6_cases()
     linalg_cases()
     svd_cases()
+    qr_cases()
 
     write("ops.bin")
     entries.clear()
@@ -511,6 +512,21 @@ def svd_cases():
     case("linalg_lstsq_wide_gelss", [r(3, 5, dtype=torch.float64), r(3, 2, dtype=torch.float64)],
          lambda a, b: tuple(la.lstsq(a, b, rcond=0.1, driver="gelss")))
     case("linalg_lstsq_broadcast", [r(1, 5, 3), r(2, 5, 4)], lambda a, b: tuple(la.lstsq(a, b, driver="gelsy")))
+
+
+def qr_cases():
+    """linalg.qr in its three modes, tall, wide and batched. Q and R are compared as they come:
+    Householder QR (LAPACK's geqrf and orgqr here) fixes their signs, and ember's follows the same
+    convention. The zero column gives a reflector with tau = 0 and a zero on R's diagonal."""
+    torch.manual_seed(2043)
+    la = torch.linalg
+    case("linalg_qr", [r(2, 5, 3)], lambda a: tuple(la.qr(a)))
+    case("linalg_qr_wide64", [r(3, 5, dtype=torch.float64)], lambda a: tuple(la.qr(a)))
+    case("linalg_qr_complete", [r(2, 5, 3)], lambda a: tuple(la.qr(a, mode="complete")))
+    case("linalg_qr_complete_wide64", [r(2, 3, 6, dtype=torch.float64)], lambda a: tuple(la.qr(a, mode="complete")))
+    case("linalg_qr_r", [r(4, 3)], lambda a: tuple(la.qr(a, mode="r")))
+    zero_column = torch.cat([r(4, 2, dtype=torch.float64), torch.zeros(4, 1, dtype=torch.float64)], 1)
+    case("linalg_qr_zero_column", [zero_column], lambda a: tuple(la.qr(a, mode="complete")))
 
 
 def det_singular_case():
@@ -830,6 +846,11 @@ def grad_cases():
         # (PyTorch 1.13's backward fails on a vector B: a matrix here, vectors in test_gradcheck.cpp)
         ("linalg_lstsq_wide", [r(3, 5, dtype=d), r(3, 2, dtype=d)],
          lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd").solution),
+        # QR: both factors at once (their signs are fixed by the Householder convention)
+        ("linalg_qr", [r(2, 5, 3, dtype=d)], lambda a: torch.cat([t.flatten() for t in torch.linalg.qr(a)])),
+        ("linalg_qr_wide", [r(3, 5, dtype=d)], lambda a: torch.cat([t.flatten() for t in torch.linalg.qr(a)])),
+        ("linalg_qr_complete_square", [r(4, 4, dtype=d)],
+         lambda a: torch.cat([t.flatten() for t in torch.linalg.qr(a, mode="complete")])),
     ]
     for name, inputs, fn, *wrt in case_inputs:
         grad_case(name, inputs, fn, wrt[0] if wrt else None)

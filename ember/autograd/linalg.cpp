@@ -230,6 +230,50 @@ Tensor svdvals_node(const Tensor& a) {
   return s;
 }
 
+// The gradient of the QR of a square or tall matrix (reduced): with M = gR Rᵀ - Qᵀ gQ and S the
+// symmetric matrix whose upper triangle is M's, gA = (gQ + Q S) R⁻ᵀ (PyTorch's formula; Q S is the
+// part of gQ's rotation that R's triangular shape pins down).
+Tensor qr_backward_tall(const Tensor& q, const Tensor& r, const Tensor& gq, const Tensor& gr) {
+  const Tensor m = (matmul(gr, mT(r)) - matmul(mT(q), gq)).triu();
+  return linalg::solve_triangular(mT(r), gq + matmul(q, m + mT(m.triu(1))), /*upper=*/false, /*left=*/false);
+}
+
+// (Q, R) of A [..., m, n]; Q empty for mode "r". Backward for reduced Q (or complete, which is the
+// same when m ≤ n): the tall case above; a wide A = [X Y] (m < n) has X = Q R₁ and R₂ = Qᵀ Y, so
+// X's gradient is the square case's with gQ + Y gR₂ᵀ (Y = Q R₂), and Y's is Q gR₂.
+std::tuple<Tensor, Tensor> qr_node(const Tensor& a, const std::string& mode) {
+  constexpr const char* op = "linalg.qr";
+  auto [q, r] = forward([&] { return native::qr(a, mode == "complete", mode != "r", op); });
+  if (mode == "r") q = empty({0}, TensorOptions().dtype(a.dtype()).device(a.device()));
+  if (!needs_grad(a)) return {q, r};
+  const int64_t m = a.size(-2), n = a.size(-1);
+  if (mode == "r" || (mode == "complete" && m > n)) {  // as PyTorch, an error only once a gradient is asked for
+    const char* why = mode == "r"
+                          ? "The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+                            "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+                            "through linalg.qr."
+                          : "The QR decomposition is not differentiable when mode='complete' and nrows > ncols.";
+    record_fn(
+        "LinalgQrBackward", {&a}, {&r},
+        [why](std::vector<Tensor>&) -> std::vector<Tensor> { throw Error(detail::concat("linalg.qr: ", why)); },
+        kDifferentiable, kSavesNoTensors);
+    return {q, r};
+  }
+  record_fn(
+      "LinalgQrBackward", {&a}, {&q, &r},
+      [sq = SavedTensor::output(q, 0), sr = SavedTensor::output(r, 1)](std::vector<Tensor>& g) {
+        const Tensor q = sq.unpack(op), r = sr.unpack(op);
+        const int64_t m = q.size(-2), n = r.size(-1);
+        if (m >= n) return std::vector<Tensor>{qr_backward_tall(q, r, g[0], g[1])};
+        const Tensor r2 = r.narrow(-1, m, n - m), gr2 = g[1].narrow(-1, m, n - m);
+        const Tensor y = matmul(q, r2);
+        const Tensor gx = qr_backward_tall(q, r.narrow(-1, 0, m), g[0] + matmul(y, mT(gr2)), g[1].narrow(-1, 0, m));
+        return std::vector<Tensor>{cat({gx, matmul(q, gr2)}, -1)};
+      },
+      kDifferentiable);
+  return {q, r};
+}
+
 // The machine ε of a linalg dtype (float32 or float64, the only ones check_linalg_input admits).
 double epsilon_of(DType dtype) {
   return dtype == kFloat64 ? std::numeric_limits<double>::epsilon()
@@ -366,6 +410,13 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
 Tensor svdvals(const Tensor& A) {
   native::check_linalg_input(A, "linalg.svdvals", /*square=*/false);
   return svdvals_node(A);
+}
+
+std::tuple<Tensor, Tensor> qr(const Tensor& A, const std::string& mode) {
+  EMBER_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "linalg.qr: qr received unrecognized mode '",
+              mode, "' but expected one of 'reduced' (default), 'r', or 'complete'");
+  native::check_linalg_input(A, "linalg.qr", /*square=*/false);
+  return qr_node(A, mode);
 }
 
 namespace {

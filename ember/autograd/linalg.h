@@ -1,6 +1,6 @@
 #pragma once
-// torch::linalg: linear systems, inverses, determinants, the Cholesky factor, the symmetric
-// eigendecomposition and norms, with PyTorch's names, arguments, batching and gradients.
+// torch::linalg: linear systems, inverses, determinants, the Cholesky and QR factors, the symmetric
+// eigendecomposition, the SVD and norms, with PyTorch's names, arguments, batching and gradients.
 //
 // Note [Linear algebra]: every function takes batches of matrices [..., n, m] (the batch dims
 // broadcast where two operands meet) in float32 or float64 on the CPU (Eigen and LAPACK's
@@ -13,7 +13,7 @@
 // vectors are unique up to sign, and ember's (from Eigen on the CPU) may differ in sign from
 // LAPACK's: a loss that depends on their signs has no well-defined gradient, in PyTorch either.
 //
-// Not there yet (planned): qr and eig.
+// Not there yet (planned): eig, which needs complex numbers.
 #include <optional>
 #include <string>
 #include <tuple>
@@ -52,6 +52,13 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices = tru
 // S alone (no singular vectors are computed unless a gradient needs them); its gradient,
 // U diag(gS) Vh, is finite everywhere.
 Tensor svdvals(const Tensor& A);
+// (Q, R) with A = Q R for A [..., m, n], k = min(m, n): mode "reduced" gives Q [..., m, k] with
+// orthonormal columns and R [..., k, n] upper triangular; "complete" Q [..., m, m] orthogonal and R
+// [..., m, n]; "r" R alone (Q an empty tensor). Householder reflections, so R's diagonal may be
+// negative (as LAPACK's and PyTorch's). Differentiable for "reduced", and for "complete" when
+// m ≤ n (PyTorch's formula); asking for a gradient through "r", or "complete" with m > n, is an
+// ember::Error, as in PyTorch.
+std::tuple<Tensor, Tensor> qr(const Tensor& A, const std::string& mode = "reduced");
 // The pseudo-inverse A⁺ [..., n, m] from the SVD, singular values at or below max(atol, rtol σ₁)
 // taken as zero. rtol defaults to max(m, n) ε (dtype's ε) when atol is absent or zero, else 0.
 // `hermitian`: A symmetric (its lower triangle read), through eigh. Gradient: the derivative of

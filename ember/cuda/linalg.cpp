@@ -1,4 +1,4 @@
-// Matrix factorizations through cuSOLVER (getrf, getrs, potrf, syevd, gesvdj) and cuBLAS's triangular
+// Matrix factorizations through cuSOLVER (getrf, getrs, potrf, syevd, gesvdj, geqrf, orgqr) and cuBLAS's triangular
 // solve (trsm), on the column-major batches of Note [Fortran order] in tensor/backend.h: one
 // call per matrix of the batch on the current stream, the workspace from the caching allocator.
 // The info codes stay on the device; the native layer reads them (once per call, as PyTorch's
@@ -50,6 +50,10 @@ struct Api;
     decltype(&cusolverDn##L##syevd) syevd;                                                             \
     decltype(&cusolverDn##L##gesvdj_bufferSize) gesvdj_buffer_size;                                    \
     decltype(&cusolverDn##L##gesvdj) gesvdj;                                                           \
+    decltype(&cusolverDn##L##geqrf_bufferSize) geqrf_buffer_size;                                      \
+    decltype(&cusolverDn##L##geqrf) geqrf;                                                             \
+    decltype(&cusolverDn##L##orgqr_bufferSize) orgqr_buffer_size;                                      \
+    decltype(&cusolverDn##L##orgqr) orgqr;                                                             \
     decltype(&cublas##L##trsm_v2) trsm;                                                                \
     static const Api& get() {                                                                          \
       static const Api api{                                                                            \
@@ -62,6 +66,10 @@ struct Api;
           load<decltype(syevd)>(cusolver_library(), "cusolverDn" #L "syevd"),                          \
           load<decltype(gesvdj_buffer_size)>(cusolver_library(), "cusolverDn" #L "gesvdj_bufferSize"), \
           load<decltype(gesvdj)>(cusolver_library(), "cusolverDn" #L "gesvdj"),                        \
+          load<decltype(geqrf_buffer_size)>(cusolver_library(), "cusolverDn" #L "geqrf_bufferSize"),   \
+          load<decltype(geqrf)>(cusolver_library(), "cusolverDn" #L "geqrf"),                          \
+          load<decltype(orgqr_buffer_size)>(cusolver_library(), "cusolverDn" #L "orgqr_bufferSize"),   \
+          load<decltype(orgqr)>(cusolver_library(), "cusolverDn" #L "orgqr"),                          \
           load<decltype(trsm)>(cublas_library(), "cublas" #L "trsm_v2")};                              \
       return api;                                                                                      \
     }                                                                                                  \
@@ -257,6 +265,48 @@ void CudaBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, cons
                    "gesvdj");
     }
     if (vectors) copy(v_buffer, vh);
+  });
+}
+
+// geqrf and orgqr report bad arguments only in their status word, which stays on the device.
+void CudaBackend::qr_factor(const Tensor& a, const Tensor& tau) {
+  DeviceGuard guard(a.device().index);
+  const int64_t batch = a.size(0);
+  const int m = as_int(a.size(1), "qr_factor"), n = as_int(a.size(2), "qr_factor"), k = std::min(m, n);
+  dispatch_real(a.dtype(), "qr_factor", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(a.device().index);
+    T* base = a.data_ptr<T>();
+    int lwork = 0;
+    check_solver(api.geqrf_buffer_size(h, m, n, base, m, &lwork), "geqrf_bufferSize");
+    Tensor work = workspace<T>(lwork, a);
+    Tensor status = empty({1}, TensorOptions(kInt32).device(a.device()));
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(api.geqrf(h, m, n, base + i * int64_t(m) * n, m, tau.data_ptr<T>() + i * k,
+                             static_cast<T*>(work.data_ptr()), lwork, status.data_ptr<int32_t>()),
+                   "geqrf");
+  });
+}
+
+void CudaBackend::householder_product(const Tensor& q, const Tensor& tau) {
+  DeviceGuard guard(q.device().index);
+  const int64_t batch = q.size(0);
+  const int m = as_int(q.size(1), "householder_product"), c = as_int(q.size(2), "householder_product");
+  const int k = as_int(tau.size(1), "householder_product");
+  dispatch_real(q.dtype(), "householder_product", [&](auto zero) {
+    using T = decltype(zero);
+    const Api<T>& api = Api<T>::get();
+    cusolverDnHandle_t h = solver_handle(q.device().index);
+    T* base = q.data_ptr<T>();
+    int lwork = 0;
+    check_solver(api.orgqr_buffer_size(h, m, c, k, base, m, tau.data_ptr<T>(), &lwork), "orgqr_bufferSize");
+    Tensor work = workspace<T>(lwork, q);
+    Tensor status = empty({1}, TensorOptions(kInt32).device(q.device()));
+    for (int64_t i = 0; i < batch; ++i)
+      check_solver(api.orgqr(h, m, c, k, base + i * int64_t(m) * c, m, tau.data_ptr<T>() + i * k,
+                             static_cast<T*>(work.data_ptr()), lwork, status.data_ptr<int32_t>()),
+                   "orgqr");
   });
 }
 

@@ -31,6 +31,10 @@ std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op);
 // k = min(m, n), or U [..., m, m] and Vh [..., n, n] when `full_matrices`; U and Vh undefined
 // when not `compute_uv`
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_matrices, bool compute_uv, const char* op);
+// a [..., m, n] -> (Q [..., m, k] with orthonormal columns, R [..., k, n] upper triangular), k =
+// min(m, n); Q [..., m, m] and R [..., m, n] when `complete`; Q undefined when not `compute_q`.
+// Householder reflections (geqrf, then orgqr), so R's diagonal may be negative, as LAPACK's.
+std::tuple<Tensor, Tensor> qr(const Tensor& a, bool complete, bool compute_q, const char* op);
 
 // The checks the public functions share: a defined float32/float64 tensor of at least 2 dims,
 // square when `square`. The messages name `op`, the shape and the dtype.

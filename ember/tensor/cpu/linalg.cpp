@@ -3,10 +3,13 @@
 // column-major matrices, one matrix per thread. The LU and Cholesky loops are LAPACK's, written
 // out so that the pivots and the failing minor come back as LAPACK reports them (Eigen's
 // PartialPivLU and LLT report neither); their bulk is Eigen's blocked GEMM and triangular solve.
-// The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR), and so is the
-// SVD (bidiagonal divide and conquer; one-sided Jacobi below 16 columns).
+// The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR), and so are the
+// SVD (bidiagonal divide and conquer; one-sided Jacobi below 16 columns) and the blocked
+// Householder QR, whose reflectors and scales are LAPACK's (same sign convention, same layout).
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
+#include <Eigen/Householder>
+#include <Eigen/QR>
 #include <Eigen/SVD>
 
 #include <algorithm>
@@ -133,7 +136,7 @@ int32_t cholesky_unblocked(Block a) {
 // not positive-definite.
 template <class T>
 int32_t cholesky_one(T* data, int64_t n) {
-  constexpr int64_t kBlock = 64;
+  constexpr int64_t kBlock = 96;
   Matrix<T> a(data, n, n);
   for (int64_t k0 = 0; k0 < n; k0 += kBlock) {
     const int64_t width = std::min(kBlock, n - k0), k1 = k0 + width, rest = n - k1;
@@ -286,6 +289,52 @@ void CpuBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, const
       if (vectors) {
         um = solver.matrixU();
         vm = solver.matrixV().transpose();
+      }
+    });
+  });
+}
+
+// a [B, m, n] -> R and the reflectors in place (geqrf's layout); tau [B, k]
+void CpuBackend::qr_factor(const Tensor& a, const Tensor& tau) {
+  const int64_t batch = a.size(0), m = a.size(1), n = a.size(2), k = std::min(m, n);
+  dispatch_real(a.dtype(), "qr_factor", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using Dense = Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>;
+    scalar_t* base = a.data_ptr<scalar_t>();
+    scalar_t* scales = tau.data_ptr<scalar_t>();
+    for_each_matrix(batch, std::max(m, n), [&](int64_t i) {
+      Matrix<scalar_t> matrix(base + i * m * n, m, n);
+      Eigen::Ref<Dense> in_place(matrix);
+      const Eigen::HouseholderQR<Eigen::Ref<Dense>> qr(in_place);
+      Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>>(scales + i * k, k) = qr.hCoeffs();
+    });
+  });
+}
+
+// q [B, m, c] (reflectors in its first k columns) -> Q's first c columns: H_1 … H_k applied to
+// the first c columns of the identity, as LAPACK's orgqr: blocks of reflectors from the last to
+// the first, each applied (Eigen's blocked application) only from its first row and column on,
+// since the identity's columns before a reflector's index are never touched by it or the later
+// ones. (Applied to whole columns, forming Q cost up to twice as much.)
+void CpuBackend::householder_product(const Tensor& q, const Tensor& tau) {
+  const int64_t batch = q.size(0), m = q.size(1), c = q.size(2), k = tau.size(1);
+  dispatch_real(q.dtype(), "householder_product", [&](auto zero) {
+    using scalar_t = decltype(zero);
+    using Dense = Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>;
+    using Vector = Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>;
+    scalar_t* base = q.data_ptr<scalar_t>();
+    const scalar_t* scales = tau.data_ptr<scalar_t>();
+    for_each_matrix(batch, m, [&](int64_t i) {
+      Matrix<scalar_t> out(base + i * m * c, m, c);
+      const Dense reflectors = out.leftCols(k);
+      const Vector scale = Eigen::Map<const Vector>(scales + i * k, k);
+      out.setIdentity();
+      constexpr int64_t kBlock = 96;  // (two of Eigen's 48-reflector blocks)
+      for (int64_t end = k; end > 0; end -= kBlock) {
+        const int64_t j = std::max<int64_t>(0, end - kBlock);
+        auto trailing = out.block(j, j, m - j, c - j);
+        trailing.applyOnTheLeft(
+            Eigen::householderSequence(reflectors.block(j, j, m - j, end - j), scale.segment(j, end - j)));
       }
     });
   });

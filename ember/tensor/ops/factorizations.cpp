@@ -157,4 +157,25 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_mat
           compute_uv ? unfold_batch(vh, batch) : Tensor(), view(info, batch)};
 }
 
+std::tuple<Tensor, Tensor> qr(const Tensor& a, bool complete, bool compute_q, const char* op) {
+  check_linalg_input(a, op, /*square=*/false);
+  const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n), cols = complete ? m : k;
+  const Tensor f = fortran_copy(a);
+  const Tensor tau = ops::empty_on({f.size(0), k}, a.dtype(), a.device());
+  if (has_work(f)) backend(a.device()).qr_factor(f, tau);
+  const Shape batch = batch_shape(a);
+  const Tensor r = triu(narrow(unfold_batch(f, batch), -2, 0, cols));
+  if (!compute_q) return {Tensor(), r};
+  Tensor q = fortran_empty(f.size(0), m, cols, a);
+  if (has_work(tau)) {
+    if (cols > k) fill_(q, 0);  // (orgqr writes the columns past the reflectors; they start defined)
+    Tensor reflectors = narrow(q, 2, 0, k);
+    copy_(reflectors, narrow(f, 2, 0, k));
+    backend(a.device()).householder_product(q, tau);
+  } else {  // no reflectors: Q is the identity's first columns
+    copy_(q, expand(eye(m, cols, TensorOptions(a.dtype()).device(a.device())), q.sizes()));
+  }
+  return {unfold_batch(q, batch), r};
+}
+
 }  // namespace ember::native
