@@ -507,7 +507,12 @@ int sequence_section() {
 // ---- torch::linalg: ember's factorizations (Eigen's blocked kernels in LAPACK's loops, one
 // matrix per thread across a batch) against LibTorch's LAPACK (OpenBLAS's, when run as
 // BENCHMARKS.md says). GFLOP/s counts the factorization's textbook flops (Golub and Van Loan's
-// for the SVD: 21 n³ with U and V, 8/3 n³ for the values alone; pinv adds the 2 n³ product). ----
+// for the SVD: 21 n³ with U and V, 8/3 n³ for the values alone; pinv adds the 2 n³ product;
+// the QR's below). ----
+
+// Householder QR of an m x n matrix (m ≥ n) with its reduced Q: geqrf's 2mn² - 2n³/3, and as
+// many again to form Q (orgqr).
+double qr_flops(double m, double n) { return 2 * (2 * m * n * n - 2.0 / 3 * n * n * n); }
 
 int linalg_section() {
   std::printf("| float32 | ember | LibTorch | LibTorch / ember | ember GFLOP/s |\n|---|---|---|---|---|\n");
@@ -537,6 +542,10 @@ int linalg_section() {
     row(
         "eigh " + size, 9 * nd * nd * nd, [&] { (void)ember::linalg::eigh(s); },
         [&] { (void)torch::linalg::eigh(ts, "L"); });
+    check("qr", std::get<1>(ember::linalg::qr(a)), std::get<1>(torch::linalg::qr(ta, "reduced")), 1e-2);
+    row(
+        "qr " + size, qr_flops(nd, nd), [&] { (void)ember::linalg::qr(a); },
+        [&] { (void)torch::linalg::qr(ta, "reduced"); });
     if (n > 256) continue;  // (an SVD of 1024 x 1024 takes seconds on 2 cores, on both sides)
     check("svdvals", ember::linalg::svdvals(a), torch::linalg::svdvals(ta, c10::nullopt), 1e-3);
     row(
@@ -545,6 +554,14 @@ int linalg_section() {
     row(
         "svdvals " + size, 8.0 / 3 * nd * nd * nd, [&] { (void)ember::linalg::svdvals(a); },
         [&] { (void)torch::linalg::svdvals(ta, c10::nullopt); });
+  }
+  {  // a tall matrix (an orthonormal basis of 256 columns)
+    const ember::Tensor a = ember::randn({2048, 256});
+    const torch::Tensor ta = as_torch(a);
+    check("qr", std::get<1>(ember::linalg::qr(a)), std::get<1>(torch::linalg::qr(ta, "reduced")), 1e-2);
+    row(
+        "qr 2048 x 256", qr_flops(2048, 256), [&] { (void)ember::linalg::qr(a); },
+        [&] { (void)torch::linalg::qr(ta, "reduced"); });
   }
   {  // many small matrices: the per-matrix overhead
     const ember::Tensor a = ember::randn({4096, 8, 8}) + ember::eye(8) * 3.0;
@@ -558,6 +575,9 @@ int linalg_section() {
     const ember::Tensor p = ember::randn({4096, 8, 8}) + ember::eye(8) * 8.0;
     const torch::Tensor tp = as_torch(p);
     check("pinv", ember::linalg::pinv(p), torch::linalg::pinv(tp), 1e-3);
+    row(
+        "qr of 4096 8 x 8 matrices", 4096 * qr_flops(8, 8), [&] { (void)ember::linalg::qr(a); },
+        [&] { (void)torch::linalg::qr(ta, "reduced"); });
     row(
         "pinv of 4096 8 x 8 matrices (SVD)", 4096 * 23.0 * 512, [&] { (void)ember::linalg::pinv(p); },
         [&] { (void)torch::linalg::pinv(tp); });
