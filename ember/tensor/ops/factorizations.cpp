@@ -45,8 +45,23 @@ Tensor fortran_empty(int64_t b, int64_t n, int64_t m, const Tensor& like) {
 Tensor info_for(const Tensor& a) { return ops::empty_on({batch_count(a)}, kInt32, a.device()); }
 
 // Back ends only see work (backend.h): an empty batch, or empty matrices, are answered here, once
-// for every back end; every matrix of them "succeeds".
+// for every back end.
 bool has_work(const Tensor& f) { return f.numel() > 0; }
+// The factorization `kernel()` of f, or, when f is empty, every matrix of it "succeeds" (info 0).
+// Returns whether the kernel ran.
+template <class Kernel>
+bool factorize(const Tensor& f, Tensor& info, const Kernel& kernel) {
+  if (!has_work(f)) {
+    fill_(info, 0);
+    return false;
+  }
+  kernel();
+  return true;
+}
+// t [..., r, c] <- the identity's first c columns (LAPACK's answer for the factors of empty matrices).
+void fill_identity_(Tensor& t) {
+  copy_(t, expand(eye(t.size(-2), t.size(-1), TensorOptions(t.dtype()).device(t.device())), t.sizes()));
+}
 
 // b [..., n, k] beside a square a [..., n, n]: same dtype, device and batch dims.
 void check_rhs(const Tensor& a, const Tensor& b, const char* op) {
@@ -77,10 +92,7 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, const char* op)
   const Tensor lu = fortran_copy(a);
   const Tensor pivots = ops::empty_on({lu.size(0), lu.size(1)}, kInt32, a.device());
   Tensor info = info_for(a);
-  if (has_work(lu))
-    backend(a.device()).lu_factor(lu, pivots, info);
-  else
-    fill_(info, 0);
+  factorize(lu, info, [&] { backend(a.device()).lu_factor(lu, pivots, info); });
   const Shape batch = batch_shape(a);
   return {unfold_batch(lu, batch), view(pivots, with(batch, {a.size(-1)})), view(info, batch)};
 }
@@ -101,10 +113,7 @@ std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& a, const char* op) {
   check_linalg_input(a, op);
   const Tensor l = fortran_copy(a);
   Tensor info = info_for(a);
-  if (has_work(l))
-    backend(a.device()).cholesky(l, info);
-  else
-    fill_(info, 0);
+  factorize(l, info, [&] { backend(a.device()).cholesky(l, info); });
   return {tril(unfold_batch(l, batch_shape(a))), view(info, batch_shape(a))};
 }
 
@@ -121,10 +130,7 @@ std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op) {
   const Tensor vectors = fortran_copy(a);
   Tensor info = info_for(a);
   const Tensor values = ops::empty_on({vectors.size(0), vectors.size(1)}, a.dtype(), a.device());
-  if (has_work(vectors))
-    backend(a.device()).eigh(vectors, values, info);
-  else
-    fill_(info, 0);
+  factorize(vectors, info, [&] { backend(a.device()).eigh(vectors, values, info); });
   const Shape batch = batch_shape(a);
   return {view(values, with(batch, {a.size(-1)})), unfold_batch(vectors, batch), view(info, batch)};
 }
@@ -142,15 +148,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_mat
     u = fortran_empty(b, m, full_matrices ? m : k, a);
     vh = fortran_empty(b, full_matrices ? n : k, n, a);
   }
-  if (has_work(f)) {
-    backend(a.device()).svd(f, full_matrices, u, s, vh, info);
-  } else {  // full U and Vh of an empty matrix are identities, as LAPACK's (and PyTorch's)
-    fill_(info, 0);
-    if (compute_uv) {
-      const TensorOptions options = TensorOptions(a.dtype()).device(a.device());
-      copy_(u, expand(eye(u.size(1), u.size(2), options), u.sizes()));
-      copy_(vh, expand(eye(vh.size(1), vh.size(2), options), vh.sizes()));
-    }
+  const bool ran = factorize(f, info, [&] { backend(a.device()).svd(f, full_matrices, u, s, vh, info); });
+  if (!ran && compute_uv) {  // full U and Vh of an empty matrix are identities, as LAPACK's (and PyTorch's)
+    fill_identity_(u);
+    fill_identity_(vh);
   }
   const Shape batch = batch_shape(a);
   return {compute_uv ? unfold_batch(u, batch) : Tensor(), view(s, with(batch, {k})),
@@ -173,7 +174,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& a, bool complete, bool compute_q, co
     copy_(reflectors, narrow(f, 2, 0, k));
     backend(a.device()).householder_product(q, tau);
   } else {  // no reflectors: Q is the identity's first columns
-    copy_(q, expand(eye(m, cols, TensorOptions(a.dtype()).device(a.device())), q.sizes()));
+    fill_identity_(q);
   }
   return {unfold_batch(q, batch), r};
 }
