@@ -320,7 +320,8 @@ TEST(Linalg, SvdGradientsWhereSingularValuesRepeatOrVanish) {
 TEST(Linalg, QrFactorsInEveryMode) {
   manual_seed(31);
   for (const DType dtype : {kFloat32, kFloat64})
-    for (const Shape& shape : {Shape{2, 5, 3}, Shape{3, 5}, Shape{4, 4}, Shape{230, 130}, Shape{110, 250}})
+    for (const Shape& shape :
+         {Shape{2, 5, 3}, Shape{3, 5}, Shape{4, 4}, Shape{230, 130}, Shape{110, 250}, Shape{200, 192}})
       for (const char* mode : {"reduced", "complete"}) {
         SCOPED_TRACE(detail::concat(shape_str(shape), " ", dtype, " ", mode));
         const Tensor a = randn(shape, dtype);

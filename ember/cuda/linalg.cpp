@@ -289,9 +289,11 @@ void CudaBackend::qr_factor(const Tensor& a, const Tensor& tau) {
   });
 }
 
-void CudaBackend::householder_product(const Tensor& q, const Tensor& tau) {
+// orgqr works in place: Q's first k columns start as the reflectors, one contiguous run of m k
+// elements per matrix in both (column-major), so one 2D copy moves the whole batch.
+void CudaBackend::householder_product(const Tensor& reflectors, const Tensor& tau, const Tensor& q) {
   DeviceGuard guard(q.device().index);
-  const int64_t batch = q.size(0);
+  const int64_t batch = q.size(0), n = reflectors.size(2);
   const int m = as_int(q.size(1), "householder_product"), c = as_int(q.size(2), "householder_product");
   const int k = as_int(tau.size(1), "householder_product");
   dispatch_real(q.dtype(), "householder_product", [&](auto zero) {
@@ -299,6 +301,9 @@ void CudaBackend::householder_product(const Tensor& q, const Tensor& tau) {
     const Api<T>& api = Api<T>::get();
     cusolverDnHandle_t h = solver_handle(q.device().index);
     T* base = q.data_ptr<T>();
+    EMBER_CUDA_CHECK(cudaMemcpy2DAsync(base, sizeof(T) * m * c, reflectors.data_ptr<T>(), sizeof(T) * m * n,
+                                       sizeof(T) * m * k, batch, cudaMemcpyDeviceToDevice,
+                                       stream_handle(q.device().index)));
     int lwork = 0;
     check_solver(api.orgqr_buffer_size(h, m, c, k, base, m, tau.data_ptr<T>(), &lwork), "orgqr_bufferSize");
     Tensor work = workspace<T>(lwork, q);

@@ -21,7 +21,7 @@ void Backend::svd(const Tensor&, bool, const Tensor&, const Tensor&, const Tenso
   unsupported("svd");
 }
 void Backend::qr_factor(const Tensor&, const Tensor&) { unsupported("qr_factor"); }
-void Backend::householder_product(const Tensor&, const Tensor&) { unsupported("householder_product"); }
+void Backend::householder_product(const Tensor&, const Tensor&, const Tensor&) { unsupported("householder_product"); }
 void Backend::csr_linear(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   unsupported("csr_linear");
 }

@@ -288,9 +288,9 @@ class Backend {
   // of the reflectors H_i = I - tau_i v_i v_iᵀ below it (v_i's i-th element is 1); tau [B, k], k =
   // min(m, n). geqrf.
   virtual void qr_factor(const Tensor& a, const Tensor& tau);
-  // q [B, m, c] (k ≤ c ≤ m), its first k columns holding qr_factor's reflectors -> the first c
-  // columns of H_1 H_2 … H_k, in place; tau [B, k]. orgqr.
-  virtual void householder_product(const Tensor& q, const Tensor& tau);
+  // reflectors [B, m, n] as qr_factor left them (its first k columns are read), tau [B, k] -> q
+  // [B, m, c] (k ≤ c ≤ m) the first c columns of H_1 H_2 … H_k. orgqr.
+  virtual void householder_product(const Tensor& reflectors, const Tensor& tau, const Tensor& q);
 
   // ---- sparse ----
   // out [M, N] = x [M, K] @ Wᵀ + bias, W [N, K] in CSR (crow [N + 1], col [nnz], values [nnz]); float32
@@ -392,7 +392,7 @@ class Backend {
   void svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,                    \
            const Tensor& info) override;                                                                               \
   void qr_factor(const Tensor& a, const Tensor& tau) override;                                                         \
-  void householder_product(const Tensor& q, const Tensor& tau) override
+  void householder_product(const Tensor& reflectors, const Tensor& tau, const Tensor& q) override
 
 // Note [Back-end registry]: one back end per device type, looked up by the tensors' device
 // type whenever a native op runs a kernel. The built-in CPU and CUDA back ends are entered on

@@ -5,10 +5,10 @@
 // PartialPivLU and LLT report neither); their bulk is Eigen's blocked GEMM and triangular solve.
 // The eigensolver is Eigen's (tridiagonal reduction, then implicit symmetric QR), and so are the
 // SVD (bidiagonal divide and conquer; one-sided Jacobi below 16 columns) and the blocked
-// Householder QR, whose reflectors and scales are LAPACK's (same sign convention, same layout).
+// Householder QR, whose reflectors and scales are LAPACK's (same sign convention, same layout);
+// Q is formed from them as LAPACK's orgqr does, by blocks of reflectors applied through GEMMs.
 #include <Eigen/Core>
 #include <Eigen/Eigenvalues>
-#include <Eigen/Householder>
 #include <Eigen/QR>
 #include <Eigen/SVD>
 
@@ -311,13 +311,34 @@ void CpuBackend::qr_factor(const Tensor& a, const Tensor& tau) {
   });
 }
 
-// q [B, m, c] (reflectors in its first k columns) -> Q's first c columns: H_1 … H_k applied to
-// the first c columns of the identity, as LAPACK's orgqr: blocks of reflectors from the last to
-// the first, each applied (Eigen's blocked application) only from its first row and column on,
-// since the identity's columns before a reflector's index are never touched by it or the later
-// ones. (Applied to whole columns, forming Q cost up to twice as much.)
-void CpuBackend::householder_product(const Tensor& q, const Tensor& tau) {
-  const int64_t batch = q.size(0), m = q.size(1), c = q.size(2), k = tau.size(1);
+// The product H_1 … H_b of b reflectors as one "compact WY" transform I - V T Vᵀ (LAPACK's larft,
+// forward and column-wise): v [rows, b] the reflectors with their unit diagonal and zeros above
+// it -> t [b, b] upper triangular, T_ii = τ_i and T[:i, i] = -τ_i T[:i, :i] (Vᵀ v_i)[:i].
+template <class Dense, class Scales>
+void compact_wy_factor(const Dense& v, const Scales& tau, Dense& t) {
+  using Vector = Eigen::Matrix<typename Dense::Scalar, Eigen::Dynamic, 1>;
+  const int64_t b = v.cols();
+  Dense gram = Dense::Zero(b, b);
+  gram.template selfadjointView<Eigen::Upper>().rankUpdate(v.transpose());  // its upper triangle
+  t.setZero(b, b);
+  Vector y(b);
+  for (int64_t i = 0; i < b; ++i) {
+    t(i, i) = tau(i);
+    y.head(i).noalias() = t.topLeftCorner(i, i).template triangularView<Eigen::Upper>() * gram.col(i).head(i);
+    t.col(i).head(i) = -tau(i) * y.head(i);
+  }
+}
+
+// f [B, m, n] (geqrf's reflectors in its first k columns) -> q [B, m, c], the first c columns of
+// H_1 … H_k, as LAPACK's orgqr: Q starts as the identity and takes blocks of reflectors from the
+// last to the first, each only from its first row and column on (the identity's columns before a
+// reflector's index are never touched by it or the later ones). A block, I - V T Vᵀ, reaches the
+// columns to its right (whose rows above the block's end are still zero) through two GEMMs
+// (larfb); its own columns are still the identity's E, so they become E - V (T V₁ᵀ) at once, V₁
+// the block's top square. (Eigen's own sequence application, which multiplies through triangular
+// products and recomputes the identity's columns, took about twice as long.)
+void CpuBackend::householder_product(const Tensor& f, const Tensor& tau, const Tensor& q) {
+  const int64_t batch = q.size(0), m = q.size(1), c = q.size(2), k = tau.size(1), n = f.size(2);
   dispatch_real(q.dtype(), "householder_product", [&](auto zero) {
     using scalar_t = decltype(zero);
     using Dense = Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>;
@@ -325,16 +346,28 @@ void CpuBackend::householder_product(const Tensor& q, const Tensor& tau) {
     scalar_t* base = q.data_ptr<scalar_t>();
     const scalar_t* scales = tau.data_ptr<scalar_t>();
     for_each_matrix(batch, m, [&](int64_t i) {
+      const Eigen::Map<const Dense> reflectors(f.data_ptr<scalar_t>() + i * m * n, m, k);
+      const Eigen::Map<const Vector> scale(scales + i * k, k);
       Matrix<scalar_t> out(base + i * m * c, m, c);
-      const Dense reflectors = out.leftCols(k);
-      const Vector scale = Eigen::Map<const Vector>(scales + i * k, k);
       out.setIdentity();
-      constexpr int64_t kBlock = 96;  // (two of Eigen's 48-reflector blocks)
+      Dense v, t, w;
+      constexpr int64_t kBlock = 32;  // (as LAPACK's orgqr; 64 and 96 were slower here)
       for (int64_t end = k; end > 0; end -= kBlock) {
-        const int64_t j = std::max<int64_t>(0, end - kBlock);
-        auto trailing = out.block(j, j, m - j, c - j);
-        trailing.applyOnTheLeft(
-            Eigen::householderSequence(reflectors.block(j, j, m - j, end - j), scale.segment(j, end - j)));
+        const int64_t j = std::max<int64_t>(0, end - kBlock), b = end - j, rows = m - j;
+        v = reflectors.block(j, j, rows, b);
+        v.template triangularView<Eigen::StrictlyUpper>().setZero();
+        v.diagonal().setOnes();
+        compact_wy_factor(v, scale.segment(j, b), t);
+        if (c > end) {  // the columns to the right: C -= V (T (V₂ᵀ C₂)), C₂ their rows from `end` on
+          auto right = out.block(j, end, rows, c - end);
+          w.noalias() = v.bottomRows(rows - b).transpose() * right.bottomRows(rows - b);
+          w = t.template triangularView<Eigen::Upper>() * w;
+          right.noalias() -= v * w;
+        }
+        w.noalias() = t.template triangularView<Eigen::Upper>() * v.topRows(b).transpose();
+        auto own = out.block(j, j, rows, b);
+        own.noalias() = -v * w;
+        own.diagonal().array() += scalar_t(1);
       }
     });
   });

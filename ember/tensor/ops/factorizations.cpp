@@ -170,9 +170,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& a, bool complete, bool compute_q, co
   Tensor q = fortran_empty(f.size(0), m, cols, a);
   if (has_work(tau)) {
     if (cols > k) fill_(q, 0);  // (orgqr writes the columns past the reflectors; they start defined)
-    Tensor reflectors = narrow(q, 2, 0, k);
-    copy_(reflectors, narrow(f, 2, 0, k));
-    backend(a.device()).householder_product(q, tau);
+    backend(a.device()).householder_product(f, tau, q);
   } else {  // no reflectors: Q is the identity's first columns
     fill_identity_(q);
   }
