@@ -234,6 +234,30 @@ TEST(Linalg, SvdOfLargeMatricesSatisfiesItsIdentities) {
   }
 }
 
+// float32's singular values alone come from the bidiagonal's BᵀB, squared and solved in float64:
+// graded values down to 1e-6 and exact zeros (rank 40 of 60) keep float32's own accuracy (ε₃₂ σ₁)
+// against float64's values of the same float32 matrix, tall and wide, and NaNs do not converge.
+TEST(Linalg, Float32SvdvalsKeepFloat32sAccuracy) {
+  manual_seed(14);
+  const Tensor u = std::get<0>(linalg::qr(randn({90, 60}, kFloat64)));
+  const Tensor v = std::get<0>(linalg::qr(randn({60, 60}, kFloat64)));
+  const Tensor graded = (arange(0, 60, kFloat64) * (-6.0 / 59 * std::log(10.0))).exp();  // 1 … 1e-6
+  const Tensor with_zeros = graded * (arange(0, 60, kFloat64) < 40).to(kFloat64);
+  for (const Tensor& s : {graded, with_zeros})
+    for (const bool wide : {false, true}) {
+      Tensor a = matmul(u * s.unsqueeze(-2), mT(v)).to(kFloat32);
+      if (wide) a = mT(a);
+      const Tensor exact = linalg::svdvals(a.to(kFloat64));
+      const Tensor values = linalg::svdvals(a);
+      EXPECT_EQ(values.dtype(), kFloat32);
+      EXPECT_LT(max_abs(values.to(kFloat64) - exact), 4 * 1.2e-7);  // σ₁ = 1
+      EXPECT_TRUE((values.narrow(0, 0, 59) >= values.narrow(0, 1, 59)).all().item<bool>());
+      EXPECT_GE(values.amin().item<double>(), 0.0);
+    }
+  const Tensor bad = stack({eye(3, 2, kFloat32), tensor<float>({1, NAN, 0, 1, 2, 3}, Shape{3, 2})});
+  EXPECT_ERROR_CONTAINS(linalg::svdvals(bad), "linalg.svdvals: (Batch element 1): The algorithm failed to converge");
+}
+
 TEST(Linalg, PinvAndMatrixRankOfRankDeficientMatrices) {
   manual_seed(12);
   const Tensor a = matmul(randn({3, 6, 2}, kFloat64), randn({3, 2, 5}, kFloat64));  // rank 2
