@@ -288,8 +288,8 @@ class Backend {
   // of the reflectors H_i = I - tau_i v_i v_iᵀ below it (v_i's i-th element is 1); tau [B, k], k =
   // min(m, n). geqrf.
   virtual void qr_factor(const Tensor& a, const Tensor& tau);
-  // reflectors [B, m, n] as qr_factor left them (its first k columns are read), tau [B, k] -> q
-  // [B, m, c] (k ≤ c ≤ m) the first c columns of H_1 H_2 … H_k. orgqr.
+  // reflectors [B, m, n] as qr_factor left them (first k columns read), tau [B, k] -> q [B, m, c] (k
+  // ≤ c ≤ m, every element written) the first c columns of H_1 H_2 … H_k. orgqr.
   virtual void householder_product(const Tensor& reflectors, const Tensor& tau, const Tensor& q);
 
   // ---- sparse ----

@@ -168,12 +168,10 @@ std::tuple<Tensor, Tensor> qr(const Tensor& a, bool complete, bool compute_q, co
   const Tensor r = triu(narrow(unfold_batch(f, batch), -2, 0, cols));
   if (!compute_q) return {Tensor(), r};
   Tensor q = fortran_empty(f.size(0), m, cols, a);
-  if (has_work(tau)) {
-    if (cols > k) fill_(q, 0);  // (orgqr writes the columns past the reflectors; they start defined)
+  if (has_work(tau))
     backend(a.device()).householder_product(f, tau, q);
-  } else {  // no reflectors: Q is the identity's first columns
+  else  // no reflectors: Q is the identity's first columns
     fill_identity_(q);
-  }
   return {unfold_batch(q, batch), r};
 }
 
