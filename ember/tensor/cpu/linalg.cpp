@@ -263,11 +263,13 @@ void CpuBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
 // 256 × 256 came 1e-6 off the float64 values, BDCSVD's float32 3e-5. BDCSVD without vectors still
 // runs most of its divide and conquer; this takes about half its time at 256 × 256. (float64 has
 // no wider type to square in, so it keeps BDCSVD.) False when the iteration does not converge.
+// The bidiagonalization is Eigen::internal API (the step BDCSVD itself starts with; Debian pins
+// Eigen 3.4); its in-place form overwrites a, where the class would first copy it.
 template <class Values>
-bool float32_singular_values(const Eigen::MatrixXf& a, Values&& out) {
+bool float32_singular_values(Eigen::Ref<Eigen::MatrixXf> a, Values&& out) {
   const int64_t n = a.cols();
-  Eigen::internal::UpperBidiagonalization<Eigen::MatrixXf> bidiagonalization(a);
-  auto b = bidiagonalization.bidiagonal();
+  Eigen::internal::UpperBidiagonalization<Eigen::MatrixXf>::BidiagonalType b(n, n);
+  Eigen::internal::upperbidiagonalization_inplace_blocked(a, b);
   const Eigen::VectorXd d = b.template diagonal<0>().cast<double>(), e = b.template diagonal<1>().cast<double>();
   Eigen::VectorXd diagonal(n), beside(n - 1);
   for (int64_t i = 0; i < n; ++i) diagonal(i) = d(i) * d(i) + (i > 0 ? e(i - 1) * e(i - 1) : 0.0);
@@ -302,8 +304,12 @@ void CpuBackend::svd(const Tensor& a, bool full_matrices, const Tensor& u, const
       bool converged;
       if (!vectors) {
         if constexpr (std::is_same_v<scalar_t, float>) {
-          converged =
-              matrix.allFinite() && float32_singular_values(m >= n ? Dense(matrix) : Dense(matrix.transpose()), sv);
+          // (a tall matrix in place, as the contract allows; a wide one as its transpose, which is tall)
+          Matrix<float> in_place(base + i * m * n, m, n);
+          Eigen::MatrixXf transposed;
+          if (m < n) transposed = matrix.transpose();
+          converged = matrix.allFinite() &&
+                      (m >= n ? float32_singular_values(in_place, sv) : float32_singular_values(transposed, sv));
         } else {
           const Eigen::BDCSVD<Dense> solver(matrix);
           converged = solver.info() == Eigen::Success;
