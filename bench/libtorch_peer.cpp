@@ -507,8 +507,8 @@ int sequence_section() {
 // ---- torch::linalg: ember's factorizations (Eigen's blocked kernels in LAPACK's loops, one
 // matrix per thread across a batch) against LibTorch's LAPACK (OpenBLAS's, when run as
 // BENCHMARKS.md says). GFLOP/s counts the factorization's textbook flops (Golub and Van Loan's
-// for the SVD: 21 n³ with U and V, 8/3 n³ for the values alone; pinv adds the 2 n³ product;
-// the QR's below). ----
+// for the SVD: 21 n³ with U and V, 8/3 n³ for the values alone; eigh's 9 n³, 4/3 n³ for the
+// values alone (the tridiagonal reduction); pinv adds the 2 n³ product; the QR's below). ----
 
 // Householder QR of an m x n matrix (m ≥ n) with its reduced Q: geqrf's 2mn² - 2n³/3, and as
 // many again to form Q (orgqr).
@@ -542,6 +542,10 @@ int linalg_section() {
     row(
         "eigh " + size, 9 * nd * nd * nd, [&] { (void)ember::linalg::eigh(s); },
         [&] { (void)torch::linalg::eigh(ts, "L"); });
+    check("eigvalsh", ember::linalg::eigvalsh(s), torch::linalg::eigvalsh(ts, "L"), 1e-3);
+    row(
+        "eigvalsh " + size, 4.0 / 3 * nd * nd * nd, [&] { (void)ember::linalg::eigvalsh(s); },
+        [&] { (void)torch::linalg::eigvalsh(ts, "L"); });
     check("qr", std::get<1>(ember::linalg::qr(a)), std::get<1>(torch::linalg::qr(ta, "reduced")), 1e-2);
     row(
         "qr " + size, qr_flops(nd, nd), [&] { (void)ember::linalg::qr(a); },

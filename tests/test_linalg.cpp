@@ -91,6 +91,26 @@ TEST(Linalg, CholeskyTriangularSolveAndEighOfLargeMatrices) {
   EXPECT_TRUE((w.narrow(-1, 1, 89) >= w.narrow(-1, 0, 89)).all().item<bool>()) << "eigenvalues ascending";
 }
 
+// eigvalsh computes the eigenvectors only when a gradient needs them (syevd's job "N"
+// otherwise, as PyTorch): a known spectrum (distinct, both signs), the values alike either way,
+// and the gradient of the largest eigenvalue is its eigenvector's projector v vᵀ.
+TEST(Linalg, EigvalshAloneAndWithItsGradient) {
+  manual_seed(21);
+  const int64_t n = 150;
+  const Tensor q = std::get<0>(linalg::qr(randn({n, n}, kFloat64)));
+  const Tensor spectrum = arange(0, n, kFloat64) - (n / 2 - 0.5);  // -74.5 … 74.5
+  const Tensor a = matmul(q * spectrum.unsqueeze(-2), mT(q));
+  const Tensor alone = linalg::eigvalsh(a);
+  EXPECT_LT(max_abs(alone - spectrum), 1e-11);
+
+  const Tensor leaf = a.detach().requires_grad_();
+  const Tensor with_grad = linalg::eigvalsh(leaf);
+  EXPECT_LT(max_abs(with_grad.detach() - alone), 1e-11);
+  with_grad.narrow(-1, n - 1, 1).sum().backward();
+  const Tensor v = q.narrow(-1, n - 1, 1);
+  EXPECT_LT(max_abs(leaf.grad() - matmul(v, mT(v))), 1e-10);
+}
+
 TEST(Linalg, OnlyTheNamedTriangleIsRead) {
   manual_seed(8);
   const Tensor a = spd(1, 6, kFloat64)[0], noise = randn({6, 6}, kFloat64);
@@ -138,7 +158,8 @@ TEST(Linalg, NonFiniteMatricesGiveNaNsOrErrorsNeverCrashes) {
     SCOPED_TRACE(bad);
     const Tensor a = tensor<double>({2, bad, bad, 1}, Shape{2, 2});
     EXPECT_ERROR_CONTAINS(linalg::eigh(a), "linalg.eigh: The algorithm failed to converge");
-    EXPECT_ERROR_CONTAINS(linalg::eigvalsh(stack({eye(2, -1, kFloat64), a})), "(Batch element 1)");
+    EXPECT_ERROR_CONTAINS(linalg::eigvalsh(stack({eye(2, -1, kFloat64), a})),
+                          "linalg.eigvalsh: (Batch element 1): The algorithm failed to converge");
     EXPECT_ERROR_CONTAINS(linalg::cholesky(a), "leading minor of order 2");
   }
   const Tensor a = tensor<double>({2, nan, nan, 1}, Shape{2, 2});
@@ -428,6 +449,8 @@ TEST(Linalg, BadArgumentsNameTheFunctionAndShapes) {
   EXPECT_ERROR_CONTAINS(linalg::solve(randn({2, 3, 3}), randn({4, 3, 1})), "linalg.solve");
   EXPECT_ERROR_CONTAINS(linalg::solve_triangular(a, randn({3}), true), "B must have at least 2 dimensions");
   EXPECT_ERROR_CONTAINS(linalg::eigh(a, "X"), "linalg.eigh: expected UPLO to be 'L' or 'U', but got 'X'");
+  EXPECT_ERROR_CONTAINS(linalg::eigvalsh(a, "l"), "linalg.eigvalsh: expected UPLO to be 'L' or 'U', but got 'l'");
+  EXPECT_ERROR_CONTAINS(linalg::eigvalsh(b), "linalg.eigvalsh: A must be batches of square matrices");
   EXPECT_ERROR_CONTAINS(linalg::vector_norm(ones({3}, kInt64)), "linalg.vector_norm: expected a floating point");
   EXPECT_ERROR_CONTAINS(linalg::svd(randn({3})), "linalg.svd: the input tensor A must have at least 2 dimensions");
   EXPECT_ERROR_CONTAINS(linalg::svdvals(ones({2, 2}, kInt32)), "linalg.svdvals: expected a float32 or float64 tensor");

@@ -150,12 +150,14 @@ Tensor triangular_node(const Tensor& a, const Tensor& b, bool upper, bool unit) 
 // (w, V) of symmetric A (lower triangle). Backward (PyTorch's, for a real symmetric A): with
 // E_ij = w_j - w_i off the diagonal, gA = V (diag(gw) + skew(Vᵀ gV) / E) Vᵀ, where skew(M) =
 // ½ (M - Mᵀ): the eigenvalues' gradient on the diagonal, the vectors' rotations off it.
+std::string eigh_not_converged(int32_t code) {
+  return detail::concat("The algorithm failed to converge because the input matrix is ill-conditioned or has too ",
+                        "many repeated eigenvalues (error code: ", code, ").");
+}
+
 std::pair<Tensor, Tensor> eigh_node(const Tensor& a) {
-  auto [w, v, info] = forward([&] { return native::eigh_ex(a, "linalg.eigh"); });
-  throw_on_info(info, "linalg.eigh", [](int32_t code) {
-    return detail::concat("The algorithm failed to converge because the input matrix is ill-conditioned or has too ",
-                          "many repeated eigenvalues (error code: ", code, ").");
-  });
+  auto [w, v, info] = forward([&] { return native::eigh_ex(a, /*compute_v=*/true, "linalg.eigh"); });
+  throw_on_info(info, "linalg.eigh", eigh_not_converged);
   if (needs_grad(a))
     record_fn(
         "LinalgEighBackward", {&a}, {&w, &v},
@@ -169,6 +171,24 @@ std::pair<Tensor, Tensor> eigh_node(const Tensor& a) {
         },
         kDifferentiable);
   return {w, v};
+}
+
+// w alone; computes V only when a gradient needs it, as PyTorch does. Backward: V diag(gw) Vᵀ.
+Tensor eigvalsh_node(const Tensor& a) {
+  constexpr const char* op = "linalg.eigvalsh";
+  const bool grad = needs_grad(a);
+  auto [w, v, info] = forward([&] { return native::eigh_ex(a, /*compute_v=*/grad, op); });
+  throw_on_info(info, op, eigh_not_converged);
+  if (grad)
+    record_fn(
+        "LinalgEigvalshBackward", {&a}, {&w},
+        [sa = SavedTensor(a), v = v](std::vector<Tensor>& g) {
+          Tensor v_ = v;  // in a create_graph backward, vectors that record their own gradient
+          if (building_graph()) v_ = eigh_node(sa.unpack(op)).second;
+          return std::vector<Tensor>{matmul(v_ * g[0].unsqueeze(-2), mT(v_))};
+        },
+        kDifferentiable);
+  return w;
 }
 
 // x / d, but 0 where x is exactly 0: the backward of an SVD divides by gaps between singular
@@ -400,7 +420,11 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, const std::string& UPLO) {
   return eigh_node(UPLO == "U" ? mT(A) : A);  // the upper triangle of A is the lower one of Aᵀ
 }
 
-Tensor eigvalsh(const Tensor& A, const std::string& UPLO) { return std::get<0>(eigh(A, UPLO)); }
+Tensor eigvalsh(const Tensor& A, const std::string& UPLO) {
+  EMBER_CHECK(UPLO == "L" || UPLO == "U", "linalg.eigvalsh: expected UPLO to be 'L' or 'U', but got '", UPLO, "'");
+  native::check_linalg_input(A, "linalg.eigvalsh");
+  return eigvalsh_node(UPLO == "U" ? mT(A) : A);
+}
 
 std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices) {
   native::check_linalg_input(A, "linalg.svd", /*square=*/false);

@@ -198,7 +198,7 @@ void CudaBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper,
   });
 }
 
-void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
+void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info, bool vectors) {
   DeviceGuard guard(a.device().index);
   const int64_t batch = a.size(0);
   const int n = as_int(a.size(1), "eigh");
@@ -207,16 +207,15 @@ void CudaBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info) {
     const Api<T>& api = Api<T>::get();
     cusolverDnHandle_t h = solver_handle(a.device().index);
     T* base = a.data_ptr<T>();
+    const cusolverEigMode_t job = vectors ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
     int lwork = 0;
-    check_solver(
-        api.syevd_buffer_size(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, base, n, w.data_ptr<T>(), &lwork),
-        "syevd_bufferSize");
+    check_solver(api.syevd_buffer_size(h, job, CUBLAS_FILL_MODE_LOWER, n, base, n, w.data_ptr<T>(), &lwork),
+                 "syevd_bufferSize");
     Tensor work = workspace<T>(lwork, a);
     for (int64_t i = 0; i < batch; ++i)
-      check_solver(
-          api.syevd(h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, n, base + i * n * n, n,
-                    w.data_ptr<T>() + i * n, static_cast<T*>(work.data_ptr()), lwork, info.data_ptr<int32_t>() + i),
-          "syevd");
+      check_solver(api.syevd(h, job, CUBLAS_FILL_MODE_LOWER, n, base + i * n * n, n, w.data_ptr<T>() + i * n,
+                             static_cast<T*>(work.data_ptr()), lwork, info.data_ptr<int32_t>() + i),
+                   "syevd");
   });
 }
 

@@ -16,7 +16,7 @@ void Backend::lu_factor(const Tensor&, const Tensor&, const Tensor&) { unsupport
 void Backend::lu_solve(const Tensor&, const Tensor&, const Tensor&, bool) { unsupported("lu_solve"); }
 void Backend::cholesky(const Tensor&, const Tensor&) { unsupported("cholesky"); }
 void Backend::triangular_solve(const Tensor&, const Tensor&, bool, bool) { unsupported("triangular_solve"); }
-void Backend::eigh(const Tensor&, const Tensor&, const Tensor&) { unsupported("eigh"); }
+void Backend::eigh(const Tensor&, const Tensor&, const Tensor&, bool) { unsupported("eigh"); }
 void Backend::svd(const Tensor&, bool, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   unsupported("svd");
 }

@@ -274,10 +274,10 @@ class Backend {
   // b [B, n, k] <- A⁻¹ b for triangular a [B, n, n]: only its upper (or lower) triangle is read,
   // and not its diagonal when `unit_diagonal` (taken as ones). trsm.
   virtual void triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal);
-  // a [B, n, n] symmetric (only the lower triangle is read) -> its orthonormal eigenvectors, in
-  // place as columns; w [B, n] its eigenvalues in ascending order; info [B] int32: 0, or > 0 when
-  // the iteration did not converge. syevd.
-  virtual void eigh(const Tensor& a, const Tensor& w, const Tensor& info);
+  // a [B, n, n] symmetric (only the lower triangle is read) -> w [B, n] its eigenvalues in
+  // ascending order and, when `vectors`, its orthonormal eigenvectors in place as columns (else a
+  // is overwritten); info [B] int32: 0, or > 0 when the iteration did not converge. syevd.
+  virtual void eigh(const Tensor& a, const Tensor& w, const Tensor& info, bool vectors);
   // a [B, m, n] (overwritten) -> its singular values s [B, k] (k = min(m, n), descending) and,
   // when u and vh are defined, the singular vectors: u [B, m, k] and vh [B, k, n], or u [B, m, m]
   // and vh [B, n, n] when `full_matrices`; a = u diag(s) vh. info [B] int32: 0, or > 0 when the
@@ -388,7 +388,7 @@ class Backend {
   void lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool transpose) override;                     \
   void cholesky(const Tensor& a, const Tensor& info) override;                                                         \
   void triangular_solve(const Tensor& a, const Tensor& b, bool upper, bool unit_diagonal) override;                    \
-  void eigh(const Tensor& a, const Tensor& w, const Tensor& info) override;                                            \
+  void eigh(const Tensor& a, const Tensor& w, const Tensor& info, bool vectors) override;                              \
   void svd(const Tensor& a, bool full_matrices, const Tensor& u, const Tensor& s, const Tensor& vh,                    \
            const Tensor& info) override;                                                                               \
   void qr_factor(const Tensor& a, const Tensor& tau) override;                                                         \

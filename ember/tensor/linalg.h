@@ -25,8 +25,9 @@ std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& a, const char* op);
 // A⁻¹ b for triangular a [..., n, n] (its `upper` or lower triangle), b [..., n, k], same batch dims
 Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool unitriangular, const char* op);
 // a [..., n, n] symmetric (lower triangle read) -> (eigenvalues [..., n] ascending,
-// eigenvectors [..., n, n] as columns, info [...] int32)
-std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op);
+// eigenvectors [..., n, n] as columns, info [...] int32); the vectors undefined when not
+// `compute_v` (syevd's job "N")
+std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, bool compute_v, const char* op);
 // a [..., m, n] -> (U [..., m, k], S [..., k] descending, Vh [..., k, n], info [...] int32) with
 // k = min(m, n), or U [..., m, m] and Vh [..., n, n] when `full_matrices`; U and Vh undefined
 // when not `compute_uv`

@@ -125,14 +125,14 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool unitr
   return unfold_batch(x, batch_shape(b));
 }
 
-std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, const char* op) {
+std::tuple<Tensor, Tensor, Tensor> eigh_ex(const Tensor& a, bool compute_v, const char* op) {
   check_linalg_input(a, op);
-  const Tensor vectors = fortran_copy(a);
+  const Tensor f = fortran_copy(a);  // (the eigenvectors when `compute_v`)
   Tensor info = info_for(a);
-  const Tensor values = ops::empty_on({vectors.size(0), vectors.size(1)}, a.dtype(), a.device());
-  factorize(vectors, info, [&] { backend(a.device()).eigh(vectors, values, info); });
+  const Tensor values = ops::empty_on({f.size(0), f.size(1)}, a.dtype(), a.device());
+  factorize(f, info, [&] { backend(a.device()).eigh(f, values, info, compute_v); });
   const Shape batch = batch_shape(a);
-  return {view(values, with(batch, {a.size(-1)})), unfold_batch(vectors, batch), view(info, batch)};
+  return {view(values, with(batch, {a.size(-1)})), compute_v ? unfold_batch(f, batch) : Tensor(), view(info, batch)};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex(const Tensor& a, bool full_matrices, bool compute_uv,
