@@ -92,8 +92,9 @@ TEST(Linalg, CholeskyTriangularSolveAndEighOfLargeMatrices) {
 }
 
 // eigvalsh computes the eigenvectors only when a gradient needs them (syevd's job "N"
-// otherwise, as PyTorch): a known spectrum (distinct, both signs), the values alike either way,
-// and the gradient of the largest eigenvalue is its eigenvector's projector v vᵀ.
+// otherwise, as PyTorch): a known spectrum (distinct, both signs) in float64, float32 within its
+// own accuracy of float64's values of the same matrix, the values alike either way, and the
+// gradient of the largest eigenvalue is its eigenvector's projector v vᵀ.
 TEST(Linalg, EigvalshAloneAndWithItsGradient) {
   manual_seed(21);
   const int64_t n = 150;
@@ -102,6 +103,10 @@ TEST(Linalg, EigvalshAloneAndWithItsGradient) {
   const Tensor a = matmul(q * spectrum.unsqueeze(-2), mT(q));
   const Tensor alone = linalg::eigvalsh(a);
   EXPECT_LT(max_abs(alone - spectrum), 1e-11);
+  const Tensor a32 = a.to(kFloat32);
+  EXPECT_EQ(linalg::eigvalsh(a32).dtype(), kFloat32);
+  // (within 2 ε₃₂ ‖A‖; Eigen's float32 iteration, which eigh still runs, was 90 ε₃₂ ‖A‖ off here)
+  EXPECT_LT(max_abs(linalg::eigvalsh(a32).to(kFloat64) - linalg::eigvalsh(a32.to(kFloat64))), 2 * 1.2e-7 * 75);
 
   const Tensor leaf = a.detach().requires_grad_();
   const Tensor with_grad = linalg::eigvalsh(leaf);
