@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "ember/tensor/cpu/cpu_backend.h"
+#include "ember/tensor/cpu/tridiagonal_eigen.h"
 #include "ember/tensor/parallel.h"
 
 namespace ember::cpu {
@@ -230,29 +232,103 @@ void CpuBackend::triangular_solve(const Tensor& a, const Tensor& b, bool upper, 
   });
 }
 
-// A float32 symmetric matrix's eigenvalues alone (syevd's job "N"), ascending, from its lower
-// triangle (a is overwritten): Eigen's tridiagonal reduction in float32, then the tridiagonal's
-// implicit QR iteration in float64 (O(n²) without vectors). Eigen's float32 iteration drifted
-// about n ε₃₂ ‖A‖ (4e-4 off the float64 values at 1024 × 1024 of norm 4) where float64's, from
-// the same tridiagonal, came within 3e-7, for about the same time. Scaled into [-1, 1] first, as
-// Eigen's solver does, so that the reduction's squares neither overflow nor underflow (and the
-// iteration's convergence test, which is absolute, sees the scale it expects). False when the
-// iteration does not converge. (Eigen::internal API, as Eigen's own solver calls it.)
-template <class Values>
-bool float32_symmetric_eigenvalues(Eigen::Ref<Eigen::MatrixXf> a, Values&& out) {
+// The product H_1 … H_b of b reflectors as one "compact WY" transform I - V T Vᵀ (LAPACK's larft,
+// forward and column-wise): v [rows, b] the reflectors with their unit diagonal and zeros above
+// it -> t [b, b] upper triangular, T_ii = τ_i and T[:i, i] = -τ_i T[:i, :i] (Vᵀ v_i)[:i].
+template <class Dense, class Scales>
+void compact_wy_factor(const Dense& v, const Scales& tau, Dense& t) {
+  using Vector = Eigen::Matrix<typename Dense::Scalar, Eigen::Dynamic, 1>;
+  const int64_t b = v.cols();
+  Dense gram = Dense::Zero(b, b);
+  gram.template selfadjointView<Eigen::Upper>().rankUpdate(v.transpose());  // its upper triangle
+  t.setZero(b, b);
+  Vector y(b);
+  for (int64_t i = 0; i < b; ++i) {
+    t(i, i) = tau(i);
+    y.head(i).noalias() = t.topLeftCorner(i, i).template triangularView<Eigen::Upper>() * gram.col(i).head(i);
+    t.col(i).head(i) = -tau(i) * y.head(i);
+  }
+}
+
+// reflectors [m, k] in geqrf's layout (each one's essential part below the diagonal), their
+// scales tau [k] -> out [m, c] (k ≤ c ≤ m), the first c columns of H_1 … H_k, as LAPACK's orgqr:
+// Q starts as the identity and takes blocks of reflectors from the last to the first, each only
+// from its first row and column on (the identity's columns before a reflector's index are never
+// touched by it or the later ones). A block, I - V T Vᵀ, reaches the columns to its right (whose
+// rows above the block's end are still zero) through two GEMMs (larfb); its own columns are still
+// the identity's E, so they become E - V (T V₁ᵀ) at once, V₁ the block's top square. (Eigen's own
+// sequence application, which multiplies through triangular products and recomputes the
+// identity's columns, took about twice as long.)
+template <class T>
+void householder_q(const Eigen::Ref<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>>& reflectors, const T* tau,
+                   Eigen::Ref<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> out) {
+  using Dense = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  const int64_t m = out.rows(), c = out.cols(), k = reflectors.cols();
+  const Eigen::Map<const Vector> scale(tau, k);
+  out.setIdentity();
+  constexpr int64_t kBlock = 32;  // (as LAPACK's orgqr; 64 and 96 were slower here)
+  // Few reflectors: one at a time (org2r), sparing small matrices T's fixed costs (4096 8 × 8
+  // matrices took 1.8 times as long through the blocks).
+  if (k <= kBlock) {
+    Vector workspace(c);
+    for (int64_t j = k - 1; j >= 0; --j)
+      out.block(j, j, m - j, c - j)
+          .applyHouseholderOnTheLeft(reflectors.col(j).tail(m - j - 1), scale(j), workspace.data());
+    return;
+  }
+  Dense v, t, w;
+  for (int64_t end = k; end > 0; end -= kBlock) {
+    const int64_t j = std::max<int64_t>(0, end - kBlock), b = end - j, rows = m - j;
+    v = reflectors.block(j, j, rows, b);
+    v.template triangularView<Eigen::StrictlyUpper>().setZero();
+    v.diagonal().setOnes();
+    compact_wy_factor(v, scale.segment(j, b), t);
+    if (c > end) {  // the columns to the right: C -= V (T (V₂ᵀ C₂)), C₂ their rows from `end` on
+      auto right = out.block(j, end, rows, c - end);
+      w.noalias() = v.bottomRows(rows - b).transpose() * right.bottomRows(rows - b);
+      w = t.template triangularView<Eigen::Upper>() * w;
+      right.noalias() -= v * w;
+    }
+    w.noalias() = t.template triangularView<Eigen::Upper>() * v.topRows(b).transpose();
+    auto own = out.block(j, j, rows, b);
+    own.noalias() = -v * w;
+    own.diagonal().array() += T(1);
+  }
+}
+
+// A symmetric matrix's eigenvalues, ascending, and when `vectors` its eigenvectors in place as
+// columns, from its lower triangle (a is overwritten either way), by LAPACK's steqr route:
+// Eigen's reduction to a tridiagonal T = Qᵀ A Q, Q formed by householder_q's blocks, then T's QR
+// iteration in float64 with its rotations applied to Q (tridiagonal_eigen.h). Eigen's own solver
+// forms Q in place a reflector at a time (as long as the reduction itself at 1024 × 1024), and
+// iterates in the matrix's type: in float32 that drifted about n ε₃₂ ‖A‖ (480 ε₃₂ ‖A‖ off at
+// 150 × 150, 4 ε₃₂ ‖A‖ this way). Scaled into [-1, 1] first, as Eigen's solver does, so the
+// reduction's squares neither overflow nor underflow. False when the iteration does not converge.
+// (The reduction is Eigen::internal API, called as Eigen's own solver calls it.)
+template <class T, class Values>
+bool symmetric_eigen(Matrix<T>& a, Values&& out, bool vectors) {
   const int64_t n = a.rows();
-  a.triangularView<Eigen::StrictlyUpper>().setZero();
+  a.template triangularView<Eigen::StrictlyUpper>().setZero();
   if (!a.allFinite()) return false;
-  float scale = a.cwiseAbs().maxCoeff();
-  if (scale == 0.0f) scale = 1.0f;
+  T scale = a.cwiseAbs().maxCoeff();
+  if (scale == T(0)) scale = T(1);
   a /= scale;
-  Eigen::VectorXf householder_scales(n - 1);
+  Eigen::Matrix<T, Eigen::Dynamic, 1> householder_scales(n - 1);
   Eigen::internal::tridiagonalization_inplace(a, householder_scales);
-  const Eigen::VectorXd diagonal = a.diagonal().cast<double>(), beside = a.diagonal<-1>().cast<double>();
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver;
-  solver.computeFromTridiagonal(diagonal, beside, Eigen::EigenvaluesOnly);
-  if (solver.info() != Eigen::Success) return false;
-  out = (solver.eigenvalues() * double(scale)).cast<float>();
+  std::vector<double> d(n), e(n - 1);
+  for (int64_t i = 0; i < n; ++i) d[i] = a(i, i);
+  for (int64_t i = 0; i + 1 < n; ++i) e[i] = a(i + 1, i);
+  if (vectors) {  // Q = diag(1, Q'), Q' from the reflectors below the subdiagonal, in geqrf's layout
+    const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic> reflectors = a.bottomLeftCorner(n - 1, n - 1);
+    auto rest = a.bottomRightCorner(n - 1, n - 1);
+    householder_q<T>(reflectors, householder_scales.data(), rest);
+    a.row(0).setZero();
+    a.col(0).setZero();
+    a(0, 0) = T(1);
+  }
+  if (!tridiagonal_eigen(d, e, vectors ? a.data() : static_cast<T*>(nullptr), n, n)) return false;
+  for (int64_t i = 0; i < n; ++i) out(i) = static_cast<T>(d[i] * scale);
   return true;
 }
 
@@ -267,22 +343,10 @@ void CpuBackend::eigh(const Tensor& a, const Tensor& w, const Tensor& info, bool
     for_each_matrix(batch, n, [&](int64_t i) {
       Matrix<scalar_t> m(base + i * n * n, n, n);
       Eigen::Map<Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>> v(values + i * n, n);
-      if constexpr (std::is_same_v<scalar_t, float>) {
-        if (!vectors) {
-          inf[i] = float32_symmetric_eigenvalues(m, v) ? 0 : 1;  // (a NaN or an infinity does not converge)
-          if (inf[i] != 0) v.setConstant(std::numeric_limits<float>::quiet_NaN());
-          return;
-        }
-      }
       // (without vectors the tridiagonal QR iteration rotates only the diagonals, O(n²) after the
       // O(n³) reduction, where accumulating the rotations into the vectors is itself O(n³))
-      Eigen::SelfAdjointEigenSolver<Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>> solver(
-          m, vectors ? Eigen::ComputeEigenvectors : Eigen::EigenvaluesOnly);
-      inf[i] = solver.info() == Eigen::Success ? 0 : 1;  // (a NaN or an infinity does not converge)
-      if (inf[i] == 0) {
-        v = solver.eigenvalues();
-        if (vectors) m = solver.eigenvectors();
-      } else {
+      inf[i] = symmetric_eigen(m, v, vectors) ? 0 : 1;  // (a NaN or an infinity does not converge)
+      if (inf[i] != 0) {
         v.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
         if (vectors) m.setConstant(std::numeric_limits<scalar_t>::quiet_NaN());
       }
@@ -386,73 +450,18 @@ void CpuBackend::qr_factor(const Tensor& a, const Tensor& tau) {
   });
 }
 
-// The product H_1 … H_b of b reflectors as one "compact WY" transform I - V T Vᵀ (LAPACK's larft,
-// forward and column-wise): v [rows, b] the reflectors with their unit diagonal and zeros above
-// it -> t [b, b] upper triangular, T_ii = τ_i and T[:i, i] = -τ_i T[:i, :i] (Vᵀ v_i)[:i].
-template <class Dense, class Scales>
-void compact_wy_factor(const Dense& v, const Scales& tau, Dense& t) {
-  using Vector = Eigen::Matrix<typename Dense::Scalar, Eigen::Dynamic, 1>;
-  const int64_t b = v.cols();
-  Dense gram = Dense::Zero(b, b);
-  gram.template selfadjointView<Eigen::Upper>().rankUpdate(v.transpose());  // its upper triangle
-  t.setZero(b, b);
-  Vector y(b);
-  for (int64_t i = 0; i < b; ++i) {
-    t(i, i) = tau(i);
-    y.head(i).noalias() = t.topLeftCorner(i, i).template triangularView<Eigen::Upper>() * gram.col(i).head(i);
-    t.col(i).head(i) = -tau(i) * y.head(i);
-  }
-}
-
-// f [B, m, n] (geqrf's reflectors in its first k columns) -> q [B, m, c], the first c columns of
-// H_1 … H_k, as LAPACK's orgqr: Q starts as the identity and takes blocks of reflectors from the
-// last to the first, each only from its first row and column on (the identity's columns before a
-// reflector's index are never touched by it or the later ones). A block, I - V T Vᵀ, reaches the
-// columns to its right (whose rows above the block's end are still zero) through two GEMMs
-// (larfb); its own columns are still the identity's E, so they become E - V (T V₁ᵀ) at once, V₁
-// the block's top square. (Eigen's own sequence application, which multiplies through triangular
-// products and recomputes the identity's columns, took about twice as long.)
+// f [B, m, n] (geqrf's reflectors in its first k columns) -> q [B, m, c] (householder_q)
 void CpuBackend::householder_product(const Tensor& f, const Tensor& tau, const Tensor& q) {
   const int64_t batch = q.size(0), m = q.size(1), c = q.size(2), k = tau.size(1), n = f.size(2);
   dispatch_real(q.dtype(), "householder_product", [&](auto zero) {
     using scalar_t = decltype(zero);
     using Dense = Eigen::Matrix<scalar_t, Eigen::Dynamic, Eigen::Dynamic>;
-    using Vector = Eigen::Matrix<scalar_t, Eigen::Dynamic, 1>;
     scalar_t* base = q.data_ptr<scalar_t>();
     const scalar_t* scales = tau.data_ptr<scalar_t>();
     for_each_matrix(batch, m, [&](int64_t i) {
       const Eigen::Map<const Dense> reflectors(f.data_ptr<scalar_t>() + i * m * n, m, k);
-      const Eigen::Map<const Vector> scale(scales + i * k, k);
       Matrix<scalar_t> out(base + i * m * c, m, c);
-      out.setIdentity();
-      constexpr int64_t kBlock = 32;  // (as LAPACK's orgqr; 64 and 96 were slower here)
-      // Few reflectors: one at a time (org2r), sparing small matrices T's fixed costs (4096 8 × 8
-      // matrices took 1.8 times as long through the blocks).
-      if (k <= kBlock) {
-        Vector workspace(c);
-        for (int64_t j = k - 1; j >= 0; --j)
-          out.block(j, j, m - j, c - j)
-              .applyHouseholderOnTheLeft(reflectors.col(j).tail(m - j - 1), scale(j), workspace.data());
-        return;
-      }
-      Dense v, t, w;
-      for (int64_t end = k; end > 0; end -= kBlock) {
-        const int64_t j = std::max<int64_t>(0, end - kBlock), b = end - j, rows = m - j;
-        v = reflectors.block(j, j, rows, b);
-        v.template triangularView<Eigen::StrictlyUpper>().setZero();
-        v.diagonal().setOnes();
-        compact_wy_factor(v, scale.segment(j, b), t);
-        if (c > end) {  // the columns to the right: C -= V (T (V₂ᵀ C₂)), C₂ their rows from `end` on
-          auto right = out.block(j, end, rows, c - end);
-          w.noalias() = v.bottomRows(rows - b).transpose() * right.bottomRows(rows - b);
-          w = t.template triangularView<Eigen::Upper>() * w;
-          right.noalias() -= v * w;
-        }
-        w.noalias() = t.template triangularView<Eigen::Upper>() * v.topRows(b).transpose();
-        auto own = out.block(j, j, rows, b);
-        own.noalias() = -v * w;
-        own.diagonal().array() += scalar_t(1);
-      }
+      householder_q<scalar_t>(reflectors, scales + i * k, out);
     });
   });
 }
