@@ -116,7 +116,8 @@ TEST(Linalg, EigvalshAloneAndWithItsGradient) {
   EXPECT_LT(max_abs(leaf.grad() - matmul(v, mT(v))), 1e-10);
 }
 
-// float32's eigh iterates on the tridiagonal in float64 (tridiagonal_eigen.h): random, graded
+// float32's eigh iterates on the tridiagonal in float64 (tridiagonal_eigen.h), after a reduction
+// whose first 32 of 150 columns go as a blocked panel and the rest one at a time: random, graded
 // (1 … 1e-6), repeated (two values, 75 times each) and rank-deficient spectra at 150 × 150 keep
 // float32's own accuracy: values within 10 ε₃₂ ‖A‖₂ of float64's for the same matrix (Eigen's
 // float32 iteration was 480 ε₃₂ ‖A‖ off), A V = V diag(w) and VᵀV = I within 40 ε₃₂ (0.3 n).

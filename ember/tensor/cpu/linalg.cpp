@@ -297,15 +297,86 @@ void householder_q(const Eigen::Ref<const Eigen::Matrix<T, Eigen::Dynamic, Eigen
   }
 }
 
+// a [n, n] symmetric (its lower triangle) -> T = Qᵀ A Q in place, in the layout of Eigen's
+// tridiagonalization_inplace: T's diagonal on a's, the subdiagonal below it, each reflector H_i =
+// I - tau_i v_i v_iᵀ's essential part below that (v_i's element i + 1 is 1), tau [n - 1]. LAPACK's
+// sytrd: a reflector's similarity transform is A ← A - v wᵀ - w vᵀ with w = h (A v - ½ h (vᵀ A v)
+// v). Unblocked (sytd2), each column sweeps the trailing matrix twice, for A v and for the
+// rank-2 update; panels of 32 columns (latrd) defer the updates, keeping the panel's transforms
+// as V and W (column i corrected when its turn comes, A v corrected by V (Wᵀ v) and W (Vᵀ v)),
+// then update the trailing lower triangle with two triangular GEMMs (syr2k), so each column
+// sweeps it once. 1024 × 1024 took 47-49 ms, the unblocked 74-80; below about 128 columns the
+// panels' bookkeeping loses (0.3x at 8, 0.8x at 64), so the last 128 go unblocked, as LAPACK's.
+template <class T>
+void tridiagonalize(Matrix<T>& a, T* tau) {
+  using Dense = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  const int64_t n = a.rows();
+  constexpr int64_t kPanel = 32, kUnblocked = 128;
+  // The reflector of column i (v_i, with its 1) and its w; h and beta as makeHouseholder's.
+  auto reflect = [&](int64_t i, Eigen::Ref<Vector> v) {
+    const int64_t m = n - i - 1;  // H_i acts on rows i + 1 … n - 1
+    T h, beta;
+    a.col(i).tail(m).makeHouseholderInPlace(h, beta);
+    v(0) = T(1);
+    v.tail(m - 1) = a.col(i).tail(m - 1);
+    a(i + 1, i) = beta;
+    tau[i] = h;
+    return h;
+  };
+  int64_t j0 = 0;
+  if (n > kUnblocked) {
+    Dense V(n, kPanel), W(n, kPanel);
+    Vector products(kPanel);
+    for (; n - j0 > kUnblocked; j0 += kPanel) {
+      V.setZero();
+      W.setZero();
+      for (int64_t p = 0; p < kPanel; ++p) {
+        const int64_t i = j0 + p, m = n - i - 1;
+        if (p > 0) {  // column i as the panel's earlier reflectors left it
+          auto column = a.col(i).tail(n - i);
+          column.noalias() -= V.block(i, 0, n - i, p) * W.row(i).head(p).transpose();
+          column.noalias() -= W.block(i, 0, n - i, p) * V.row(i).head(p).transpose();
+        }
+        auto v = V.col(p).segment(i + 1, m);
+        const T h = reflect(i, v);
+        // A v for the trailing A as the panel leaves it: A's own lower triangle (untouched so
+        // far) times v, less V (Wᵀ v) and W (Vᵀ v)
+        auto w = W.col(p).segment(i + 1, m);
+        w.noalias() = a.bottomRightCorner(m, m).template selfadjointView<Eigen::Lower>() * v;
+        products.head(p).noalias() = W.block(i + 1, 0, m, p).transpose() * v;
+        w.noalias() -= V.block(i + 1, 0, m, p) * products.head(p);
+        products.head(p).noalias() = V.block(i + 1, 0, m, p).transpose() * v;
+        w.noalias() -= W.block(i + 1, 0, m, p) * products.head(p);
+        w *= h;
+        w += (T(-0.5) * h * w.dot(v)) * v;
+      }
+      const int64_t r0 = j0 + kPanel, rest = n - r0;  // the trailing lower triangle: A -= V Wᵀ + W Vᵀ
+      auto trailing = a.bottomRightCorner(rest, rest).template triangularView<Eigen::Lower>();
+      trailing -= V.block(r0, 0, rest, kPanel) * W.block(r0, 0, rest, kPanel).transpose();
+      trailing -= W.block(r0, 0, rest, kPanel) * V.block(r0, 0, rest, kPanel).transpose();
+    }
+  }
+  Vector v_all(n), w_all(n);
+  for (int64_t i = j0; i < n - 1; ++i) {  // the last (or only) block, a reflector at a time
+    const int64_t m = n - i - 1;
+    auto v = v_all.head(m), w = w_all.head(m);
+    const T h = reflect(i, v);
+    auto trailing = a.bottomRightCorner(m, m).template selfadjointView<Eigen::Lower>();
+    w.noalias() = h * (trailing * v);
+    w += (T(-0.5) * h * w.dot(v)) * v;
+    trailing.rankUpdate(v, w, T(-1));
+  }
+}
+
 // A symmetric matrix's eigenvalues, ascending, and when `vectors` its eigenvectors in place as
-// columns, from its lower triangle (a is overwritten either way), by LAPACK's steqr route:
-// Eigen's reduction to a tridiagonal T = Qᵀ A Q, Q formed by householder_q's blocks, then T's QR
-// iteration in float64 with its rotations applied to Q (tridiagonal_eigen.h). Eigen's own solver
+// columns, from its lower triangle (a is overwritten either way), by LAPACK's steqr route: the
+// reduction to a tridiagonal T = Qᵀ A Q (tridiagonalize), Q formed by householder_q's blocks, then
+// T's QR iteration in float64 with its rotations applied to Q (tridiagonal_eigen.h). Eigen's solver
 // forms Q in place a reflector at a time (as long as the reduction itself at 1024 × 1024), and
 // iterates in the matrix's type: in float32 that drifted about n ε₃₂ ‖A‖ (480 ε₃₂ ‖A‖ off at
 // 150 × 150, 4 ε₃₂ ‖A‖ this way). Scaled into [-1, 1] first, as Eigen's solver does, so the
 // reduction's squares neither overflow nor underflow. False when the iteration does not converge.
-// (The reduction is Eigen::internal API, called as Eigen's own solver calls it.)
 template <class T, class Values>
 bool symmetric_eigen(Matrix<T>& a, Values&& out, bool vectors) {
   const int64_t n = a.rows();
@@ -315,7 +386,7 @@ bool symmetric_eigen(Matrix<T>& a, Values&& out, bool vectors) {
   if (scale == T(0)) scale = T(1);
   a /= scale;
   Eigen::Matrix<T, Eigen::Dynamic, 1> householder_scales(n - 1);
-  Eigen::internal::tridiagonalization_inplace(a, householder_scales);
+  tridiagonalize(a, householder_scales.data());
   std::vector<double> d(n), e(n - 1);
   for (int64_t i = 0; i < n; ++i) d[i] = a(i, i);
   for (int64_t i = 0; i + 1 < n; ++i) e[i] = a(i + 1, i);
